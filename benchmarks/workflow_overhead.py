@@ -1,0 +1,57 @@
+"""Workflow overhead: `snakemake -n` on DLPerf-size studies (~2,000 and ~10,000 runs).
+
+    .venv/bin/python benchmarks/workflow_overhead.py
+Targets: <= 10 s for ~2,000 runs, <= 30 s for ~10,000. The baseline is the same dry run of a one-run
+study (Snakemake's fixed start-up cost), measured in the same invocation.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def study(batch_sizes: int, repeats: int) -> dict:
+    # Only the PyTorch environment exists yet, so the DLPerf matrix's 3 frameworks x 2 models x 3 batch
+    # sizes (18 cells per topology/precision/compiler) become 18 batch sizes of one framework and model.
+    return {
+        "study": "overhead",
+        "defaults": {"repeats": repeats},
+        "matrix": {"framework": ["pytorch"], "model": ["resnet50"], "topology": ["1x1", "1x8", "2x8", "4x8"],
+                   "precision": ["fp32", "amp"], "compiler": [False, True],
+                   "batch_size": list(range(16, 16 * (batch_sizes + 1), 16))},
+    }
+
+
+def dry_run(config: dict, work: Path) -> tuple[float, int]:
+    path = work / "study.yaml"
+    path.write_text(yaml.safe_dump(config))
+    started = time.perf_counter()
+    result = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-n", "--quiet",
+                             "--directory", str(work), "--configfile", str(path)],
+                            capture_output=True, text=True, check=True)
+    elapsed = time.perf_counter() - started
+    jobs = next((int(line.split()[1]) for line in result.stdout.splitlines() if line.startswith("total")), 0)
+    return elapsed, jobs
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        base, _ = dry_run({**study(1, 1), "matrix": {**study(1, 1)["matrix"], "topology": ["1x1"],
+                                                     "precision": ["fp32"], "compiler": [False]}}, Path(tmp))
+        print(f"baseline: 1-run study dry run {base:.1f} s")
+        for batch_sizes, repeats, target in ((18, 7, 10.0), (18, 35, 30.0)):
+            elapsed, jobs = dry_run(study(batch_sizes, repeats), Path(tmp))
+            print(f"{jobs:6d} jobs: snakemake -n {elapsed:5.1f} s (target <= {target:.0f} s; "
+                  f"{elapsed / base:.1f}x the 1-run baseline, {1000 * (elapsed - base) / jobs:.2f} ms/job)")
+
+
+if __name__ == "__main__":
+    main()

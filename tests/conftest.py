@@ -1,0 +1,88 @@
+"""Shared fixtures: the repository, the real PyTorch environment, running Snakemake."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "workflow"))
+
+from dlbench.venvs import MARKER, env_prefix  # noqa: E402
+
+# The workflow's own default location, so the suite and `snakemake --cores all` share one build.
+VENV_DIR = REPO / ".venvs"
+
+
+def harness_env() -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=str(REPO / "workflow"))
+
+
+@pytest.fixture(scope="session")
+def torch_python() -> Path:
+    """Python of the real PyTorch environment, built by the same code the workflow uses."""
+    spec = REPO / "envs" / "pytorch.yaml"
+    subprocess.run([sys.executable, "-m", "dlbench.venvs", "build", "--spec", str(spec),
+                    "--venv-dir", str(VENV_DIR), "--find-links", "pip"], check=True, env=harness_env())
+    prefix = env_prefix(VENV_DIR, spec)
+    assert (prefix / MARKER).exists()
+    return prefix / "bin" / "python"
+
+
+def run_harness(python: Path, log: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    cmd = [str(python), "-m", "dlbench.harness", "--framework", "pytorch", "--model", "resnet50",
+           "--log", str(log), *args]
+    return subprocess.run(cmd, env=harness_env(), capture_output=True, text=True, timeout=timeout)
+
+
+def snakemake(workdir: Path, *args: str, snakefile: Path = REPO / "Snakefile",
+              timeout: float = 1200) -> subprocess.CompletedProcess:
+    """Run the workflow with `workdir` as working directory (results/ and logs/ go there)."""
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(snakefile), "--directory", str(workdir), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=workdir)
+
+
+def write_config(path: Path, config: dict) -> Path:
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def planned_jobs(workdir: Path, configfile: Path, snakefile: Path = REPO / "Snakefile") -> list[tuple[str, str]]:
+    """(rule, first output) of every job a dry run would execute."""
+    result = snakemake(workdir, "-n", "--configfile", str(configfile), snakefile=snakefile)
+    assert result.returncode == 0, result.stdout + result.stderr
+    jobs, rule = [], None
+    for line in (result.stdout + result.stderr).splitlines():
+        if m := re.match(r"^(?:local)?rule (\w+):$", line.strip()):
+            rule = m.group(1)
+        elif rule and (m := re.match(r"^output: ([^,\s]+)", line.strip())):
+            jobs.append((rule, m.group(1)))
+            rule = None
+        elif rule and line.strip().startswith("jobid:"):
+            pass
+        elif rule == "all" and line.strip().startswith("reason"):
+            jobs.append(("all", ""))
+            rule = None
+    return jobs
+
+
+def tiny_config(venv_dir: Path = VENV_DIR, **overrides) -> dict:
+    """A study that trains for real in seconds: ResNet-50 at 32x32, a few steps."""
+    config = {
+        "study": "tiny",
+        "software": {"venv_dir": str(venv_dir)},
+        "platform": {"device": "cpu"},
+        "defaults": {"repeats": 2, "warmup_steps": 1, "measured_steps": 2, "image_size": 32,
+                     "timeout_minutes": 10},
+        "matrix": {"framework": ["pytorch"], "model": ["resnet50"], "topology": ["1x1", "1x2"],
+                   "precision": ["fp32"], "compiler": [False], "data": ["synthetic"],
+                   "batch_size": [2]},
+    }
+    config.update(overrides)
+    return config

@@ -1,0 +1,103 @@
+"""Parse and aggregate on fixture logs with known results."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+from dlbench.aggregate import summarise, write_all
+from dlbench.records import parse_run_log
+from dlbench.synthetic_logs import write_run_log
+
+
+def logs_for(tmp_path, topology, throughputs, **kwargs):
+    paths = []
+    for rep, value in enumerate(throughputs, start=1):
+        path = tmp_path / f"results/runs/resnet50/pytorch/{topology}/x/rep{rep}.jsonl"
+        path = path.with_name(f"{kwargs.get('precision', 'fp32')}-{topology}-rep{rep}.jsonl")
+        if isinstance(value, str):
+            paths.append(write_run_log(path, topology=topology, repeat=rep, status=value, throughput=None,
+                                       error=f"{value} in rep {rep}", **kwargs))
+        else:
+            paths.append(write_run_log(path, topology=topology, repeat=rep, throughput=value, **kwargs))
+    return [str(p) for p in paths]
+
+
+def test_record_of_a_run(tmp_path):
+    path = write_run_log(tmp_path / "a.jsonl", topology="2x8", batch_size=64, throughput=12345.0)
+    record = parse_run_log(path)
+    assert record["status"] == "ok"
+    assert record["throughput"] == pytest.approx(12345.0)
+    assert (record["nodes"], record["devices_per_node"], record["devices"]) == (2, 8, 16)
+    assert record["global_batch_size"] == 64 * 16
+    assert record["run_id"] == "resnet50/pytorch/2x8/bs64-fp32-nocompile-synthetic/rep1"
+
+
+def test_median_dispersion_speedup_efficiency(tmp_path):
+    logs = (logs_for(tmp_path, "1x1", [100, 110, 90, 105, 95])
+            + logs_for(tmp_path, "1x2", [190, 200, 210])
+            + logs_for(tmp_path, "1x8", [700, "oom", 720]))
+    records = pd.DataFrame([parse_run_log(p) for p in logs])
+    summary = summarise(records).set_index("topology")
+    one = summary.loc["1x1"]
+    assert one["median"] == 100 and one["min"] == 90 and one["max"] == 110
+    assert one["q25"] == 95 and one["q75"] == 105 and one["iqr"] == 10
+    assert one["cv"] == pytest.approx(pd.Series([100, 110, 90, 105, 95]).std() / 100)
+    assert summary.loc["1x2", "speedup"] == pytest.approx(2.0)
+    assert summary.loc["1x2", "efficiency"] == pytest.approx(1.0)
+    eight = summary.loc["1x8"]
+    assert eight["median"] == pytest.approx(710) and eight["speedup"] == pytest.approx(7.1)
+    assert eight["efficiency"] == pytest.approx(7.1 / 8)
+    assert (eight["n_total"], eight["n_ok"], eight["n_failed"]) == (3, 2, 1)
+    assert eight["statuses"] == "ok:2;oom:1" and "oom in rep 2" in eight["error"]
+
+
+def test_failed_configuration_is_kept_and_has_no_speedup(tmp_path):
+    logs = logs_for(tmp_path, "1x1", ["oom", "oom"]) + logs_for(tmp_path, "1x2", [50.0])
+    summary = summarise(pd.DataFrame([parse_run_log(p) for p in logs])).set_index("topology")
+    assert summary.loc["1x1", "statuses"] == "oom:2" and summary.loc["1x1", "n_ok"] == 0
+    assert math.isnan(summary.loc["1x1", "median"])
+    assert math.isnan(summary.loc["1x2", "speedup"])  # no 1x1 baseline: no speedup, not a wrong one
+
+
+def test_speedup_compares_like_with_like(tmp_path):
+    logs = (logs_for(tmp_path, "1x1", [100.0]) + logs_for(tmp_path, "1x2", [150.0])
+            + logs_for(tmp_path, "1x1", [300.0], precision="amp") + logs_for(tmp_path, "1x2", [600.0], precision="amp"))
+    summary = summarise(pd.DataFrame([parse_run_log(p) for p in logs]))
+    speedups = summary.set_index(["precision", "topology"])["speedup"]
+    assert speedups[("fp32", "1x2")] == pytest.approx(1.5)
+    assert speedups[("amp", "1x2")] == pytest.approx(2.0)
+
+
+def test_interrupted_and_corrupt_logs_become_error_records(tmp_path):
+    interrupted = write_run_log(tmp_path / "results/runs/resnet50/pytorch/1x1/bs32-fp32-nocompile-synthetic/rep1.jsonl",
+                                throughput=None)
+    corrupt = tmp_path / "results/runs/resnet50/pytorch/1x1/bs32-fp32-nocompile-synthetic/rep2.jsonl"
+    corrupt.write_text('{"type": "header"\n')
+    one = parse_run_log(interrupted)
+    assert one["status"] == "error" and "no summary line" in one["error"]
+    two = parse_run_log(corrupt)
+    assert two["status"] == "error"
+    assert f"{corrupt}:1: not JSON" in two["error"]
+    assert two["config_id"] == "resnet50/pytorch/1x1/bs32-fp32-nocompile-synthetic" and two["repeat"] == 2
+
+
+def test_summary_inconsistent_with_steps_is_flagged(tmp_path):
+    path = write_run_log(tmp_path / "a.jsonl", throughput=100.0)
+    lines = path.read_text().replace('"throughput":100.0', '"throughput":150.0')
+    path.write_text(lines)
+    record = parse_run_log(path)
+    assert record["status"] == "error" and "disagrees with its step records" in record["error"]
+
+
+def test_write_all_outputs(tmp_path):
+    logs = logs_for(tmp_path, "1x1", [100.0, 120.0]) + logs_for(tmp_path, "1x2", ["timeout", 210.0])
+    out = tmp_path / "agg"
+    out.mkdir()
+    write_all(logs, [], {"study": "t"}, out / "records.csv", out / "summary.csv", out / "environment.json")
+    records = pd.read_csv(out / "records.csv")
+    assert len(records) == 4 and sorted(records["status"]) == ["ok", "ok", "ok", "timeout"]
+    summary = pd.read_csv(out / "summary.csv")
+    assert list(summary["median"]) == [110.0, 210.0]
+    assert (out / "environment.json").read_text().count("node001") == 1

@@ -1,0 +1,127 @@
+"""Config validation (one clear error per problem, before any job) and matrix expansion."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from conftest import REPO, snakemake, write_config
+from dlbench.study import ConfigError, load_study
+
+SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
+ENVS = REPO / "envs"
+BASE = {
+    "matrix": {"framework": ["pytorch"], "model": ["resnet50"], "topology": ["1x1", "1x2"],
+               "precision": ["fp32", "amp"], "batch_size": [32]},
+}
+
+
+def study(**changes):
+    config = copy.deepcopy(BASE)
+    for key, value in changes.items():
+        section, _, name = key.partition("__")
+        if name:
+            config.setdefault(section, {})[name] = value
+        else:
+            config[section] = value
+    return load_study(config, SCHEMA, ENVS)
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"matirx": {}}, "(top level): unknown key 'matirx' (allowed: study, report"),
+    ({"matrix__framework": ["pytorchh"]}, "matrix.framework[0]: 'pytorchh' is not allowed (allowed: pytorch"),
+    ({"matrix__framework": ["tensorflow"]}, "matrix.framework: 'tensorflow' has no environment"),
+    ({"matrix__topology": ["1-2"]}, "matrix.topology[0]: '1-2' is not valid"),
+    ({"matrix__topology": ["0x8"]}, "matrix.topology[0]: '0x8' is not valid"),
+    ({"matrix__topology": []}, "matrix.topology: must not be empty"),
+    ({"matrix__batch_size": [0]}, "matrix.batch_size[0]: 0 is out of range"),
+    ({"matrix__batch_size": ["max"]}, "matrix.batch_size[0]: expected integer, got str 'max'"),
+    ({"matrix__batch_size": {"resnet50": {"fp32": [8]}}},
+     "matrix.batch_size.resnet50: no batch sizes for precision amp"),
+    ({"matrix__batch_size": {"resnet50": {"fp16": [8]}}},
+     "matrix.batch_size.resnet50: 'fp16' is not allowed (allowed: fp32, amp)"),
+    ({"matrix__precision": ["fp16"]}, "matrix.precision[0]: 'fp16' is not allowed (allowed: fp32, amp)"),
+    ({"defaults": {"repeats": "7"}}, "defaults.repeats: expected integer, got str '7'"),
+    ({"defaults": {"warmup": 3}}, "defaults: unknown key 'warmup' (allowed: repeats, warmup_steps"),
+    ({"exclude": [{"precision": "fp32"}, {"precision": "amp"}]}, "matrix: the study is empty"),
+    ({"report": {"version": "latest"}}, "report.version"),
+    ({"report": {"version": "../x"}}, "report.version: '../x' is not valid"),
+])
+def test_bad_config_names_key_and_allowed_values(changes, message):
+    with pytest.raises(ConfigError) as error:
+        study(**changes)
+    assert message in str(error.value)
+
+
+def test_every_problem_is_reported_at_once():
+    with pytest.raises(ConfigError) as error:
+        study(matrix__topology=["1-2"], matrix__batch_size=[0], defaults={"repeats": 0})
+    assert len(str(error.value).splitlines()) == 3
+
+
+def test_snakemake_reports_config_error_without_traceback(tmp_path):
+    bad = write_config(tmp_path / "bad.yaml", {"matrix": {**BASE["matrix"], "topology": ["2-8"]}})
+    result = snakemake(tmp_path, "-n", "--configfile", str(bad))
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "dlbench: invalid configuration:" in output
+    assert "matrix.topology[0]: '2-8' is not valid" in output
+    assert "Traceback" not in output
+    assert not (tmp_path / "results").exists()
+
+
+def test_configfile_replaces_the_default_study(tmp_path):
+    """A user's study must not inherit axes from the embedded config.yaml (it has fp32 and amp)."""
+    config = {"matrix": {**BASE["matrix"], "topology": ["1x1"], "precision": ["fp32"]},
+              "defaults": {"repeats": 1}, "software": {"venv_dir": str(tmp_path / "venvs")}}
+    result = snakemake(tmp_path, "-n", "--configfile", str(write_config(tmp_path / "c.yaml", config)))
+    assert result.returncode == 0, result.stderr
+    assert "-amp-" not in result.stdout
+    assert result.stdout.count("rule benchmark_run:") == 1
+
+
+def test_matrix_expansion_ids_and_defaults():
+    s = study()
+    ids = list(s.configurations)
+    assert ids == [
+        "resnet50/pytorch/1x1/bs32-fp32-nocompile-synthetic",
+        "resnet50/pytorch/1x1/bs32-amp-nocompile-synthetic",
+        "resnet50/pytorch/1x2/bs32-fp32-nocompile-synthetic",
+        "resnet50/pytorch/1x2/bs32-amp-nocompile-synthetic",
+    ]
+    c = s.configurations[ids[0]]
+    assert (c.repeats, c.warmup_steps, c.measured_steps, c.image_size) == (7, 20, 100, 224)
+    assert c.run_logs()[2] == "results/runs/resnet50/pytorch/1x1/bs32-fp32-nocompile-synthetic/rep3.jsonl"
+    assert len(s.run_logs()) == 4 * 7
+
+
+def test_batch_sizes_per_model_and_precision_exclude_include_overrides():
+    s = study(
+        matrix__batch_size={"resnet50": {"fp32": [64, 128], "amp": [256]}},
+        matrix__compiler=[False, True],
+        defaults={"repeats": 3, "image_size": 96},
+        exclude=[{"topology": "1x2", "compiler": True}],
+        include=[{"framework": "pytorch", "model": "resnet50", "topology": "1x8", "batch_size": 64,
+                  "measured_steps": 50}],
+        overrides=[{"match": {"precision": "amp"}, "set": {"warmup_steps": 40}}],
+    )
+    ids = set(s.configurations)
+    assert "resnet50/pytorch/1x1/bs256-amp-compile-synthetic-img96" in ids
+    assert "resnet50/pytorch/1x2/bs128-fp32-nocompile-synthetic-img96" in ids
+    assert not any(i.startswith("resnet50/pytorch/1x2/") and "-compile-" in i for i in ids)
+    extra = s.configurations["resnet50/pytorch/1x8/bs64-fp32-nocompile-synthetic-img96"]
+    assert extra.measured_steps == 50 and extra.repeats == 3
+    amp = s.configurations["resnet50/pytorch/1x1/bs256-amp-nocompile-synthetic-img96"]
+    assert amp.warmup_steps == 40
+    # 2 topologies x (2 fp32 + 1 amp) x 2 compiler, minus 1x2 compiled (3), plus the 1x8 include
+    assert len(ids) == 2 * 3 * 2 - 3 + 1
+
+
+def test_yaml_on_off_is_boolean_compiler(tmp_path):
+    """`compiler: [off, on]` in YAML means booleans, as users write it."""
+    import yaml
+
+    config = yaml.safe_load("matrix: {framework: [pytorch], model: [resnet50], topology: [1x1],"
+                            " compiler: [off, on], batch_size: [8]}")
+    s = load_study(config, SCHEMA, ENVS)
+    assert sorted(c.compiler for c in s.configurations.values()) == [False, True]

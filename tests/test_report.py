@@ -1,0 +1,234 @@
+"""Tests for dlbench.report: rendering content and versioned publishing."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow"))
+
+from dlbench.report import ReportVersionExists, publish_report, render_report
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+NOTE = "Images are 64x64, not 224x224: throughput is not comparable with published figures"
+COMMIT = "1234e567"  # looks like a float; must survive as a string
+
+
+def _config(framework: str, nodes: int, dpn: int) -> dict:
+    return {
+        "config_id": f"{framework}-resnet50-{nodes}x{dpn}-bs32-fp32",
+        "framework": framework, "model": "resnet50", "topology": f"{nodes}x{dpn}",
+        "nodes": nodes, "devices_per_node": dpn, "devices": nodes * dpn, "batch_size": 32,
+        "precision": "fp32", "compiler": False, "data": "synthetic", "image_size": 64,
+        "seq_length": None, "unit": "images/s",
+    }
+
+
+# (framework, nodes, devices_per_node) -> per-repeat (status, throughput, error)
+RUNS = {
+    ("jax", 1, 1): [("ok", 1100.0, None), ("ok", 1110.0, None), ("ok", 1090.0, None)],
+    ("jax", 1, 2): [("oom", None, "RESOURCE_EXHAUSTED: out of memory <alloc>")] * 3,
+    ("torch", 1, 1): [("ok", 1000.0, None), ("ok", 990.0, None), ("ok", 1010.0, None)],
+    ("torch", 1, 2): [("ok", 1900.0, None), ("error", None, "NCCL error | rank 1"),
+                      ("ok", 1900.0, None)],
+}
+
+
+def _write_inputs(tmp_path: Path, runs: dict = RUNS) -> tuple[Path, Path, Path]:
+    records, summary = [], []
+    baselines: dict[str, float] = {}
+    for (fw, nodes, dpn), reps in sorted(runs.items(), key=lambda kv: (kv[0][1], kv[0][2])):
+        cfg = _config(fw, nodes, dpn)
+        for i, (status, thr, err) in enumerate(reps):
+            records.append({
+                "run_id": f"{cfg['config_id']}-r{i}", **cfg, "global_batch_size": 32 * nodes * dpn,
+                "warmup_steps": 5, "measured_steps": 20, "repeat": i, "status": status,
+                "error": err, "throughput": thr, "elapsed_s": 1.5, "samples": 640,
+                "step_time_median_s": 0.03 if thr else None, "loss_final": 6.9 if thr else None,
+                "hosts": "node1", "framework_version": "1.0", "device_name": "H100",
+                "cpu_model": "Xeon", "threads_per_rank": 4, "git_commit": COMMIT,
+                "started_at": "2024-01-01T00:00:00Z", "log_path": f"logs/{cfg['config_id']}-r{i}.log",
+            })
+        ok = pd.Series([t for s, t, _ in reps if s == "ok"], dtype=float)
+        counts: dict[str, int] = {}
+        for s, _, _ in reps:
+            counts[s] = counts.get(s, 0) + 1
+        row = {**cfg, "n_total": len(reps), "n_ok": len(ok), "n_failed": len(reps) - len(ok),
+               "statuses": ";".join(f"{s}:{c}" for s, c in counts.items()),
+               "error": next((e for _, _, e in reps if e), None)}
+        if len(ok):
+            med = float(ok.median())
+            if (nodes, dpn) == (1, 1):
+                baselines[fw] = med
+            speedup = med / baselines[fw] if fw in baselines else None
+            row.update(median=med, min=ok.min(), max=ok.max(), q25=ok.quantile(0.25),
+                       q75=ok.quantile(0.75), iqr=ok.quantile(0.75) - ok.quantile(0.25),
+                       cv=ok.std() / ok.mean(), speedup=speedup,
+                       efficiency=speedup / (nodes * dpn) if speedup else None)
+        summary.append(row)
+    rec_csv, sum_csv, env_json = (tmp_path / "records.csv", tmp_path / "summary.csv",
+                                  tmp_path / "environment.json")
+    pd.DataFrame(records).to_csv(rec_csv, index=False)
+    pd.DataFrame(summary).to_csv(sum_csv, index=False)
+    env = {
+        "study": "smoke", "generated_at": "2024-01-01T12:00:00+00:00", "git_commit": COMMIT,
+        "config": {"study": "smoke", "models": ["resnet50"], "topologies": ["1x1", "1x2"]},
+        "hosts": ["node1"], "cpu_models": ["Xeon"], "devices": ["H100"],
+        "frameworks": {
+            "torch": {"version": "2.3.0", "python": "3.11.9", "cuda": "12.1", "cudnn": "8.9",
+                      "packages": ["torch==2.3.0", "numpy==1.26.4"]},
+            "jax": {"version": "0.4.30", "python": "3.11.9", "cuda": "12.3", "cudnn": "8.9",
+                    "packages": ["jax==0.4.30"]},
+        },
+        "notes": [NOTE, "Escaping check: <script>alert(1)</script>"],
+    }
+    env_json.write_text(json.dumps(env), encoding="utf-8")
+    return rec_csv, sum_csv, env_json
+
+
+@pytest.fixture
+def inputs(tmp_path: Path) -> tuple[Path, Path, Path]:
+    return _write_inputs(tmp_path)
+
+
+def test_publish_auto_creates_new_versions_and_updates_latest(tmp_path, inputs):
+    reports = tmp_path / "reports"
+    v1 = publish_report(*inputs, reports, "auto")
+    assert v1 == reports / "v1" and (v1 / "index.html").is_file()
+    v1_bytes = (v1 / "index.html").read_bytes()
+    v1_readme = (v1 / "README.md").read_bytes()
+
+    v2 = publish_report(*inputs, reports, "auto")
+    assert v2 == reports / "v2" and (v2 / "index.html").is_file()
+    assert (v1 / "index.html").read_bytes() == v1_bytes
+    assert (v1 / "README.md").read_bytes() == v1_readme
+
+    latest = reports / "latest"
+    assert latest.is_symlink() and os.readlink(latest) == "v2"
+    assert latest.resolve() == v2.resolve()
+    info = json.loads((reports / "latest.json").read_text())
+    assert info["version"] == "v2"
+    assert info["path"] == str(v2)
+    assert info["index"] == str(v2 / "index.html")
+    assert info["generated_at"]
+    # No temporary directories or links left behind.
+    assert sorted(p.name for p in reports.iterdir()) == ["latest", "latest.json", "v1", "v2"]
+
+
+def test_auto_uses_one_more_than_highest_existing(tmp_path, inputs):
+    reports = tmp_path / "reports"
+    (reports / "v7").mkdir(parents=True)
+    (reports / "v7-notes").mkdir()
+    assert publish_report(*inputs, reports, "auto").name == "v8"
+
+
+def test_named_version_exists_is_never_overwritten(tmp_path, inputs):
+    reports = tmp_path / "reports"
+    first = publish_report(*inputs, reports, "baseline-1.0")
+    assert first.name == "baseline-1.0"
+    before = {p.name: p.read_bytes() for p in first.iterdir()}
+    with pytest.raises(ReportVersionExists) as exc:
+        publish_report(*inputs, reports, "baseline-1.0")
+    assert str(first) in str(exc.value) and "report.version" in str(exc.value)
+    assert {p.name: p.read_bytes() for p in first.iterdir()} == before
+    assert not [p for p in reports.iterdir() if p.name.startswith(".")]
+    assert os.readlink(reports / "latest") == "baseline-1.0"
+
+
+@pytest.mark.parametrize("name", ["latest", "", "../escape", "a/b", "with space", ".hidden", "v1*"])
+def test_invalid_version_names_rejected(tmp_path, inputs, name):
+    reports = tmp_path / "reports"
+    with pytest.raises(ValueError):
+        publish_report(*inputs, reports, name)
+    assert not (tmp_path / "escape").exists()
+    assert not reports.exists() or not any(reports.iterdir())
+
+
+def test_report_content(tmp_path, inputs):
+    out = publish_report(*inputs, tmp_path / "reports", "auto")
+    names = {p.name for p in out.iterdir()}
+    assert names == {"index.html", "README.md", "records.csv", "summary.csv", "records.parquet",
+                     "summary.parquet", "environment.json", "throughput.png", "speedup.png"}
+    html = (out / "index.html").read_text(encoding="utf-8")
+
+    # Failed cell shows its status, partial cell its median plus k/n ok marker.
+    assert re.search(r"<td[^>]*>OOM \(3/3\)</td>", html)
+    assert re.search(r"<td[^>]*>1900\.0 \(2/3 ok\)</td>", html)
+    assert re.search(r"<td[^>]*>1000\.0 \[995\.0–1005\.0\]</td>", html)
+    assert "1.90×" in html and "95%" in html
+    assert "images/s" in html and "smoke" in html and COMMIT in html
+    # Notes near the top, HTML-escaped.
+    assert NOTE in html and html.index(NOTE) < html.index('id="throughput"')
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script>" not in html
+    # Failures section with the first message, escaped.
+    assert "RESOURCE_EXHAUSTED: out of memory &lt;alloc&gt;" in html
+    assert "NCCL error | rank 1" in html
+    # Environment and config YAML.
+    assert "torch==2.3.0" in html and "0.4.30" in html
+    assert "topologies:" in html and "- 1x2" in html
+    for png in ("throughput.png", "speedup.png"):
+        assert re.search(rf'<img[^>]+src="{png}"', html)
+        data = (out / png).read_bytes()
+        assert data.startswith(PNG_MAGIC) and len(data) > 1024
+
+    records = pd.read_parquet(out / "records.parquet")
+    assert len(records) == len(pd.read_csv(inputs[0])) == 12
+    assert set(records["git_commit"]) == {COMMIT}
+    summary = pd.read_parquet(out / "summary.parquet")
+    assert len(summary) == 4 and summary["compiler"].dtype == "boolean"
+    assert (out / "records.csv").read_bytes() == inputs[0].read_bytes()
+    assert json.loads((out / "environment.json").read_text())["study"] == "smoke"
+
+    readme = (out / "README.md").read_text(encoding="utf-8")
+    assert re.search(r"^\| Topology .*\| torch throughput .*\|$", readme, re.MULTILINE)
+    assert re.search(r"^\|[-:|]+\|$", readme, re.MULTILINE)
+    assert "OOM (3/3)" in readme and "![Throughput vs. devices](throughput.png)" in readme
+    assert "NCCL error \\| rank 1" in readme  # pipes escaped in table cells
+    assert "out of memory &lt;alloc&gt;" in readme  # no raw HTML on GitHub
+    assert NOTE in readme
+
+
+def test_all_failed_still_renders(tmp_path):
+    runs = {
+        ("torch", 1, 1): [("oom", None, "CUDA out of memory")] * 3,
+        ("torch", 1, 2): [("unsupported", None, "no multi-device support")] * 3,
+        ("jax", 1, 1): [("timeout", None, "timed out"), ("error", None, "boom"),
+                        ("timeout", None, "timed out")],
+    }
+    inputs = _write_inputs(tmp_path, runs)
+    out = tmp_path / "report"
+    render_report(*inputs, out)
+    html = (out / "index.html").read_text(encoding="utf-8")
+    assert re.search(r"<td[^>]*>OOM \(3/3\)</td>", html)
+    assert re.search(r"<td[^>]*>unsupported</td>", html)
+    assert re.search(r"<td[^>]*>timeout \(2/3\); error \(1/3\)</td>", html)
+    for png in ("throughput.png", "speedup.png"):
+        data = (out / png).read_bytes()
+        assert data.startswith(PNG_MAGIC) and len(data) > 1024
+    assert len(pd.read_parquet(out / "summary.parquet")) == 3
+
+
+def test_header_only_inputs_render(tmp_path, inputs):
+    for csv in inputs[:2]:
+        header = csv.read_text().splitlines()[0]
+        csv.write_text(header + "\n")
+    out = tmp_path / "report"
+    render_report(*inputs, out)
+    assert "No configurations." in (out / "index.html").read_text()
+    assert (out / "throughput.png").read_bytes().startswith(PNG_MAGIC)
+    assert len(pd.read_parquet(out / "records.parquet")) == 0
+
+
+def test_render_refuses_non_empty_directory(tmp_path, inputs):
+    out = tmp_path / "report"
+    out.mkdir()
+    (out / "keep.txt").write_text("x")
+    with pytest.raises(FileExistsError):
+        render_report(*inputs, out)
+    assert [p.name for p in out.iterdir()] == ["keep.txt"]

@@ -1,0 +1,126 @@
+"""The whole DAG on a tiny real study, then what reruns when the study changes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+
+import pandas as pd
+import pytest
+from conftest import REPO, planned_jobs, snakemake, tiny_config, write_config
+
+RUN = "results/runs/resnet50/pytorch/{}/bs2-fp32-nocompile-synthetic-img32/rep{}.jsonl"
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory, torch_python):
+    """A finished tiny study: 2 topologies x 2 repeats, run by Snakemake for real."""
+    work = tmp_path_factory.mktemp("study")
+    config = write_config(work / "study.yaml", tiny_config())
+    result = snakemake(work, "--cores", "2", "--configfile", str(config))
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    return work, result
+
+
+def rules(jobs):
+    return Counter(rule for rule, _ in jobs)
+
+
+def test_end_to_end_report(study):
+    work, result = study
+    reports = work / "results" / "reports"
+    assert (reports / "v1" / "index.html").exists()
+    assert (reports / "latest").resolve() == (reports / "v1").resolve()
+    assert "dlbench: report v1: results/reports/v1/index.html" in result.stdout + result.stderr
+    records = pd.read_csv(reports / "v1" / "records.csv")
+    assert len(records) == 4 and set(records["status"]) == {"ok"}
+    assert (records["throughput"] > 0).all()
+    summary = pd.read_csv(reports / "v1" / "summary.csv").set_index("topology")
+    assert summary.loc["1x1", "speedup"] == pytest.approx(1.0)
+    assert summary.loc["1x2", "efficiency"] == pytest.approx(summary.loc["1x2", "speedup"] / 2)
+    html = (reports / "v1" / "index.html").read_text()
+    assert "32x32 pixels, not 224x224" in html
+    env = json.loads((reports / "v1" / "environment.json").read_text())
+    assert any(p.startswith("torch==2.13.0") for p in env["frameworks"]["pytorch"]["packages"])
+
+
+def test_nothing_to_do_after_a_complete_run(study):
+    work, _ = study
+    assert planned_jobs(work, work / "study.yaml") == []
+
+
+def test_changing_one_configuration_reruns_only_it(study):
+    work, _ = study
+    config = tiny_config(overrides=[{"match": {"topology": "1x2"}, "set": {"measured_steps": 3}}])
+    jobs = planned_jobs(work, write_config(work / "changed.yaml", config))
+    assert sorted(out for rule, out in jobs if rule == "benchmark_run") == [RUN.format("1x2", 1), RUN.format("1x2", 2)]
+    assert rules(jobs) == {"benchmark_run": 2, "aggregate": 1, "report": 1, "all": 1}
+
+
+def test_changing_one_batch_size_reruns_only_it(study):
+    work, _ = study
+    config = tiny_config(exclude=[{"topology": "1x2"}],
+                         include=[{"framework": "pytorch", "model": "resnet50", "topology": "1x2", "batch_size": 3}])
+    jobs = planned_jobs(work, write_config(work / "bs.yaml", config))
+    runs = sorted(out for rule, out in jobs if rule == "benchmark_run")
+    assert runs == [RUN.format("1x2", r).replace("bs2-", "bs3-") for r in (1, 2)]
+    assert rules(jobs)["benchmark_run"] == 2
+
+
+def test_adding_a_configuration_runs_only_it(study):
+    work, _ = study
+    config = tiny_config(include=[{"framework": "pytorch", "model": "resnet50", "topology": "1x1",
+                                   "batch_size": 2, "precision": "amp"}])
+    jobs = planned_jobs(work, write_config(work / "added.yaml", config))
+    runs = sorted(out for rule, out in jobs if rule == "benchmark_run")
+    assert runs == [RUN.format("1x1", r).replace("-fp32-", "-amp-") for r in (1, 2)]
+
+
+def test_removing_a_configuration_reruns_only_aggregate_and_report(study):
+    work, _ = study
+    config = tiny_config()
+    config["matrix"]["topology"] = ["1x1"]
+    jobs = planned_jobs(work, write_config(work / "removed.yaml", config))
+    assert rules(jobs) == {"aggregate": 1, "report": 1, "all": 1}
+
+
+def test_more_repeats_run_only_the_new_ones(study):
+    work, _ = study
+    config = tiny_config()
+    config["defaults"]["repeats"] = 3
+    jobs = planned_jobs(work, write_config(work / "repeats.yaml", config))
+    assert sorted(out for rule, out in jobs if rule == "benchmark_run") == [RUN.format("1x1", 3), RUN.format("1x2", 3)]
+
+
+def test_changed_environment_spec_rebuilds_env_and_reruns_its_runs(study, tmp_path):
+    work, _ = study
+    copy = tmp_path / "checkout"
+    copy.mkdir()
+    for name in ("Snakefile", "workflow", "envs", "profiles"):
+        src = REPO / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, copy / name)
+    spec = copy / "envs" / "pytorch.yaml"
+    spec.write_text(spec.read_text() + "# changed\n")
+    jobs = planned_jobs(work, work / "study.yaml", snakefile=copy / "Snakefile")
+    assert rules(jobs) == {"build_framework_env": 1, "benchmark_run": 4, "aggregate": 1, "report": 1, "all": 1}
+
+
+def test_new_results_publish_a_new_version_and_never_overwrite(study):
+    work, _ = study
+    v1_index = (work / "results/reports/v1/index.html").read_bytes()
+    # A fixed version name that already exists: the report refuses, the new runs are kept.
+    config = tiny_config(report={"version": "v1"},
+                         overrides=[{"match": {"topology": "1x1"}, "set": {"measured_steps": 3}}])
+    result = snakemake(work, "--cores", "2", "--configfile", str(write_config(work / "clash.yaml", config)))
+    assert result.returncode != 0
+    assert "results/reports/v1 already exists" in result.stdout + result.stderr
+    assert (work / "results/reports/v1/index.html").read_bytes() == v1_index
+    assert json.loads((work / RUN.format("1x1", 1)).read_text().splitlines()[0])["config"]["measured_steps"] == 3
+    # With the default 'auto' the same results become v2; v1 is untouched.
+    config["report"] = {"version": "auto"}
+    result = snakemake(work, "--cores", "2", "--configfile", str(write_config(work / "auto.yaml", config)))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "benchmark_run" not in result.stdout + result.stderr  # the runs were not redone
+    assert (work / "results/reports/latest").resolve().name == "v2"
+    assert (work / "results/reports/v1/index.html").read_bytes() == v1_index

@@ -1,0 +1,126 @@
+"""Aggregate run records per configuration: median and dispersion, speedup, scaling efficiency.
+
+Speedup = median throughput at a topology / median at 1x1 of the same model, framework, precision,
+batch size per device, compiler, data and input shape; scaling efficiency = speedup / devices.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .records import FIELDS, parse_run_log, read_header
+
+CONFIG_COLUMNS = ["config_id", "framework", "model", "topology", "nodes", "devices_per_node", "devices",
+                  "batch_size", "precision", "compiler", "data", "image_size", "seq_length"]
+# Configurations whose speedups are comparable: everything but the topology.
+BASELINE_KEY = ["framework", "model", "batch_size", "precision", "compiler", "data", "image_size", "seq_length"]
+SUMMARY_COLUMNS = [*CONFIG_COLUMNS, "unit", "n_total", "n_ok", "n_failed", "statuses", "error",
+                   "median", "min", "max", "q25", "q75", "iqr", "cv", "speedup", "efficiency"]
+
+
+def records_frame(log_paths: list[str]) -> pd.DataFrame:
+    return pd.DataFrame([parse_run_log(p) for p in log_paths], columns=FIELDS)
+
+
+def _summarise(group: pd.DataFrame) -> dict[str, Any]:
+    ok = group.loc[group["status"] == "ok", "throughput"].astype(float)
+    failed = group[group["status"] != "ok"]
+    statuses = Counter(group["status"])
+    row = {
+        **group.iloc[0][CONFIG_COLUMNS].to_dict(),
+        "unit": next((u for u in group["unit"] if isinstance(u, str)), None),
+        "n_total": len(group), "n_ok": len(ok), "n_failed": len(failed),
+        "statuses": ";".join(f"{s}:{n}" for s, n in sorted(statuses.items())),
+        "error": failed["error"].iloc[0] if len(failed) else "",
+    }
+    if len(ok):
+        q25, q75 = ok.quantile(0.25), ok.quantile(0.75)
+        row |= {"median": ok.median(), "min": ok.min(), "max": ok.max(), "q25": q25, "q75": q75,
+                "iqr": q75 - q25, "cv": ok.std(ddof=1) / ok.mean() if len(ok) > 1 else 0.0}
+    return row
+
+
+def summarise(records: pd.DataFrame) -> pd.DataFrame:
+    """One row per configuration, in the order the configurations first appear."""
+    if records.empty:
+        return pd.DataFrame(columns=SUMMARY_COLUMNS)
+    rows = [_summarise(group) for _, group in records.groupby("config_id", sort=False)]
+    summary = pd.DataFrame(rows).reindex(columns=SUMMARY_COLUMNS)
+    key = pd.Series(["|".join(map(str, row)) for row in summary[BASELINE_KEY].itertuples(index=False)],
+                    index=summary.index)
+    single = summary["topology"] == "1x1"
+    baseline = dict(zip(key[single], summary.loc[single, "median"], strict=True))
+    summary["speedup"] = summary["median"] / key.map(baseline).astype(float)
+    summary["efficiency"] = summary["speedup"] / summary["devices"]
+    return summary
+
+
+def notes(records: pd.DataFrame) -> list[str]:
+    """Caveats a reader must see before comparing the numbers with anything."""
+    out = []
+    sizes = sorted({int(s) for s in records["image_size"].dropna()})
+    if sizes and sizes != [224]:
+        out.append(f"Images are {', '.join(f'{s}x{s}' for s in sizes)} pixels, not 224x224: throughput is "
+                   "not comparable with published ResNet-50 figures.")
+    if records["device_name"].dropna().eq(records["cpu_model"].dropna()).any() or records["device_name"].isna().all():
+        out.append("Runs on CPU: the ranks of a topology share one node's cores (threads_per_rank each), so "
+                   "1xN splits the same cores N ways rather than adding devices.")
+    steps = records[["warmup_steps", "measured_steps"]].drop_duplicates().dropna()
+    for _, s in steps.iterrows():
+        out.append(f"{int(s['warmup_steps'])} warm-up steps skipped, {int(s['measured_steps'])} steps timed.")
+    return out
+
+
+def environment(log_paths: list[str], env_markers: list[str], config: dict, records: pd.DataFrame) -> dict:
+    frameworks: dict[str, Any] = {}
+    for marker in env_markers:
+        info = json.loads(Path(marker).read_text())
+        frameworks[Path(marker).parent.name.rsplit("-", 1)[0]] = {"packages": info["packages"],
+                                                                   "python": info["python"]}
+    hosts, cpus, devices, commits = set(), set(), set(), set()
+    seen_frameworks = set()
+    for path in log_paths:
+        head = read_header(path)
+        if head is None:
+            continue
+        hosts.add(head.get("hostname"))
+        cpus.add(head.get("cpu_model"))
+        commits.add(head.get("git_commit"))
+        env = head["environment"]
+        if env.get("device_name"):
+            devices.add(env["device_name"])
+        fw = head["config"]["framework"]
+        if env and fw not in seen_frameworks:
+            seen_frameworks.add(fw)
+            frameworks.setdefault(fw, {}).update({
+                k: env.get(k) for k in ("framework_version", "cuda", "cudnn", "nccl", "driver", "threads",
+                                        "memory_format", "amp_dtype", "compiler", "parameters")})
+            frameworks[fw]["python_runtime"] = head.get("python")
+    return {
+        "study": config.get("study"),
+        "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "git_commit": sorted(c for c in commits if c)[-1] if any(commits) else None,
+        "git_commits": sorted(c for c in commits if c),
+        "config": config,
+        "hosts": sorted(h for h in hosts if h),
+        "cpu_models": sorted(c for c in cpus if c),
+        "devices": sorted(devices),
+        "frameworks": frameworks,
+        "notes": notes(records),
+    }
+
+
+def write_all(log_paths: list[str], env_markers: list[str], config: dict,
+              records_csv: Path, summary_csv: Path, environment_json: Path) -> None:
+    records = records_frame(log_paths)
+    summary = summarise(records)
+    records.to_csv(records_csv, index=False)
+    summary.to_csv(summary_csv, index=False)
+    env = environment(log_paths, env_markers, config, records)
+    Path(environment_json).write_text(json.dumps(env, indent=2, default=str) + "\n")

@@ -1,0 +1,154 @@
+"""PyTorch backend: ResNet-50 v1.5, SGD with momentum, synthetic data resident on the device.
+
+Interface every backend implements (used by dlbench.harness.rank):
+  setup() · step() · loss() · sync() · barrier() · all_gather(obj) · environment() · device_name()
+  peak_memory_bytes() · classify(exc) -> status · shutdown() · attributes `threads`, `unit`.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from .. import sysinfo
+from ..spec import RunSpec, Unsupported
+from .torch_models import ResNet50, parameter_count
+
+OOM_MARKERS = ("out of memory", "can't allocate memory", "not enough memory", "failed to allocate")
+
+
+class Backend:
+    unit = "images/s"
+
+    def __init__(self, spec: RunSpec, rank: int, world: int, local_rank: int, threads: int) -> None:
+        self.spec, self.rank, self.world, self.local_rank = spec, rank, world, local_rank
+        self.threads = threads
+        torch.set_num_threads(threads)
+        self.device = self._pick_device(spec.device)
+        self.model: nn.Module | None = None
+        self._loss = torch.zeros(())
+        self._distributed = False
+
+    def _pick_device(self, request: str) -> torch.device:
+        if request == "cuda" or (request == "auto" and torch.cuda.is_available()):
+            if not torch.cuda.is_available():
+                raise Unsupported("device 'cuda' requested but torch.cuda.is_available() is False")
+            per_node = self.spec.devices_per_node
+            if per_node > torch.cuda.device_count():
+                raise Unsupported(f"topology {self.spec.topology} needs {per_node} GPUs per node; "
+                                  f"{torch.cuda.device_count()} visible")
+            torch.cuda.set_device(self.local_rank)
+            return torch.device("cuda", self.local_rank)
+        return torch.device("cpu")
+
+    # ---- building
+    def setup(self) -> None:
+        spec = self.spec
+        if spec.model != "resnet50":
+            raise Unsupported(f"model {spec.model!r} is not implemented for PyTorch yet")
+        if spec.data != "synthetic":
+            raise Unsupported(f"data {spec.data!r} is not available yet (synthetic only)")
+        if self.world > 1:
+            dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo",
+                                    rank=self.rank, world_size=self.world)
+            self._distributed = True
+        torch.manual_seed(spec.seed + self.rank)
+        cuda = self.device.type == "cuda"
+        # channels_last pays off with tensor cores; on CPU the oneDNN default layout is as fast.
+        self.memory_format = torch.channels_last if cuda else torch.contiguous_format
+        model = ResNet50().to(self.device, memory_format=self.memory_format)
+        self.parameters = parameter_count(model)
+        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-5)
+        if self._distributed:
+            model = nn.parallel.DistributedDataParallel(model, device_ids=[self.local_rank] if cuda else None)
+        if spec.compiler:
+            model = torch.compile(model)
+        self.model = model
+        # AMP: fp16 with loss scaling on CUDA; bf16 (no scaling needed) on CPU.
+        self.amp_dtype = (torch.float16 if cuda else torch.bfloat16) if spec.precision == "amp" else None
+        self.scaler = torch.amp.GradScaler("cuda") if self.amp_dtype is torch.float16 else None
+        size = spec.image_size
+        self.images = torch.randn(spec.batch_size, 3, size, size, device=self.device).contiguous(
+            memory_format=self.memory_format)
+        self.labels = torch.randint(0, 1000, (spec.batch_size,), device=self.device)
+        self.loss_fn = nn.CrossEntropyLoss()
+
+    # ---- the measured work
+    def step(self) -> None:
+        with torch.autocast(self.device.type, dtype=self.amp_dtype or torch.float32,
+                            enabled=self.amp_dtype is not None):
+            loss = self.loss_fn(self.model(self.images), self.labels)
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            loss.backward()
+            self.optimizer.step()
+        self._loss = loss.detach()
+
+    def loss(self) -> float:
+        return float(self._loss)
+
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def barrier(self) -> None:
+        if self._distributed:
+            dist.barrier()
+
+    def all_gather(self, obj: dict) -> list[dict]:
+        if not self._distributed:
+            return [obj]
+        out: list = [None] * self.world
+        dist.all_gather_object(out, obj)
+        return out
+
+    # ---- facts for the log
+    def device_name(self) -> str:
+        if self.device.type == "cuda":
+            return torch.cuda.get_device_name(self.device)
+        return sysinfo.cpu_model()
+
+    def peak_memory_bytes(self) -> int | None:
+        return torch.cuda.max_memory_allocated(self.device) if self.device.type == "cuda" else None
+
+    def environment(self) -> dict:
+        cuda = self.device.type == "cuda"
+        return {
+            "framework": "pytorch",
+            "framework_version": torch.__version__,
+            "numpy_version": np.__version__,
+            "cuda": torch.version.cuda,
+            "cudnn": torch.backends.cudnn.version() if cuda else None,
+            "nccl": ".".join(map(str, torch.cuda.nccl.version())) if cuda else None,
+            "driver": sysinfo.nvidia_driver() if cuda else None,
+            "device_type": self.device.type,
+            "device_name": self.device_name(),
+            "device_count": torch.cuda.device_count() if cuda else 0,
+            "world_size": self.world,
+            "distributed_backend": dist.get_backend() if self._distributed else None,
+            "threads": {"intra_op": torch.get_num_threads(), "inter_op": torch.get_num_interop_threads(),
+                        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")},
+            "memory_format": "channels_last" if self.memory_format is torch.channels_last else "contiguous",
+            "amp_dtype": str(self.amp_dtype).replace("torch.", "") if self.amp_dtype else None,
+            "compiler": "torch.compile" if self.spec.compiler else None,
+            "parameters": self.parameters,
+        }
+
+    def classify(self, exc: BaseException) -> str:
+        if isinstance(exc, (torch.OutOfMemoryError, MemoryError)):
+            return "oom"
+        if any(marker in str(exc).lower() for marker in OOM_MARKERS):
+            return "oom"
+        return "error"
+
+    def shutdown(self) -> None:
+        if self._distributed and dist.is_initialized():
+            dist.destroy_process_group()

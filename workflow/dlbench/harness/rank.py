@@ -1,0 +1,148 @@
+"""What each rank runs: `python -m dlbench.harness.rank ...` (started by `dlbench.harness`).
+
+Timing, shared by every framework: warm-up steps (not timed), a barrier, then the measured steps
+with the device synchronised at both ends. Each measured step's duration is the gap between
+consecutive step-end timestamps, so the durations add up exactly to the measured wall time and
+   throughput = batch size per device x ranks x measured steps / measured wall time.
+Rank 0 writes the log; every rank reports a failure to its own file for the supervisor.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import resource
+import sys
+import time
+import traceback
+from pathlib import Path
+from statistics import median
+
+from . import sysinfo
+from .spec import RunSpec, Unsupported, append_line, parser, spec_from_args, utc_now
+
+
+def rank_from_env() -> tuple[int, int, int, int]:
+    """(rank, world size, local rank, local world size): from our launcher, else from srun."""
+    if "DLBENCH_RANK" in os.environ:
+        get = lambda k: int(os.environ[f"DLBENCH_{k}"])  # noqa: E731
+        return get("RANK"), get("WORLD_SIZE"), get("LOCAL_RANK"), get("LOCAL_WORLD_SIZE")
+    if "SLURM_PROCID" in os.environ:
+        ntasks = int(os.environ["SLURM_NTASKS"])
+        nnodes = int(os.environ.get("SLURM_NNODES", "1"))
+        return int(os.environ["SLURM_PROCID"]), ntasks, int(os.environ["SLURM_LOCALID"]), ntasks // nnodes
+    return 0, 1, 0, 1
+
+
+def pin_cores() -> list[int]:
+    """Bind this rank to its share of the node's cores (set by the supervisor)."""
+    cpus = [int(c) for c in os.environ.get("DLBENCH_CPUS", "").split(",") if c]
+    if cpus and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, cpus)
+    return cpus or sysinfo.usable_cpus()
+
+
+def load_backend(spec: RunSpec, rank: int, world: int, local_rank: int, threads: int):
+    module = importlib.import_module(f"dlbench.harness.backends.{spec.framework}")
+    return module.Backend(spec, rank=rank, world=world, local_rank=local_rank, threads=threads)
+
+
+def peak_host_memory_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def step_stats(durations: list[float]) -> dict[str, float]:
+    ordered = sorted(durations)
+    pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
+    return {"median": median(ordered), "min": ordered[0], "max": ordered[-1], "p10": pick(0.1), "p90": pick(0.9)}
+
+
+def run(spec: RunSpec, backend, rank: int, world: int, log: Path | None) -> dict:
+    """Warm up, time the measured steps, return the summary (rank 0 also logs every step)."""
+    backend.setup()
+    if log is not None:
+        append_line(log, {"type": "environment", **backend.environment()})
+    for step in range(spec.warmup_steps):
+        started = time.perf_counter()
+        backend.step()
+        loss = backend.loss()  # synchronises: warm-up steps are timed one by one
+        if log is not None:
+            append_line(log, {"type": "step", "phase": "warmup", "step": step,
+                              "seconds": time.perf_counter() - started, "loss": loss})
+    backend.sync()
+    backend.barrier()
+    start = time.perf_counter()
+    ends = []
+    for _ in range(spec.measured_steps):
+        backend.step()  # no host synchronisation between measured steps
+        ends.append(time.perf_counter())
+    backend.sync()
+    backend.barrier()
+    end = time.perf_counter()
+    ends[-1] = end  # the last step ends when every rank's device has finished
+    durations = [b - a for a, b in zip([start, *ends[:-1]], ends, strict=True)]
+    elapsed = end - start
+    loss = backend.loss()
+    ranks = backend.all_gather({
+        "rank": rank, "host": sysinfo.hostname(), "pid": os.getpid(), "elapsed_s": elapsed,
+        "device": backend.device_name(), "threads": backend.threads,
+        "peak_memory_bytes": backend.peak_memory_bytes() or peak_host_memory_bytes(),
+    })
+    if log is not None:
+        for step, seconds in enumerate(durations):
+            append_line(log, {"type": "step", "phase": "measure", "step": step, "seconds": seconds})
+    samples = spec.batch_size * world * spec.measured_steps
+    return {
+        "type": "summary",
+        "status": "ok",
+        "samples": samples,
+        "elapsed_s": elapsed,
+        "throughput": samples / elapsed,
+        "unit": backend.unit,
+        "world_size": world,
+        "step_time_s": step_stats(durations),
+        "loss_final": loss,
+        "ranks": ranks,
+        "hosts": sorted({r["host"] for r in ranks}),
+        "finished_at": utc_now(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    spec = spec_from_args(parser("python -m dlbench.harness.rank").parse_args(argv))
+    rank, world, local_rank, _ = rank_from_env()
+    log = Path(spec.log) if rank == 0 else None
+    rank_dir = Path(os.environ.get("DLBENCH_RANK_DIR", Path(spec.log).with_name(Path(spec.log).name + ".ranks")))
+    report = {"rank": rank, "status": "ok", "error": ""}
+    backend = None
+    try:
+        cpus = pin_cores()
+        backend = load_backend(spec, rank, world, local_rank, threads=len(cpus))
+        summary = run(spec, backend, rank, world, log)
+        if log is not None:
+            append_line(log, summary)
+            print(f"[dlbench] {spec.run_id}: {summary['throughput']:.2f} {summary['unit']} "
+                  f"over {world} rank(s)", file=sys.stderr)
+    except BaseException as exc:  # noqa: BLE001 - every failure becomes a record
+        if isinstance(exc, Unsupported):
+            status = "unsupported"
+        elif backend is not None:
+            status = backend.classify(exc)
+        else:
+            status = "oom" if isinstance(exc, MemoryError) else "error"
+        message = f"{type(exc).__name__}: {exc}".strip()[:2000]
+        traceback.print_exc()
+        report = {"rank": rank, "status": status, "error": message}
+        if log is not None:
+            append_line(log, {"type": "summary", "status": status, "error": message, "finished_at": utc_now()})
+    finally:
+        if backend is not None:
+            backend.shutdown()
+    rank_dir.mkdir(parents=True, exist_ok=True)
+    (rank_dir / f"rank{rank}.json").write_text(json.dumps(report))
+    return 0 if report["status"] == "ok" else 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())

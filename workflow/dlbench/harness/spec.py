@@ -1,0 +1,141 @@
+"""One run's configuration and the JSON-lines log format (standard library only)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+LOG_SCHEMA_VERSION = 1
+FRAMEWORKS = ("pytorch",)
+MODELS = ("resnet50",)
+PRECISIONS = ("fp32", "amp")
+DATA = ("synthetic",)
+
+# Status of a finished run. Everything but "ok" is a failure that still makes a record.
+STATUSES = ("ok", "oom", "unsupported", "error", "timeout", "failed")
+
+
+class Unsupported(Exception):
+    """This combination cannot run here (the record says why; the study goes on)."""
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    framework: str
+    model: str
+    nodes: int
+    devices_per_node: int
+    batch_size: int  # per device
+    precision: str
+    compiler: bool
+    data: str
+    image_size: int
+    warmup_steps: int
+    measured_steps: int
+    repeat: int
+    config_id: str
+    log: str
+    device: str = "auto"  # auto | cpu | cuda
+    cpus: int = 0  # cores of this node given to the run; 0 = all usable
+    timeout_s: float = 0.0  # 0 = none
+    seed: int = 0
+
+    @property
+    def topology(self) -> str:
+        return f"{self.nodes}x{self.devices_per_node}"
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.devices_per_node
+
+    @property
+    def run_id(self) -> str:
+        return f"{self.config_id}/rep{self.repeat}"
+
+    def to_args(self) -> list[str]:
+        """Command-line arguments that rebuild this spec (used to start the ranks)."""
+        args = []
+        for key, value in asdict(self).items():
+            if key in ("nodes", "devices_per_node"):
+                continue
+            if isinstance(value, bool):
+                value = "on" if value else "off"
+            args += [f"--{key.replace('_', '-')}", str(value)]
+        return args + ["--topology", self.topology]
+
+
+def _topology(text: str) -> tuple[int, int]:
+    nodes, sep, per_node = text.partition("x")
+    if not (sep and nodes.isdigit() and per_node.isdigit() and int(nodes) > 0 and int(per_node) > 0):
+        raise argparse.ArgumentTypeError(f"topology {text!r} is not <nodes>x<devices per node>, e.g. 1x8")
+    return int(nodes), int(per_node)
+
+
+def _on_off(text: str) -> bool:
+    if text not in ("on", "off"):
+        raise argparse.ArgumentTypeError(f"expected on or off, got {text!r}")
+    return text == "on"
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
+    return value
+
+
+def parser(prog: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description="Run one training-throughput benchmark.")
+    p.add_argument("--framework", choices=FRAMEWORKS, required=True)
+    p.add_argument("--model", choices=MODELS, required=True)
+    p.add_argument("--topology", type=_topology, required=True, help="<nodes>x<devices per node>")
+    p.add_argument("--batch-size", type=_positive, required=True, help="per device")
+    p.add_argument("--precision", choices=PRECISIONS, default="fp32")
+    p.add_argument("--compiler", type=_on_off, default=False, help="on|off (torch.compile, XLA, ...)")
+    p.add_argument("--data", choices=DATA, default="synthetic")
+    p.add_argument("--image-size", type=_positive, default=224)
+    p.add_argument("--warmup-steps", type=int, default=20)
+    p.add_argument("--measured-steps", type=_positive, default=100)
+    p.add_argument("--repeat", type=_positive, default=1)
+    p.add_argument("--config-id", default="adhoc")
+    p.add_argument("--log", required=True, help="JSON-lines log to write")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    p.add_argument("--cpus", type=int, default=0, help="cores of this node for the run (0: all usable)")
+    p.add_argument("--timeout-s", type=float, default=0.0, help="time limit of the run (0: none)")
+    p.add_argument("--seed", type=int, default=0)
+    return p
+
+
+def spec_from_args(args: argparse.Namespace) -> RunSpec:
+    values = vars(args).copy()
+    values["nodes"], values["devices_per_node"] = values.pop("topology")
+    return RunSpec(**values)
+
+
+def utc_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def append_line(path: str | Path, record: dict[str, Any]) -> None:
+    """Append one JSON line and flush it to disk (a crash later loses nothing written)."""
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(record, separators=(",", ":")) + "\n")
+        f.flush()
+
+
+def last_line_type(path: str | Path) -> str | None:
+    """`type` of the log's last complete line, or None."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            return json.loads(line).get("type")
+        except ValueError:
+            return None
+    return None

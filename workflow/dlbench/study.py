@@ -1,0 +1,245 @@
+"""The study: validate the config and expand its matrix into configurations and runs.
+
+Used by the Snakefile at parse time (core environment). A user error raises ConfigError with one
+line per problem, each naming the key and the allowed values.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+AXES = ("framework", "model", "topology", "precision", "compiler", "data", "batch_size")
+SETTINGS = ("repeats", "warmup_steps", "measured_steps", "image_size", "timeout_minutes")
+DEFAULT_IMAGE_SIZE = 224  # ids mention the image size only when it differs
+
+
+class ConfigError(ValueError):
+    """A problem in the user's configuration."""
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """One cell of the study: everything but the repeat number."""
+
+    framework: str
+    model: str
+    topology: str
+    precision: str
+    compiler: bool
+    data: str
+    batch_size: int
+    repeats: int
+    warmup_steps: int
+    measured_steps: int
+    image_size: int
+    timeout_minutes: float
+
+    @property
+    def nodes(self) -> int:
+        return int(self.topology.split("x")[0])
+
+    @property
+    def devices_per_node(self) -> int:
+        return int(self.topology.split("x")[1])
+
+    @property
+    def variant(self) -> str:
+        parts = [f"bs{self.batch_size}", self.precision, "compile" if self.compiler else "nocompile", self.data]
+        if self.image_size != DEFAULT_IMAGE_SIZE:
+            parts.append(f"img{self.image_size}")
+        return "-".join(parts)
+
+    @property
+    def config_id(self) -> str:
+        """Stable, readable id used in every path: model/framework/topology/variant."""
+        return f"{self.model}/{self.framework}/{self.topology}/{self.variant}"
+
+    def run_log(self, repeat: int) -> str:
+        return f"results/runs/{self.config_id}/rep{repeat}.jsonl"
+
+    def run_logs(self) -> list[str]:
+        return [self.run_log(r) for r in range(1, self.repeats + 1)]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass
+class Study:
+    name: str
+    config: dict[str, Any]  # validated, defaults filled in
+    configurations: dict[str, Configuration]  # by config_id, in matrix order
+
+    def run_logs(self) -> list[str]:
+        return [log for c in self.configurations.values() for log in c.run_logs()]
+
+    def frameworks(self) -> list[str]:
+        return sorted({c.framework for c in self.configurations.values()})
+
+
+# ---------------------------------------------------------------- validation
+def _where(path: Any) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def _describe(error: jsonschema.ValidationError) -> str:
+    where = _where(error.absolute_path)
+    schema, value = error.schema, error.instance
+    if error.validator == "additionalProperties":
+        allowed = ", ".join(schema.get("properties", {})) or "none"
+        extra = sorted(set(value) - set(schema.get("properties", {})))
+        return f"{where}: unknown key {', '.join(map(repr, extra))} (allowed: {allowed})"
+    if error.validator == "enum":
+        return f"{where}: {value!r} is not allowed (allowed: {', '.join(map(str, schema['enum']))})"
+    if error.validator == "propertyNames":
+        return f"{where}: key {value!r} is not allowed (allowed: {', '.join(schema['propertyNames']['enum'])})"
+    if error.validator == "pattern":
+        hint = f" ({error.schema.get('description')})" if error.schema.get("description") else ""
+        return f"{where}: {value!r} is not valid{hint or ' (expected <nodes>x<devices per node>, e.g. 1x8)'}"
+    if error.validator == "type":
+        return f"{where}: expected {schema['type']}, got {type(value).__name__} {value!r}"
+    if error.validator == "required":
+        return f"{where}: {error.message}"
+    if error.validator in ("minItems", "minProperties"):
+        return f"{where}: must not be empty"
+    if error.validator in ("minimum", "exclusiveMinimum", "maximum"):
+        return f"{where}: {value!r} is out of range ({error.validator} {error.validator_value})"
+    return f"{where}: {error.message}"
+
+
+def _innermost(error: jsonschema.ValidationError) -> list[jsonschema.ValidationError]:
+    """For a failed oneOf, the errors of the alternative the value was meant for (same type)."""
+    if error.validator != "oneOf" or not error.context:
+        return [error]
+    # Alternatives rejected only for the value's type are not what the user meant.
+    meant = [e for e in error.context if not (e.validator == "type" and not e.relative_path)]
+    by_branch: dict[int, list] = {}
+    for e in meant:
+        by_branch.setdefault(e.relative_schema_path[0], []).append(e)
+    if len(by_branch) != 1:
+        return [jsonschema.exceptions.best_match(error.context)]
+    return [deeper for e in next(iter(by_branch.values())) for deeper in _innermost(e)]
+
+
+def _fill_defaults(config: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    settings_schema = schema["$defs"]["settings"]["properties"]
+    out = dict(config)
+    out.setdefault("study", "study")
+    out["report"] = {"version": "auto", **config.get("report", {})}
+    out["platform"] = {"device": "auto", **config.get("platform", {})}
+    out["software"] = {"find_links": "pip", "venv_dir": ".venvs", **config.get("software", {})}
+    out["defaults"] = {k: v["default"] for k, v in settings_schema.items()} | config.get("defaults", {})
+    matrix = dict(config["matrix"])
+    for axis in ("precision", "compiler", "data"):
+        matrix.setdefault(axis, schema["properties"]["matrix"]["properties"][axis]["default"])
+    out["matrix"] = matrix
+    for key in ("exclude", "include", "overrides"):
+        out.setdefault(key, [])
+    return out
+
+
+def validate(config: dict[str, Any], schema_path: Path) -> dict[str, Any]:
+    """Check the config against the JSON schema; return it with every default filled in."""
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    problems = []
+    for error in sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path))):
+        problems.extend(_describe(e) for e in _innermost(error))
+    if problems:
+        raise ConfigError("\n".join(problems))
+    return _fill_defaults(config, schema)
+
+
+def _batch_sizes(matrix: dict[str, Any], model: str, precision: str) -> list[int]:
+    spec = matrix["batch_size"]
+    if isinstance(spec, list):
+        return spec
+    per_model = spec[model]
+    return per_model if isinstance(per_model, list) else per_model[precision]
+
+
+def _check_matrix(config: dict[str, Any], envs_dir: Path) -> None:
+    matrix, problems = config["matrix"], []
+    available = sorted(p.stem for p in Path(envs_dir).glob("*.yaml") if p.stem != "core")
+    frameworks = {*matrix["framework"], *(e["framework"] for e in config["include"])}
+    for fw in sorted(frameworks):
+        if fw not in available:
+            problems.append(f"matrix.framework: {fw!r} has no environment (no {envs_dir}/{fw}.yaml); "
+                            f"available: {', '.join(available) or 'none'}")
+    if isinstance(matrix["batch_size"], dict):
+        for model, per_model in matrix["batch_size"].items():
+            if model not in matrix["model"]:
+                problems.append(f"matrix.batch_size.{model}: {model!r} is not in matrix.model "
+                                f"(allowed: {', '.join(matrix['model'])})")
+            elif isinstance(per_model, dict):
+                missing = [p for p in matrix["precision"] if p not in per_model]
+                if missing:
+                    problems.append(f"matrix.batch_size.{model}: no batch sizes for precision "
+                                    f"{', '.join(missing)}")
+        for model in matrix["model"]:
+            if model not in matrix["batch_size"]:
+                problems.append(f"matrix.batch_size: no batch sizes for model {model!r}")
+    if problems:
+        raise ConfigError("\n".join(problems))
+
+
+def _matches(selector: dict[str, Any], axes: dict[str, Any]) -> bool:
+    return all(axes[key] == value for key, value in selector.items() if key in AXES)
+
+
+def expand(config: dict[str, Any], envs_dir: Path) -> dict[str, Configuration]:
+    """All configurations of a validated config, by config_id (matrix order, then includes)."""
+    _check_matrix(config, envs_dir)
+    matrix = config["matrix"]
+    cells: list[dict[str, Any]] = []
+    for fw, model, topo, prec, comp, data in itertools.product(
+        matrix["framework"], matrix["model"], matrix["topology"],
+        matrix["precision"], matrix["compiler"], matrix["data"],
+    ):
+        for bs in _batch_sizes(matrix, model, prec):
+            cells.append(dict(framework=fw, model=model, topology=topo, precision=prec,
+                              compiler=comp, data=data, batch_size=bs))
+    for i, selector in enumerate(config["exclude"]):
+        kept = [c for c in cells if not _matches(selector, c)]
+        if len(kept) == len(cells):
+            print(f"dlbench: warning: exclude[{i}] {selector} matches no configuration", file=sys.stderr)
+        cells = kept
+    extra_settings: list[tuple[dict, dict]] = []
+    for entry in config["include"]:
+        axes = {"precision": "fp32", "compiler": False, "data": "synthetic"} | {
+            k: v for k, v in entry.items() if k in AXES}
+        if axes not in cells:
+            cells.append(axes)
+        extra_settings.append((axes, {k: v for k, v in entry.items() if k in SETTINGS}))
+
+    configurations: dict[str, Configuration] = {}
+    for axes in cells:
+        settings = dict(config["defaults"])
+        for override in config["overrides"]:
+            if _matches(override["match"], axes):
+                settings.update(override["set"])
+        for include_axes, include_settings in extra_settings:
+            if include_axes == axes:
+                settings.update(include_settings)
+        configuration = Configuration(**axes, **settings)
+        configurations[configuration.config_id] = configuration
+    if not configurations:
+        raise ConfigError("matrix: the study is empty (every configuration is excluded)")
+    return configurations
+
+
+def load_study(config: dict[str, Any], schema_path: Path, envs_dir: Path) -> Study:
+    if not config:
+        raise ConfigError("no configuration: pass --configfile or keep config.yaml at the top level")
+    validated = validate(config, schema_path)
+    return Study(validated["study"], validated, expand(validated, envs_dir))

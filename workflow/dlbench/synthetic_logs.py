@@ -1,0 +1,52 @@
+"""Run logs in the harness's format with chosen results: fixtures for tests and benchmarks.
+
+Uses the harness's own line writer and header layout so the fixtures cannot drift from real logs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .harness.spec import LOG_SCHEMA_VERSION, append_line
+
+
+def write_run_log(path: Path, *, framework: str = "pytorch", model: str = "resnet50", topology: str = "1x1",
+                  batch_size: int = 32, precision: str = "fp32", compiler: bool = False, data: str = "synthetic",
+                  image_size: int = 224, repeat: int = 1, throughput: float | None = 100.0,
+                  status: str = "ok", error: str = "", measured_steps: int = 10, warmup_steps: int = 2) -> Path:
+    """A complete log whose measured steps give exactly `throughput` (None: no summary line)."""
+    nodes, per_node = (int(x) for x in topology.split("x"))
+    world = nodes * per_node
+    variant = f"bs{batch_size}-{precision}-{'compile' if compiler else 'nocompile'}-{data}"
+    if image_size != 224:
+        variant += f"-img{image_size}"
+    config_id = f"{model}/{framework}/{topology}/{variant}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    config = {"framework": framework, "model": model, "nodes": nodes, "devices_per_node": per_node,
+              "batch_size": batch_size, "precision": precision, "compiler": compiler, "data": data,
+              "image_size": image_size, "warmup_steps": warmup_steps, "measured_steps": measured_steps,
+              "repeat": repeat, "config_id": config_id, "topology": topology, "world_size": world}
+    append_line(path, {"type": "header", "schema_version": LOG_SCHEMA_VERSION, "run_id": f"{config_id}/rep{repeat}",
+                       "config_id": config_id, "config": config, "hostname": "node001", "python": "3.11.7",
+                       "cpu_model": "Test CPU", "threads_per_rank": 2, "git_commit": "0" * 40,
+                       "started_at": "2026-01-01T00:00:00Z", "slurm": None})
+    append_line(path, {"type": "environment", "framework": framework, "framework_version": "1.0",
+                       "device_name": "Test GPU", "device_type": "cuda"})
+    if throughput is None and status == "ok":
+        return path  # an interrupted run: no summary
+    samples = batch_size * world * measured_steps
+    elapsed = samples / throughput if throughput else 1.0
+    for step in range(warmup_steps):
+        append_line(path, {"type": "step", "phase": "warmup", "step": step, "seconds": 0.5, "loss": 6.9})
+    for step in range(measured_steps):
+        append_line(path, {"type": "step", "phase": "measure", "step": step, "seconds": elapsed / measured_steps})
+    if status == "ok":
+        append_line(path, {"type": "summary", "status": "ok", "samples": samples, "elapsed_s": elapsed,
+                           "throughput": samples / elapsed, "unit": "images/s", "world_size": world,
+                           "step_time_s": {"median": elapsed / measured_steps}, "loss_final": 6.5,
+                           "ranks": [{"rank": r, "host": "node001", "peak_memory_bytes": 2**30} for r in range(world)],
+                           "hosts": ["node001"], "finished_at": "2026-01-01T00:01:00Z"})
+    else:
+        append_line(path, {"type": "summary", "status": status, "error": error, "finished_at": "2026-01-01T00:01:00Z"})
+    return path

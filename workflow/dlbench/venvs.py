@@ -1,0 +1,149 @@
+"""Offline framework environments: the package list of `envs/<name>.yaml` built as a uv virtualenv.
+
+On clusters the same YAML file is a conda environment (`snakemake --sdm conda`). Where no conda
+channel can be reached, the workflow builds it here instead, under `<venv_dir>/<name>-<spec hash>/`:
+a changed spec gets a new directory, so the rules that use it run again.
+
+Runs in the core environment (not inside a framework environment).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+# Bump when the way environments are built changes, so every environment is rebuilt.
+BUILDER_VERSION = "1"
+MARKER = "dlbench-env.json"
+
+
+class EnvSpecError(ValueError):
+    """An environment file that cannot be built offline."""
+
+
+def spec_hash(spec_path: Path) -> str:
+    """Content hash of an environment file: the environment's identity."""
+    digest = hashlib.sha256(BUILDER_VERSION.encode() + b"\0" + Path(spec_path).read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def env_prefix(venv_dir: Path, spec_path: Path) -> Path:
+    return Path(venv_dir) / f"{Path(spec_path).stem}-{spec_hash(spec_path)}"
+
+
+def read_spec(spec_path: Path) -> tuple[str, list[str]]:
+    """(python version, pip requirements) of a conda environment file."""
+    spec = yaml.safe_load(Path(spec_path).read_text())
+    python, requirements = None, []
+    for dep in spec.get("dependencies", []):
+        if isinstance(dep, dict) and "pip" in dep:
+            requirements.extend(str(r) for r in dep["pip"])
+        elif isinstance(dep, str) and dep.split("=")[0].strip() == "python":
+            python = dep.split("=", 1)[1].lstrip("=").strip()
+        elif isinstance(dep, str) and dep.strip() == "pip":
+            continue
+        else:
+            raise EnvSpecError(
+                f"{spec_path}: conda package {dep!r} has no offline equivalent; "
+                "list framework packages under 'pip:' so the same file builds with uv"
+            )
+    if python is None:
+        raise EnvSpecError(f"{spec_path}: no 'python=X.Y' dependency")
+    if not requirements:
+        raise EnvSpecError(f"{spec_path}: no packages under 'pip:'")
+    return python, requirements
+
+
+def pip_find_links() -> list[str]:
+    """The find-links locations of pip's own configuration (files and PIP_FIND_LINKS)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, check=False
+    ).stdout
+    links: list[str] = []
+    for line in out.splitlines():
+        key, _, value = line.partition("=")
+        if key.split(".")[-1] == "find-links":
+            for link in value.strip().strip("'\"").split():
+                if link not in links:
+                    links.append(link)
+    return links
+
+
+def resolve_find_links(setting: str | list[str] | None) -> list[str]:
+    """config `software.find_links`: "pip" (pip's configuration), a list of locations, or none."""
+    if setting == "pip":
+        return pip_find_links()
+    if not setting:
+        return []
+    return [setting] if isinstance(setting, str) else list(setting)
+
+
+def build(spec_path: Path, prefix: Path, find_links: list[str]) -> dict:
+    """Build the environment into `prefix` (atomically: a half-built env is never used)."""
+    python, requirements = read_spec(spec_path)
+    uv = shutil.which("uv") or str(Path(sys.executable).parent / "uv")
+    tmp = prefix.with_name(prefix.name + ".building")
+    shutil.rmtree(tmp, ignore_errors=True)
+    env = dict(os.environ, UV_PYTHON_DOWNLOADS="never")  # offline: use an installed interpreter
+    started = time.time()
+    subprocess.run([uv, "venv", "--quiet", "--python", python, str(tmp)], check=True, env=env)
+    cmd = [uv, "pip", "install", "--python", str(tmp / "bin" / "python"), *requirements]
+    for link in find_links:
+        cmd += ["--find-links", link]
+    print("+", " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True, env=env)
+    freeze = subprocess.run(
+        [uv, "pip", "freeze", "--python", str(tmp / "bin" / "python")],
+        capture_output=True, text=True, check=True, env=env,
+    ).stdout.split()
+    marker = {
+        "spec": str(spec_path),
+        "spec_hash": spec_hash(spec_path),
+        "python": python,
+        "requirements": requirements,
+        "find_links": find_links,
+        "packages": freeze,
+        "build_seconds": round(time.time() - started, 1),
+    }
+    (tmp / MARKER).write_text(json.dumps(marker, indent=2) + "\n")
+    # Relocating a venv breaks its scripts' shebangs but not `bin/python -m ...`, which is all we use.
+    shutil.rmtree(prefix, ignore_errors=True)
+    os.rename(tmp, prefix)
+    return marker
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m dlbench.venvs", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="build the environment of a spec file")
+    b.add_argument("--spec", type=Path, required=True)
+    b.add_argument("--venv-dir", type=Path, required=True)
+    b.add_argument("--find-links", default="pip", help="'pip', 'none' or comma-separated locations")
+    p = sub.add_parser("path", help="print the environment directory of a spec file")
+    p.add_argument("--spec", type=Path, required=True)
+    p.add_argument("--venv-dir", type=Path, required=True)
+    args = parser.parse_args(argv)
+    prefix = env_prefix(args.venv_dir, args.spec)
+    if args.command == "path":
+        print(prefix)
+        return
+    setting = None if args.find_links == "none" else (
+        "pip" if args.find_links == "pip" else args.find_links.split(","))
+    if (prefix / MARKER).exists():
+        print(f"{prefix} is up to date")
+        return
+    marker = build(args.spec, prefix, resolve_find_links(setting))
+    print(f"built {prefix} in {marker['build_seconds']} s ({len(marker['packages'])} packages)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+# Study loading and the helpers the rules share. Runs at parse time, in the core environment.
+import json
+import sys
+from pathlib import Path
+
+from snakemake.settings.types import DeploymentMethod
+
+# The dlbench package lives in workflow/; shell jobs get it through PYTHONPATH=PACKAGE_DIR,
+# scripts (workflow/scripts/) find it next to themselves.
+PACKAGE_DIR = str(Path(workflow.basedir, "workflow"))
+sys.path.insert(0, PACKAGE_DIR)
+
+from dlbench.study import ConfigError, load_study  # noqa: E402
+from dlbench.venvs import env_prefix, MARKER  # noqa: E402
+
+ENVS_DIR = Path(workflow.basedir, "envs")
+# A --configfile is a whole study: it replaces config.yaml rather than being merged into it
+# (merged, a study would silently inherit the default's axes, e.g. its precisions).
+if workflow.config_settings.configfiles:
+    config.clear()
+    config.update(workflow.config_settings.overwrite_config)
+try:
+    STUDY = load_study(config, Path(PACKAGE_DIR, "schemas", "config.schema.yaml"), ENVS_DIR)
+except ConfigError as error:
+    # A user error: say what and where, no traceback, before any job is built.
+    problems = str(error).replace("\n", "\n  ")
+    sys.exit(f"dlbench: invalid configuration:\n  {problems}")
+
+SETTINGS = STUDY.config
+VENV_DIR = Path(SETTINGS["software"]["venv_dir"])
+# With --sdm conda, Snakemake activates envs/<framework>.yaml; otherwise the workflow builds it (uv).
+USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
+REPORT_MANIFEST = "results/reports/latest.json"
+CORE_PYTHON = sys.executable
+
+
+def env_spec(framework):
+    return Path(ENVS_DIR, f"{framework}.yaml")
+
+
+def env_marker(framework):
+    """The offline environment of a framework: input of every rule that runs its code."""
+    return str(Path(env_prefix(VENV_DIR, env_spec(framework)), MARKER))
+
+
+def framework_python(framework):
+    return "python" if USE_CONDA else str(Path(env_prefix(VENV_DIR, env_spec(framework)), "bin", "python"))
+
+
+def configuration(wildcards):
+    config_id = f"{wildcards.model}/{wildcards.framework}/{wildcards.topology}/{wildcards.variant}"
+    try:
+        return STUDY.configurations[config_id]
+    except KeyError:
+        raise ValueError(f"{config_id} is not a configuration of this study") from None
+
+
+def run_arguments(wildcards):
+    """The harness command line of a run; a changed setting changes it and reruns only this run."""
+    c = configuration(wildcards)
+    return " ".join([
+        f"--framework {c.framework} --model {c.model} --topology {c.topology}",
+        f"--batch-size {c.batch_size} --precision {c.precision} --compiler {'on' if c.compiler else 'off'}",
+        f"--data {c.data} --image-size {c.image_size}",
+        f"--warmup-steps {c.warmup_steps} --measured-steps {c.measured_steps}",
+        f"--repeat {wildcards.repeat} --config-id {c.config_id}",
+        f"--device {SETTINGS['platform']['device']} --timeout-s {c.timeout_minutes * 60:g}",
+    ])
+
+
+def print_report_location():
+    if Path(REPORT_MANIFEST).exists():
+        manifest = json.loads(Path(REPORT_MANIFEST).read_text())
+        print(f"dlbench: report {manifest['version']}: {manifest['index']}")

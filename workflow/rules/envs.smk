@@ -1,0 +1,26 @@
+# Framework environments built offline as uv virtualenvs, keyed by a hash of envs/<name>.yaml.
+# Not needed with --sdm conda, where Snakemake builds envs/<name>.yaml itself.
+
+
+rule build_framework_env:
+    output:
+        marker=f"{VENV_DIR}/{{env}}-{{spec_hash}}/{MARKER}",
+    log:
+        "logs/envs/{env}-{spec_hash}.log",
+    wildcard_constraints:
+        env="[a-z0-9_]+",
+        spec_hash="[0-9a-f]{12}",
+    params:
+        spec=lambda wildcards: env_spec(wildcards.env),
+        find_links=",".join(SETTINGS["software"]["find_links"])
+        if isinstance(SETTINGS["software"]["find_links"], list)
+        else SETTINGS["software"]["find_links"],
+        python=CORE_PYTHON,
+        venv_dir=VENV_DIR,
+        package_dir=PACKAGE_DIR,
+    localrule: True
+    conda:
+        "../../envs/core.yaml"
+    shell:
+        "PYTHONPATH={params.package_dir} {params.python} -m dlbench.venvs build --spec {params.spec} --venv-dir {params.venv_dir}"
+        " --find-links '{params.find_links}' > {log} 2>&1"

@@ -1,0 +1,15 @@
+"""Snakemake script of rule `aggregate`: parse every run log, aggregate, describe the environment."""
+
+import sys
+from pathlib import Path
+
+snakemake = globals()["snakemake"]  # injected by Snakemake
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # the dlbench package
+sys.stderr = open(snakemake.log[0], "a")  # noqa: SIM115 - the job's log for warnings
+
+from dlbench.aggregate import write_all  # noqa: E402
+
+write_all(
+    list(snakemake.input.logs), list(snakemake.input.envs), dict(snakemake.params.config),
+    snakemake.output.records, snakemake.output.summary, snakemake.output.environment,
+)
