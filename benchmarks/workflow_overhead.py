@@ -34,7 +34,7 @@ def dry_run(config: dict, work: Path) -> tuple[float, int]:
     path = work / "study.yaml"
     path.write_text(yaml.safe_dump(config))
     started = time.perf_counter()
-    result = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-n", "--quiet",
+    result = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-n",
                              "--directory", str(work), "--configfile", str(path)],
                             capture_output=True, text=True, check=True)
     elapsed = time.perf_counter() - started
