@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -24,21 +25,36 @@ def harness_env() -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=str(REPO / "workflow"))
 
 
-@pytest.fixture(scope="session")
-def torch_python() -> Path:
-    """Python of the real PyTorch environment, built by the same code the workflow uses."""
-    spec = REPO / "envs" / "pytorch.yaml"
-    subprocess.run([sys.executable, "-m", "dlbench.venvs", "build", "--spec", str(spec),
-                    "--venv-dir", str(VENV_DIR), "--find-links", "pip"], check=True, env=harness_env())
+def env_python(framework: str) -> Path:
+    """Python of a framework's real environment, built (once) by the same code the workflow uses."""
+    spec = REPO / "envs" / f"{framework}.yaml"
     prefix = env_prefix(VENV_DIR, spec)
+    if not (prefix / MARKER).exists():
+        subprocess.run([sys.executable, "-m", "dlbench.venvs", "build", "--spec", str(spec),
+                        "--venv-dir", str(VENV_DIR), "--find-links", "pip"], check=True, env=harness_env())
     assert (prefix / MARKER).exists()
     return prefix / "bin" / "python"
 
 
-def run_harness(python: Path, log: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    cmd = [str(python), "-m", "dlbench.harness", "--framework", "pytorch", "--model", "resnet50",
+@pytest.fixture(scope="session")
+def torch_python() -> Path:
+    return env_python("pytorch")
+
+
+def run_harness(python: Path, log: Path, *args: str, timeout: float = 600,
+                framework: str = "pytorch") -> subprocess.CompletedProcess:
+    cmd = [str(python), "-m", "dlbench.harness", "--framework", framework, "--model", "resnet50",
            "--log", str(log), *args]
     return subprocess.run(cmd, env=harness_env(), capture_output=True, text=True, timeout=timeout)
+
+
+def read_log(path: Path) -> dict[str, list[dict]]:
+    """A run log's lines grouped by type (header, environment, step, summary)."""
+    by_type: dict[str, list[dict]] = {}
+    for line in path.read_text().splitlines():
+        entry = json.loads(line)
+        by_type.setdefault(entry["type"], []).append(entry)
+    return by_type
 
 
 def snakemake(workdir: Path, *args: str, snakefile: Path = REPO / "Snakefile",

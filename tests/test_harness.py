@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -10,18 +9,12 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import harness_env, run_harness
+from conftest import harness_env, read_log, run_harness
 
 TINY = ["--image-size", "32", "--batch-size", "2", "--warmup-steps", "1", "--measured-steps", "3",
         "--device", "cpu"]
 
 
-def read_log(path):
-    lines = [json.loads(line) for line in path.read_text().splitlines()]
-    by_type = {}
-    for line in lines:
-        by_type.setdefault(line["type"], []).append(line)
-    return by_type
 
 
 def test_resnet50_v1_5_has_the_reference_parameter_count_and_strides(torch_python):

@@ -104,6 +104,11 @@ def parse_run_log(path: str | Path) -> dict[str, Any]:
                                  default=None) or None,
         "git_commit": header.get("git_commit"),
         "slurm_job_id": (header.get("slurm") or {}).get("job_id"),
+        "slurm_nodelist": (header.get("slurm") or {}).get("nodelist"),
+        "slurm_partition": (header.get("slurm") or {}).get("partition"),
+        "slurm_state": summary.get("slurm_state") or next(
+            (s for s in reversed(summary.get("slurm_states") or []) if s), None),
+        "attempts": summary.get("attempts") or header.get("attempt"),
         "started_at": header.get("started_at"), "finished_at": summary.get("finished_at"),
         "source": "dlbench", "log_path": str(path),
     }

@@ -50,6 +50,10 @@ class Configuration:
         return int(self.topology.split("x")[1])
 
     @property
+    def world_size(self) -> int:
+        return self.nodes * self.devices_per_node
+
+    @property
     def variant(self) -> str:
         parts = [f"bs{self.batch_size}", self.precision, "compile" if self.compiler else "nocompile", self.data]
         if self.image_size != DEFAULT_IMAGE_SIZE:

@@ -41,8 +41,14 @@ def env_prefix(venv_dir: Path, spec_path: Path) -> Path:
 
 
 def read_spec(spec_path: Path) -> tuple[str, list[str]]:
-    """(python version, pip requirements) of a conda environment file."""
+    """(python version, pip requirements) of a conda environment file, for an offline build.
+
+    An optional top-level `dlbench_offline: {replace: {requirement: offline requirement}}` swaps a
+    cluster package for its offline equivalent (e.g. a CUDA build for the CPU build); conda ignores
+    the key (with a warning).
+    """
     spec = yaml.safe_load(Path(spec_path).read_text())
+    replace = (spec.get("dlbench_offline") or {}).get("replace") or {}
     python, requirements = None, []
     for dep in spec.get("dependencies", []):
         if isinstance(dep, dict) and "pip" in dep:
@@ -60,7 +66,10 @@ def read_spec(spec_path: Path) -> tuple[str, list[str]]:
         raise EnvSpecError(f"{spec_path}: no 'python=X.Y' dependency")
     if not requirements:
         raise EnvSpecError(f"{spec_path}: no packages under 'pip:'")
-    return python, requirements
+    unknown = sorted(set(replace) - set(requirements))
+    if unknown:
+        raise EnvSpecError(f"{spec_path}: dlbench_offline.replace names {unknown}, not in the pip list")
+    return python, [replace.get(r, r) for r in requirements]
 
 
 def pip_find_links() -> list[str]:

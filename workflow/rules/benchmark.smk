@@ -1,4 +1,5 @@
-# One benchmark run = one job: a configuration and a repeat number.
+# One benchmark run = one job: a configuration and a repeat number. Under the SLURM profile it is one
+# SLURM job on exclusive nodes whose shape comes from the topology (see slurm_resources in common.smk).
 
 
 rule benchmark_run:
@@ -19,12 +20,23 @@ rule benchmark_run:
         args=run_arguments,
         package_dir=PACKAGE_DIR,
     # A timed run gets the whole machine: all cores, and the global `timed_run` resource
-    # (profiles/default sets timed_run=1) so two timed runs never overlap.
+    # (profiles/default sets timed_run=1) so two timed runs never overlap. Under SLURM the profile's
+    # set-threads gives the cores per node, shared by the run's tasks.
     threads: workflow.cores
     resources:
         timed_run=1,
-        runtime=lambda wildcards: int(configuration(wildcards).timeout_minutes) + 5,
+        runtime=lambda wildcards: int(configuration(wildcards).timeout_minutes) + RUNTIME_MARGIN_MINUTES,
+        nodes=lambda wildcards: configuration(wildcards).nodes,
+        tasks=lambda wildcards: configuration(wildcards).world_size,
+        cpus_per_task=lambda wildcards, threads: max(1, threads // configuration(wildcards).devices_per_node),
+        mpi=lambda wildcards: "srun" if configuration(wildcards).world_size > 1 else "",
+        gres=lambda wildcards: gpu_gres(configuration(wildcards)),
+        slurm_extra="--exclusive",
+        # Not parameters: retrying must not change what the run is (and trigger reruns).
+        attempt=lambda wildcards, attempt: attempt,
+        max_attempts=max_attempts,
     conda:
         "../../envs/{framework}.yaml"
     shell:
-        "PYTHONPATH={params.package_dir} {params.python} -m dlbench.harness {params.args} --cpus {threads} --log {output} > {log} 2>&1"
+        "PYTHONPATH={params.package_dir} {params.python} -m dlbench.harness {params.args} --cpus {threads}"
+        " --attempt {resources.attempt} --max-attempts {resources.max_attempts} --log {output} > {log} 2>&1"

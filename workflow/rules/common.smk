@@ -10,6 +10,7 @@ from snakemake.settings.types import DeploymentMethod
 PACKAGE_DIR = str(Path(workflow.basedir, "workflow"))
 sys.path.insert(0, PACKAGE_DIR)
 
+from dlbench import retries  # noqa: E402
 from dlbench.study import ConfigError, load_study  # noqa: E402
 from dlbench.venvs import env_prefix, MARKER  # noqa: E402
 
@@ -32,6 +33,8 @@ VENV_DIR = Path(SETTINGS["software"]["venv_dir"])
 USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
 REPORT_MANIFEST = "results/reports/latest.json"
 CORE_PYTHON = sys.executable
+# A timed run's SLURM time limit: its own timeout plus this, so the harness's limit strikes first.
+RUNTIME_MARGIN_MINUTES = 5
 
 
 def env_spec(framework):
@@ -66,6 +69,21 @@ def run_arguments(wildcards):
         f"--repeat {wildcards.repeat} --config-id {c.config_id}",
         f"--device {SETTINGS['platform']['device']} --timeout-s {c.timeout_minutes * 60:g}",
     ])
+
+
+def max_attempts(wildcards):
+    """Tries Snakemake makes of a failing run (--retries, e.g. in profiles/slurm); the harness
+    writes the failure record on the last one."""
+    settings = workflow.execution_settings  # None while parsing and in dry runs
+    return retries.max_attempts(workflow.remote_exec, settings.retries if settings else None)
+
+
+def gpu_gres(c):
+    """GPUs per node for a CUDA run's SLURM job: one per device (gres is per node)."""
+    if SETTINGS["platform"]["device"] != "cuda":
+        return ""
+    model = SETTINGS["platform"].get("gpu_model")
+    return f"gpu:{model}:{c.devices_per_node}" if model else f"gpu:{c.devices_per_node}"
 
 
 def print_report_location():

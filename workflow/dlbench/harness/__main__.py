@@ -1,8 +1,15 @@
 """`python -m dlbench.harness ...`: supervise one benchmark run (standard library only).
 
-Writes the log header, starts the ranks, enforces the time limit and makes sure the log ends with a
-summary whatever happens to the ranks (a crash, a kill, a hang): a failed run is a record, not a
-missing file. Exits 0 once the record is written, so the study goes on.
+Writes the log header, starts the ranks (local processes, or `srun` inside a SLURM job), enforces the
+time limit and makes sure the log ends with a summary whatever happens to the ranks (a crash, a kill,
+a hang): a failed run is a record, not a missing file. Exits 0 once the record is written, so the
+study goes on.
+
+Retries (Snakemake's `--retries`, e.g. in the SLURM profile): a try that ends in `timeout` or
+`failed` exits non-zero while tries are left, so Snakemake runs it again. Every try is noted in
+`<log stem>.attempts.jsonl` beside the log. A try that SLURM kills (time limit, scancel, lost node)
+cannot write a record that Snakemake keeps, so the last try after failed ones runs nothing: it
+writes the failure record from those notes, with each try's SLURM job and state.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from . import sysinfo
 from .spec import LOG_SCHEMA_VERSION, RunSpec, append_line, last_line_type, parser, spec_from_args, utc_now
 
 GRACE_S = 30.0  # after one rank fails, how long the others get to finish on their own
+RETRIED = ("timeout", "failed")  # statuses worth another try; oom/unsupported/error are deterministic
 
 
 def cpu_shares(cpus: list[int], ranks: int) -> list[list[int]]:
@@ -31,11 +39,26 @@ def cpu_shares(cpus: list[int], ranks: int) -> list[list[int]]:
 
 def free_port() -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind(("", 0))
         return s.getsockname()[1]
 
 
-def header(spec: RunSpec, cpus: list[int], shares: list[list[int]], launcher: str) -> dict:
+def slurm_job_state() -> str | None:
+    """The SLURM state of this job (e.g. TIMEOUT, CANCELLED), read when we are being stopped."""
+    job = os.environ.get("SLURM_JOB_ID")
+    if not job:
+        return None
+    try:
+        out = subprocess.run(["scontrol", "-o", "show", "job", job], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    for field in out.stdout.split():
+        if field.startswith("JobState="):
+            return field.split("=", 1)[1]
+    return None
+
+
+def header(spec: RunSpec, launcher: str, cpus: list[int], shares: list[list[int]], threads: int) -> dict:
     return {
         "type": "header",
         "schema_version": LOG_SCHEMA_VERSION,
@@ -48,8 +71,9 @@ def header(spec: RunSpec, cpus: list[int], shares: list[list[int]], launcher: st
         "cpu_model": sysinfo.cpu_model(),
         "cpus": cpus,
         "cpu_shares": shares,
-        "threads_per_rank": len(shares[0]),
+        "threads_per_rank": threads,
         "launcher": launcher,
+        "attempt": spec.attempt,
         "slurm": sysinfo.slurm_info(),
         "git_commit": sysinfo.git_commit(),
         "argv": sys.argv,
@@ -73,6 +97,45 @@ def rank_failures(rank_dir: Path) -> list[dict]:
     return reports
 
 
+class Attempts:
+    """Notes on every try of a run, kept beside its log (Snakemake deletes the log of a failed try)."""
+
+    def __init__(self, log: Path) -> None:
+        self.path = log.with_name(log.name.removesuffix(".jsonl") + ".attempts.jsonl")
+
+    def reset(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+    def note(self, **entry: object) -> None:
+        slurm = sysinfo.slurm_info() or {}
+        append_line(self.path, {"time": utc_now(), "slurm_job_id": slurm.get("job_id"),
+                                "nodelist": slurm.get("nodelist"), **entry})
+
+    def entries(self) -> list[dict]:
+        if not self.path.exists():
+            return []
+        return [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+
+    def failure_record(self, tries: int) -> dict:
+        """The summary of a run none of whose tries completed. A try's SLURM state comes from
+        accounting once the job is over (when it was stopped, it often read COMPLETING)."""
+        ends = {e["attempt"]: e for e in self.entries() if e.get("event") == "end"}
+        starts = [e for e in self.entries() if e.get("event") == "start"]
+        parts, states, status = [], [], "failed"
+        for start in starts:
+            end, job = ends.get(start["attempt"], {}), start.get("slurm_job_id")
+            state = (sysinfo.slurm_final_state(job) if job else None) or end.get("slurm_state")
+            states.append(state)
+            if end.get("status") == "timeout" or state == "TIMEOUT":
+                status = "timeout"
+            where = f"SLURM job {job} on {start['nodelist']}" if job else "local"
+            outcome = state or (end.get("status") or "no record: the job was killed or lost").upper()
+            detail = f" - {end['error']}" if end.get("error") else ""
+            parts.append(f"try {start['attempt']} ({where}): {outcome}{detail}")
+        message = f"none of {tries} tries completed: " + "; ".join(parts)
+        return failure_summary(status, message, attempts=len(starts), slurm_states=states)
+
+
 def start_local_ranks(spec: RunSpec, shares: list[list[int]], rank_dir: Path) -> list[subprocess.Popen]:
     port = str(free_port())
     procs = []
@@ -88,6 +151,22 @@ def start_local_ranks(spec: RunSpec, shares: list[list[int]], rank_dir: Path) ->
         cmd = [sys.executable, "-m", "dlbench.harness.rank", *spec.to_args()]
         procs.append(subprocess.Popen(cmd, env=env, start_new_session=True))
     return procs
+
+
+def start_srun_ranks(spec: RunSpec, cpus_per_task: int, rank_dir: Path) -> list[subprocess.Popen]:
+    """All ranks as one job step: srun starts one task per device on every node of the allocation."""
+    nodelist = (sysinfo.slurm_info() or {}).get("nodelist", "")
+    env = dict(os.environ, DLBENCH_RANK_DIR=str(rank_dir), MASTER_ADDR=sysinfo.slurm_hostnames(nodelist)[0],
+               MASTER_PORT=str(free_port()), OMP_NUM_THREADS=str(cpus_per_task),
+               MKL_NUM_THREADS=str(cpus_per_task))
+    for inherited in ("DLBENCH_RANK", "DLBENCH_WORLD_SIZE", "DLBENCH_LOCAL_RANK", "DLBENCH_CPUS"):
+        env.pop(inherited, None)
+    cmd = ["srun", f"--nodes={spec.nodes}", f"--ntasks={spec.world_size}",
+           f"--ntasks-per-node={spec.devices_per_node}", f"--cpus-per-task={cpus_per_task}",
+           "--kill-on-bad-exit=0", "--export=ALL",
+           sys.executable, "-m", "dlbench.harness.rank", *spec.to_args()]
+    print("[dlbench] " + " ".join(cmd[:7]), file=sys.stderr)
+    return [subprocess.Popen(cmd, env=env, start_new_session=True)]
 
 
 def stop(procs: list[subprocess.Popen]) -> None:
@@ -129,6 +208,12 @@ def supervise(spec: RunSpec, procs: list[subprocess.Popen]) -> tuple[str | None,
     return "error", f"rank {rank} {how}{hint}; see the rule's log for its output"
 
 
+def choose_launcher(spec: RunSpec) -> str:
+    if spec.launcher != "auto":
+        return spec.launcher
+    return "srun" if "SLURM_JOB_ID" in os.environ and spec.world_size > 1 else "local"
+
+
 def main(argv: list[str] | None = None) -> int:
     spec = spec_from_args(parser("python -m dlbench.harness").parse_args(argv))
     log = Path(spec.log)
@@ -136,32 +221,56 @@ def main(argv: list[str] | None = None) -> int:
     log.unlink(missing_ok=True)
     rank_dir = log.with_name(log.name + ".ranks")
     shutil.rmtree(rank_dir, ignore_errors=True)
-    rank_dir.mkdir()
+    attempts = Attempts(log)
+    if spec.attempt == 1:
+        attempts.reset()
 
+    launcher = choose_launcher(spec)
     cpus = sysinfo.usable_cpus()
     if spec.cpus > 0:
         cpus = cpus[: spec.cpus]
-    shares = cpu_shares(cpus, spec.devices_per_node)
-    append_line(log, header(spec, cpus, shares, launcher="local"))
-    print(f"[dlbench] {spec.run_id}: {spec.world_size} rank(s), {len(shares[0])} core(s) each", file=sys.stderr)
+    if launcher == "srun":
+        per_task = int(os.environ.get("SLURM_CPUS_PER_TASK", "1"))
+        shares, threads = [], per_task
+    else:
+        shares = cpu_shares(cpus, spec.devices_per_node)
+        threads = len(shares[0])
+    append_line(log, header(spec, launcher, cpus, shares, threads))
 
-    # SIGTERM (scancel, a SLURM time limit, Snakemake stopping) still leaves a record.
+    if spec.attempt > 1 and spec.attempt >= spec.max_attempts and attempts.entries():
+        # The last try after failed ones: record the failure instead of failing once more.
+        append_line(log, attempts.failure_record(spec.attempt - 1))
+        print(f"[dlbench] {spec.run_id}: no try completed; wrote the failure record {log}", file=sys.stderr)
+        return 0
+    attempts.note(attempt=spec.attempt, event="start")
+    rank_dir.mkdir()
+    print(f"[dlbench] {spec.run_id}: {spec.world_size} rank(s) via {launcher}, {threads} core(s) each, "
+          f"try {spec.attempt}/{spec.max_attempts}", file=sys.stderr)
+
+    # SIGTERM (scancel, a SLURM time limit, Snakemake stopping) still leaves a record and a note.
     procs: list[subprocess.Popen] = []
 
     def on_term(signum: int, _frame: object) -> None:
+        state = slurm_job_state()
         stop(procs)
+        status = "timeout" if state == "TIMEOUT" else "failed"
+        message = f"run terminated by signal {signum}" + (f" (SLURM job state {state})" if state else "")
+        attempts.note(attempt=spec.attempt, event="end", status=status, slurm_state=state, error=message)
         if last_line_type(log) != "summary":
-            append_line(log, failure_summary("failed", f"run terminated by signal {signum}"))
+            append_line(log, failure_summary(status, message, slurm_state=state))
         sys.exit(128 + signum)
 
     signal.signal(signal.SIGTERM, on_term)
 
-    if spec.nodes > 1:
+    if spec.nodes > 1 and launcher != "srun":
         append_line(log, failure_summary(
             "unsupported", f"topology {spec.topology} spans {spec.nodes} nodes: multi-node runs need a "
             "SLURM allocation (snakemake --profile slurm)"))
     else:
-        procs.extend(start_local_ranks(spec, shares, rank_dir))
+        if launcher == "srun":
+            procs.extend(start_srun_ranks(spec, threads, rank_dir))
+        else:
+            procs.extend(start_local_ranks(spec, shares, rank_dir))
         status, message = supervise(spec, procs)
         if last_line_type(log) != "summary":
             reports = rank_failures(rank_dir)
@@ -171,6 +280,13 @@ def main(argv: list[str] | None = None) -> int:
                 first = reports[0]
                 append_line(log, failure_summary(first["status"], f"rank {first['rank']}: {first['error']}"))
     shutil.rmtree(rank_dir, ignore_errors=True)
+
+    final = json.loads(log.read_text().splitlines()[-1])
+    attempts.note(attempt=spec.attempt, event="end", status=final["status"], error=final.get("error", ""))
+    if final["status"] in RETRIED and spec.attempt < spec.max_attempts:
+        print(f"[dlbench] {spec.run_id}: {final['status']} on try {spec.attempt}/{spec.max_attempts}; "
+              "exiting non-zero so Snakemake tries again", file=sys.stderr)
+        return 1
     print(f"[dlbench] {spec.run_id}: wrote {log}", file=sys.stderr)
     return 0
 

@@ -36,8 +36,14 @@ def rank_from_env() -> tuple[int, int, int, int]:
 
 
 def pin_cores() -> list[int]:
-    """Bind this rank to its share of the node's cores (set by the supervisor)."""
+    """Bind this rank to its share of the node's cores: given by our supervisor (DLBENCH_CPUS), or
+    under srun SLURM_CPUS_PER_TASK cores of the step's set (SLURM may bind tasks itself, or not)."""
     cpus = [int(c) for c in os.environ.get("DLBENCH_CPUS", "").split(",") if c]
+    if not cpus and "SLURM_CPUS_PER_TASK" in os.environ and "SLURM_LOCALID" in os.environ:
+        per_task, local = int(os.environ["SLURM_CPUS_PER_TASK"]), int(os.environ["SLURM_LOCALID"])
+        usable = sysinfo.usable_cpus()
+        if len(usable) >= per_task * (local + 1):
+            cpus = usable[per_task * local: per_task * (local + 1)] if len(usable) > per_task else usable
     if cpus and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, cpus)
     return cpus or sysinfo.usable_cpus()

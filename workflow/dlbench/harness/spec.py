@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 LOG_SCHEMA_VERSION = 1
-FRAMEWORKS = ("pytorch",)
+FRAMEWORKS = ("pytorch", "tensorflow", "mxnet")  # a backend module each: backends/<name>.py
 MODELS = ("resnet50",)
 PRECISIONS = ("fp32", "amp")
 DATA = ("synthetic",)
@@ -43,6 +43,9 @@ class RunSpec:
     cpus: int = 0  # cores of this node given to the run; 0 = all usable
     timeout_s: float = 0.0  # 0 = none
     seed: int = 0
+    launcher: str = "auto"  # auto | local | srun
+    attempt: int = 1  # this try of the run (Snakemake's attempt), 1-based
+    max_attempts: int = 1  # tries Snakemake makes in all (retries + 1)
 
     @property
     def topology(self) -> str:
@@ -107,6 +110,11 @@ def parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--cpus", type=int, default=0, help="cores of this node for the run (0: all usable)")
     p.add_argument("--timeout-s", type=float, default=0.0, help="time limit of the run (0: none)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--launcher", choices=("auto", "local", "srun"), default="auto",
+                   help="start ranks as local processes or with srun (auto: srun inside a SLURM job, world > 1)")
+    p.add_argument("--attempt", type=_positive, default=1, help="this try of the run (1-based)")
+    p.add_argument("--max-attempts", type=_positive, default=1, help="tries in all; the last one after "
+                   "failed tries only writes the failure record")
     return p
 
 

@@ -55,14 +55,35 @@ def nvidia_driver() -> str | None:
 
 
 def slurm_info() -> dict[str, str] | None:
-    """SLURM job facts when running inside an allocation."""
-    if "SLURM_JOB_ID" not in os.environ:
+    """SLURM job facts when running inside an allocation. Snakemake's job step clears most SLURM_*
+    variables, so the job's own record (scontrol) is the source; the environment fills gaps."""
+    job_id = os.environ.get("SLURM_JOB_ID")
+    if not job_id:
         return None
-    keys = {
-        "job_id": "SLURM_JOB_ID", "nodelist": "SLURM_JOB_NODELIST", "partition": "SLURM_JOB_PARTITION",
-        "nnodes": "SLURM_JOB_NUM_NODES", "ntasks": "SLURM_NTASKS", "cpus_per_task": "SLURM_CPUS_PER_TASK",
-    }
-    return {name: os.environ[var] for name, var in keys.items() if var in os.environ}
+    info = {"job_id": job_id}
+    fields = dict(f.split("=", 1) for f in (_run(["scontrol", "-o", "show", "job", job_id]) or "").split() if "=" in f)
+    for name, key in (("nodelist", "NodeList"), ("partition", "Partition"), ("nnodes", "NumNodes"),
+                      ("ntasks", "NumTasks"), ("cpus_per_task", "CPUs/Task"), ("time_limit", "TimeLimit"),
+                      ("account", "Account"), ("job_name", "JobName")):
+        if fields.get(key) and fields[key] != "(null)":
+            info[name] = fields[key]
+    for name, var in (("nodelist", "SLURM_JOB_NODELIST"), ("partition", "SLURM_JOB_PARTITION"),
+                      ("cpus_per_task", "SLURM_CPUS_PER_TASK")):
+        if name not in info and var in os.environ:
+            info[name] = os.environ[var]
+    return info
+
+
+def slurm_final_state(job_id: str) -> str | None:
+    """A finished job's state from accounting (e.g. CANCELLED, TIMEOUT, NODE_FAIL); None without sacct."""
+    out = _run(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "State"])
+    return out.split()[0] if out else None
+
+
+def slurm_hostnames(nodelist: str) -> list[str]:
+    """The host names of a SLURM node list (e.g. node[01-04])."""
+    out = _run(["scontrol", "show", "hostnames", nodelist]) if nodelist else None
+    return out.split() if out else [hostname()]
 
 
 def python_version() -> str:

@@ -1,0 +1,141 @@
+"""The study on a real SLURM cluster (Debian's slurm packages, one node on localhost).
+
+The cluster is started by tests/slurm/slurm-local.sh (needs root and apt) and stopped at the end.
+Every workflow run is wrapped in a hard timeout, so a fault can never hang the suite.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import REPO, tiny_config, write_config
+
+CLUSTER = REPO / "tests" / "slurm" / "slurm-local.sh"
+RUN = "results/runs/resnet50/pytorch/{}/bs2-fp32-nocompile-synthetic-img32/rep{}.jsonl"
+HARD_TIMEOUT_S = 600
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster():
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        pytest.skip("the test cluster needs root and apt-get (Debian/Ubuntu) to install slurm")
+    subprocess.run(["bash", str(CLUSTER), "start"], check=True, timeout=900)
+    yield
+    subprocess.run(["bash", str(CLUSTER), "stop"], check=False, timeout=300)
+
+
+def slurm_snakemake(work: Path, config: Path, *extra: str) -> subprocess.CompletedProcess:
+    """`snakemake --profile slurm --cores all` as a user types it, under a hard timeout."""
+    profile = work / "slurm"
+    if not profile.exists():
+        profile.symlink_to(REPO / "profiles" / "slurm")
+    cmd = ["timeout", "-k", "10", str(HARD_TIMEOUT_S), sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"),
+           "--profile", "slurm", "--cores", "all", "--configfile", str(config), *extra]
+    result = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=HARD_TIMEOUT_S + 30)
+    assert result.returncode != 124, "the workflow hung under SLURM"
+    return result
+
+
+def submitted(result: subprocess.CompletedProcess) -> list[str]:
+    """Log paths of the jobs Snakemake submitted to SLURM."""
+    return re.findall(r"has been submitted with SLURM jobid \d+ \(log: (\S+?)\)", result.stdout + result.stderr)
+
+
+def read_log(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def slurm_study(slurm_cluster, torch_python, tmp_path_factory):
+    work = tmp_path_factory.mktemp("slurm")
+    config = tiny_config()
+    config["defaults"]["repeats"] = 1
+    result = slurm_snakemake(work, write_config(work / "study.yaml", config))
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
+    return work, result
+
+
+def test_profile_resolves_from_the_repository_root():
+    """`--profile slurm` looks in ./slurm (not ./profiles/slurm): the checkout's link must lead there."""
+    assert (REPO / "slurm").resolve() == (REPO / "profiles" / "slurm").resolve()
+    assert (REPO / "slurm" / "config.yaml").exists()
+
+
+def test_study_completes_through_the_slurm_profile(slurm_study):
+    work, result = slurm_study
+    assert len(submitted(result)) == 2  # one SLURM job per run; aggregate and report run locally
+    assert "dlbench: report v1" in result.stdout + result.stderr
+    records = pd.read_csv(work / "results/aggregate/records.csv")
+    assert set(records["status"]) == {"ok"}
+    assert records["slurm_job_id"].notna().all()
+    assert set(records["slurm_partition"]) == {"debug"} and set(records["slurm_nodelist"]) == {"localhost"}
+
+
+def test_two_device_run_is_one_job_with_two_tasks(slurm_study):
+    work, _ = slurm_study
+    lines = read_log(work / RUN.format("1x2", 1))
+    header, summary = lines[0], lines[-1]
+    assert header["launcher"] == "srun" and header["threads_per_rank"] == 1
+    assert summary["status"] == "ok" and summary["world_size"] == 2
+    assert [r["rank"] for r in summary["ranks"]] == [0, 1] and len({r["pid"] for r in summary["ranks"]}) == 2
+    job = header["slurm"]["job_id"]
+    steps = subprocess.run(["sacct", "-n", "-P", "-j", job, "-o", "JobID,NTasks,State"],
+                           capture_output=True, text=True, check=True).stdout.split()
+    assert f"{job}.0|2|COMPLETED" in steps  # the ranks: one srun step of 2 tasks inside the job
+
+
+def test_changing_one_configuration_submits_only_its_jobs(slurm_study):
+    work, _ = slurm_study
+    config = tiny_config(overrides=[{"match": {"topology": "1x2"}, "set": {"measured_steps": 3}}])
+    config["defaults"]["repeats"] = 1
+    result = slurm_snakemake(work, write_config(work / "changed.yaml", config))
+    assert result.returncode == 0, result.stderr[-3000:]
+    logs = submitted(result)
+    assert len(logs) == 1 and "resnet50_pytorch_1x2_" in logs[0]
+    assert (work / "results/reports/latest").resolve().name == "v2"
+
+
+def test_run_over_its_time_limit_is_retried_then_recorded_as_timeout(slurm_cluster, torch_python, tmp_path):
+    config = tiny_config(matrix={**tiny_config()["matrix"], "topology": ["1x1"]})
+    config["defaults"].update(repeats=1, measured_steps=10**6, timeout_minutes=0.1)
+    result = slurm_snakemake(tmp_path, write_config(tmp_path / "slow.yaml", config))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert len(submitted(result)) == 3  # two real tries (profile: retries 2), then the record
+    summary = read_log(tmp_path / RUN.format("1x1", 1))[-1]
+    assert summary["status"] == "timeout"
+    assert "none of 2 tries completed" in summary["error"] and "SLURM job" in summary["error"]
+    assert "time limit of 6 s" in summary["error"]
+    records = pd.read_csv(tmp_path / "results/aggregate/records.csv")
+    assert list(records["status"]) == ["timeout"] and list(records["attempts"]) == [2]
+
+
+def test_cancelled_job_is_recorded_with_its_slurm_state(slurm_cluster, torch_python, tmp_path):
+    config = tiny_config(matrix={**tiny_config()["matrix"], "topology": ["1x1"]})
+    config["defaults"].update(repeats=1, measured_steps=10**6, timeout_minutes=10)
+    path = write_config(tmp_path / "long.yaml", config)
+    (tmp_path / "slurm").symlink_to(REPO / "profiles" / "slurm")
+    cmd = ["timeout", "-k", "10", str(HARD_TIMEOUT_S), sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"),
+           "--profile", "slurm", "--cores", "all", "--retries", "1", "--configfile", str(path)]
+    workflow = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log = tmp_path / RUN.format("1x1", 1)
+    deadline = time.monotonic() + 300
+    while '"phase":"warmup"' not in (log.read_text() if log.exists() else ""):
+        assert time.monotonic() < deadline and workflow.poll() is None, "the run never started"
+        time.sleep(1)
+    job = read_log(log)[0]["slurm"]["job_id"]
+    subprocess.run(["scancel", job], check=True)
+    output, _ = workflow.communicate(timeout=HARD_TIMEOUT_S)
+    assert workflow.returncode == 0, output[-3000:]
+    summary = read_log(log)[-1]
+    assert summary["status"] == "failed"
+    assert f"SLURM job {job}" in summary["error"] and "CANCELLED" in summary["error"]
+    assert summary["slurm_states"] == ["CANCELLED"]

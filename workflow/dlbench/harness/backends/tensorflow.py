@@ -1,0 +1,297 @@
+"""TensorFlow 2 backend: ResNet-50 v1.5 (Keras, tf_models), SGD with momentum, synthetic data on the device.
+
+Same interface and semantics as the PyTorch backend (see backends/pytorch.py):
+  setup() · step() · loss() · sync() · barrier() · all_gather(obj) · environment() · device_name()
+  peak_memory_bytes() · classify(exc) -> status · shutdown() · attributes `threads`, `unit`.
+
+- The training step is a custom `tf.function` (forward, cross-entropy, gradients, SGD momentum 0.9,
+  lr 0.1, weight decay 5e-5 as in the PyTorch backend); compiler on = XLA (`jit_compile=True`).
+- amp: Keras policy `mixed_bfloat16` on CPU; `mixed_float16` with a `LossScaleOptimizer` on GPU.
+- One process per device. With several ranks: `tf.distribute.MultiWorkerMirroredStrategy`, its
+  cluster from our launcher's variables (MASTER_ADDR, MASTER_PORT + rank per worker, as TF_CONFIG)
+  or, under `srun` without our launcher, from `SlurmClusterResolver`. Collectives: NCCL on GPUs,
+  ring over gRPC on CPUs. Each worker feeds `batch_size` images: the global batch is batch x world,
+  the loss is scaled by 1/world and the optimizer sums the gradients of all workers (= the mean).
+  With XLA and several ranks only forward + backward are compiled: the gradient all-reduce and the
+  update run outside the cluster (XLA on CPU has no cross-worker collectives).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # keep TensorFlow's C++ INFO lines out of the rule's log
+os.environ["KERAS_BACKEND"] = "tensorflow"  # tf.keras is Keras 3: make sure it runs on TensorFlow
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from .. import sysinfo  # noqa: E402
+from ..spec import RunSpec, Unsupported  # noqa: E402
+from . import tf_models  # noqa: E402
+
+keras = tf.keras
+
+OOM_MARKERS = ("out of memory", "oom when allocating", "resource exhausted", "resource_exhausted",
+               "can't allocate memory", "not enough memory", "failed to allocate")
+GATHER_BYTES = 8192  # room for one rank's JSON record in all_gather
+WEIGHT_DECAY = 5e-5  # as the PyTorch backend
+INTER_OP_THREADS = 2  # ResNet is a chain: little to run side by side; 1 risks stalls on blocking ops
+DONE_TIMEOUT_S = 60.0
+
+
+class Backend:
+    unit = "images/s"
+
+    def __init__(self, spec: RunSpec, rank: int, world: int, local_rank: int, threads: int) -> None:
+        self.spec, self.rank, self.world, self.local_rank = spec, rank, world, local_rank
+        self.threads = threads
+        # Before any TensorFlow op runs (the runtime reads them once, when it starts).
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(INTER_OP_THREADS)
+        self._srun = "SLURM_PROCID" in os.environ and "DLBENCH_RANK" not in os.environ
+        self.gpu = self._pick_device(spec.device)  # a PhysicalDevice, or None for the CPU
+        self.strategy: tf.distribute.Strategy | None = None
+        self._communication = None
+        self.optimizer = None
+        self._loss = None
+        self._gathered = False
+        self.parameters = 0
+        self.policy = None
+
+    def _pick_device(self, request: str):
+        gpus = tf.config.list_physical_devices("GPU")
+        if request == "cpu" or (request == "auto" and not gpus):
+            if gpus:
+                tf.config.set_visible_devices([], "GPU")
+            return None
+        if not gpus:
+            build = "a CPU-only build" if not tf.test.is_built_with_cuda() else "no GPU visible"
+            raise Unsupported(f"device 'cuda' requested but TensorFlow {tf.__version__} finds no GPU ({build})")
+        per_node = self.spec.devices_per_node
+        if len(gpus) >= per_node:
+            gpu = gpus[self.local_rank]
+        elif self._srun and len(gpus) == 1:
+            gpu = gpus[0]  # SLURM bound one GPU to each task (CUDA_VISIBLE_DEVICES)
+        else:
+            raise Unsupported(f"topology {self.spec.topology} needs {per_node} GPUs per node; {len(gpus)} visible")
+        tf.config.set_visible_devices([gpu], "GPU")  # one process per device: see only ours
+        return gpu
+
+    def _cluster_resolver(self):
+        if self._srun:
+            # auto_set_gpu=False: the GPU is chosen above. gpus_per_node/gpus_per_task only shape the
+            # resolver's task list (it zips tasks with GPU slots), so they are one slot per task here.
+            port = int(os.environ.get("MASTER_PORT") or 0) or 20000 + int(os.environ.get("SLURM_JOB_ID", "0")) % 20000
+            resolver = tf.distribute.cluster_resolver.SlurmClusterResolver(
+                port_base=port, gpus_per_node=self.spec.devices_per_node, gpus_per_task=1, auto_set_gpu=False)
+            cluster = resolver.cluster_spec()
+            if resolver.task_id != self.rank or cluster.num_tasks("worker") != self.world:
+                raise RuntimeError(f"SlurmClusterResolver places this task as worker {resolver.task_id} of "
+                                   f"{cluster.num_tasks('worker')}, SLURM says rank {self.rank} of {self.world}")
+            # The resolver lists workers host by host (sorted), i.e. it assumes srun's block distribution.
+            host = cluster.task_address("worker", self.rank).rsplit(":", 1)[0].split(".")[0]
+            if host != sysinfo.hostname().split(".")[0]:
+                print(f"[dlbench] warning: SlurmClusterResolver gives rank {self.rank} the address of {host}, "
+                      f"but it runs on {sysinfo.hostname()} (srun --distribution=block expected)", file=sys.stderr)
+            return resolver
+        address = os.environ.get("MASTER_ADDR", "127.0.0.1")
+        port = int(os.environ.get("MASTER_PORT", "29500"))
+        os.environ["TF_CONFIG"] = json.dumps({
+            "cluster": {"worker": [f"{address}:{port + r}" for r in range(self.world)]},
+            "task": {"type": "worker", "index": self.rank},
+        })
+        return tf.distribute.cluster_resolver.TFConfigClusterResolver()
+
+    # ---- building
+    def setup(self) -> None:
+        spec = self.spec
+        if spec.model != "resnet50":
+            raise Unsupported(f"model {spec.model!r} is not implemented for TensorFlow yet")
+        if spec.data != "synthetic":
+            raise Unsupported(f"data {spec.data!r} is not available yet (synthetic only)")
+        if self.world > 1:
+            # Must come before any other op: it starts this worker's gRPC server and the collectives.
+            implementation = tf.distribute.experimental.CommunicationImplementation
+            self._communication = implementation.NCCL if self.gpu else implementation.RING
+            self.strategy = tf.distribute.MultiWorkerMirroredStrategy(
+                cluster_resolver=self._cluster_resolver(),
+                communication_options=tf.distribute.experimental.CommunicationOptions(
+                    implementation=self._communication))
+        else:
+            self.strategy = tf.distribute.get_strategy()  # the default (no-op) strategy
+        if spec.precision == "amp":
+            self.policy = "mixed_float16" if self.gpu else "mixed_bfloat16"
+        keras.mixed_precision.set_global_policy(self.policy or "float32")
+        keras.utils.set_random_seed(spec.seed + self.rank)  # workers start from worker 0's variables
+        with self.strategy.scope():
+            self.model = tf_models.build(tf_models.ResNet50())
+            optimizer = keras.optimizers.SGD(learning_rate=0.1, momentum=0.9, weight_decay=WEIGHT_DECAY)
+            if self.policy == "mixed_float16":
+                optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+            optimizer.build(self.model.trainable_variables)
+            self.optimizer = optimizer
+        self.parameters = tf_models.parameter_count(self.model)
+        size, batch = spec.image_size, spec.batch_size
+        seed = spec.seed + self.rank
+
+        def make_data(_context):
+            images = tf.random.stateless_normal((batch, size, size, 3), seed=(seed, 1))
+            labels = tf.random.stateless_uniform((batch,), seed=(seed, 2), minval=0, maxval=1000, dtype=tf.int32)
+            return images, labels
+
+        # Resident on this worker's device (a tensor of its replica; the default strategy: a tensor).
+        self.images, self.labels = self.strategy.experimental_distribute_values_from_function(make_data)
+        self._step = self._make_step()
+
+    def _make_step(self):
+        model, optimizer, world = self.model, self.optimizer, self.world
+        scaling = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+
+        def gradients(images, labels):
+            with tf.GradientTape() as tape:
+                logits = tf.cast(model(images, training=True), tf.float32)
+                loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+                # the optimizer sums the workers' gradients: 1/world makes it their mean (as DDP)
+                objective = loss / world if world > 1 else loss
+                if scaling:
+                    objective = optimizer.scale_loss(objective)
+            return loss, tape.gradient(objective, model.trainable_variables)
+
+        if world == 1:
+            def train_step(images, labels):
+                loss, grads = gradients(images, labels)
+                optimizer.apply(grads, model.trainable_variables)
+                return loss
+
+            return tf.function(train_step, jit_compile=self.spec.compiler)
+
+        compute = tf.function(gradients, jit_compile=True) if self.spec.compiler else gradients
+        strategy = self.strategy
+
+        def replica_step(images, labels):
+            loss, grads = compute(images, labels)
+            optimizer.apply(grads, model.trainable_variables)  # all-reduces the gradients, then updates
+            return loss
+
+        @tf.function
+        def train_step(images, labels):
+            return strategy.run(replica_step, args=(images, labels))
+
+        return train_step
+
+    # ---- the measured work
+    def step(self) -> None:
+        self._loss = self._step(self.images, self.labels)  # no read-back: the next step just queues
+
+    def _local(self, value) -> tf.Tensor:
+        return self.strategy.experimental_local_results(value)[0]
+
+    def loss(self) -> float:
+        return 0.0 if self._loss is None else float(self._local(self._loss).numpy())
+
+    def sync(self) -> None:
+        if self._loss is not None:
+            self._local(self._loss).numpy()  # waits for the last step's loss
+        if self.gpu is not None:
+            tf.test.experimental.sync_devices()  # and for everything queued on the GPU (the update too)
+
+    def _all_reduce(self, values: np.ndarray) -> np.ndarray:
+        if not hasattr(self, "_reduce_fn"):
+            strategy = self.strategy
+
+            def reduce(x):
+                x = tf.identity(x)  # onto this replica's device: the collective's source and destination
+                return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, x)
+
+            self._reduce_fn = tf.function(lambda x: strategy.run(reduce, args=(x,)))
+        return self._local(self._reduce_fn(tf.constant(values))).numpy()
+
+    def barrier(self) -> None:
+        if self.world > 1:
+            self._all_reduce(np.ones((1,), np.float32))
+
+    def all_gather(self, obj: dict) -> list[dict]:
+        """Every rank's `obj`, in rank order: its JSON bytes in this rank's row of a zero buffer, summed."""
+        if self.world == 1:
+            return [obj]
+        data = np.frombuffer(json.dumps(obj).encode(), dtype=np.uint8)  # ASCII: no zero bytes
+        if data.size > GATHER_BYTES:
+            raise ValueError(f"all_gather: {data.size} bytes of JSON, more than {GATHER_BYTES}")
+        buffer = np.zeros((self.world, GATHER_BYTES), np.float32)  # bytes are exact in float32
+        buffer[self.rank, : data.size] = data
+        rows = self._all_reduce(buffer).round().astype(np.uint8)
+        self._gathered = True
+        return [json.loads(row.tobytes().rstrip(b"\0")) for row in rows]
+
+    # ---- facts for the log
+    def device_name(self) -> str:
+        if self.gpu is not None:
+            return tf.config.experimental.get_device_details(self.gpu).get("device_name", self.gpu.name)
+        return sysinfo.cpu_model()
+
+    def peak_memory_bytes(self) -> int | None:
+        if self.gpu is None:
+            return None
+        return int(tf.config.experimental.get_memory_info("GPU:0")["peak"])
+
+    def environment(self) -> dict:
+        info = tf.sysconfig.get_build_info()
+        gpu = self.gpu is not None
+        distributed = None
+        if self.world > 1:
+            distributed = f"MultiWorkerMirroredStrategy ({self._communication.name.lower()})"
+        amp_dtype = {"mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}.get(self.policy)
+        return {
+            "framework": "tensorflow",
+            "framework_version": tf.__version__,
+            "keras_version": keras.__version__,
+            "numpy_version": np.__version__,
+            "cuda": info.get("cuda_version"),
+            "cudnn": info.get("cudnn_version"),
+            "nccl": None,  # bundled with the CUDA build; TensorFlow does not report its version
+            "driver": sysinfo.nvidia_driver() if gpu else None,
+            "device_type": "cuda" if gpu else "cpu",
+            "device_name": self.device_name(),
+            "device_count": len(tf.config.list_physical_devices("GPU")) if gpu else 0,
+            "world_size": self.world,
+            "distributed_backend": distributed,
+            "threads": {"intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
+                        "inter_op": tf.config.threading.get_inter_op_parallelism_threads(),
+                        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")},
+            "memory_format": "channels_last",  # NHWC, TensorFlow's native layout
+            "amp_dtype": amp_dtype,
+            "amp_policy": self.policy,
+            "loss_scaling": isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer),
+            "compiler": "xla" if self.spec.compiler else None,
+            "xla": ("on" if self.world == 1 else "on (forward and backward)") if self.spec.compiler else "off",
+            "parameters": self.parameters,
+        }
+
+    def classify(self, exc: BaseException) -> str:
+        if isinstance(exc, (tf.errors.ResourceExhaustedError, MemoryError)):
+            return "oom"
+        if any(marker in str(exc).lower() for marker in OOM_MARKERS):
+            return "oom"
+        return "error"
+
+    def shutdown(self) -> None:
+        """After the last collective, wait until every worker is past it before this one exits.
+
+        Collective transfers are pulled by the receiver from the sender's gRPC server: a worker that
+        exits right after its last all-reduce could take data another worker still has to fetch.
+        """
+        if self.world == 1 or not self._gathered:
+            return
+        rank_dir = Path(os.environ.get("DLBENCH_RANK_DIR") or f"{self.spec.log}.ranks")
+        rank_dir.mkdir(parents=True, exist_ok=True)
+        (rank_dir / f"tf-done-{self.rank}").touch()
+        deadline = time.monotonic() + DONE_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if all((rank_dir / f"tf-done-{r}").exists() for r in range(self.world)):
+                return
+            time.sleep(0.05)
