@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 
 import pytest
+
 from conftest import REPO, snakemake, write_config
 from dlbench.study import ConfigError, load_study
 

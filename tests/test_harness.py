@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from conftest import harness_env, read_log, run_harness
 
 TINY = ["--image-size", "32", "--batch-size", "2", "--warmup-steps", "1", "--measured-steps", "3",
@@ -31,6 +32,26 @@ def test_resnet50_v1_5_has_the_reference_parameter_count_and_strides(torch_pytho
     assert out[1].strip() == "[1, 1, 1, 1] [1, 2, 2, 2]"
 
 
+def test_flop_count_matches_pytorchs_flop_counter(torch_python):
+    """The architecture-derived FLOPs equal what torch.utils.flop_counter measures on the real model."""
+    code = (
+        "import torch\n"
+        "from torch.utils.flop_counter import FlopCounterMode\n"
+        "from dlbench.harness.backends.torch_models import ResNet50\n"
+        "from dlbench.harness.flops import model_flops\n"
+        "for size in (64, 224):\n"
+        "    with FlopCounterMode(display=False) as counter:\n"
+        "        ResNet50().eval()(torch.randn(1, 3, size, size))\n"
+        "    print(counter.get_total_flops(), 2 * model_flops('resnet50', size)['forward_macs_per_sample'])\n"
+    )
+    out = subprocess.run([str(torch_python), "-c", code], env=harness_env(), capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    for line in out:
+        measured, ours = map(int, line.split())
+        assert measured == ours
+    assert int(out[1].split()[0]) == pytest.approx(2 * 4.09e9, rel=1e-3)
+
+
 def test_throughput_is_samples_over_measured_wall_time(torch_python, tmp_path):
     log = tmp_path / "run.jsonl"
     result = run_harness(torch_python, log, "--topology", "1x1", *TINY)
@@ -44,6 +65,8 @@ def test_throughput_is_samples_over_measured_wall_time(torch_python, tmp_path):
     assert summary["samples"] == 2 * 3
     assert summary["throughput"] == pytest.approx(summary["samples"] / summary["elapsed_s"], rel=1e-12)
     assert summary["throughput"] == pytest.approx(summary["samples"] / sum(measured), rel=1e-9)
+    assert summary["achieved_tflops"] == pytest.approx(
+        summary["throughput"] * summary["train_flops_per_sample"] / 1e12, rel=1e-12)
     # the header says where and how it ran
     assert header["config"]["topology"] == "1x1" and header["threads_per_rank"] >= 1
     assert header["cpu_model"] and header["hostname"] and header["python"]

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+
 from conftest import REPO, tiny_config, write_config
 
 CLUSTER = REPO / "tests" / "slurm" / "slurm-local.sh"

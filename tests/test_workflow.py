@@ -8,6 +8,7 @@ from collections import Counter
 
 import pandas as pd
 import pytest
+
 from conftest import REPO, planned_jobs, snakemake, tiny_config, write_config
 
 RUN = "results/runs/resnet50/pytorch/{}/bs2-fp32-nocompile-synthetic-img32/rep{}.jsonl"

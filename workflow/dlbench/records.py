@@ -97,6 +97,8 @@ def parse_run_log(path: str | Path) -> dict[str, Any]:
         "elapsed_s": summary.get("elapsed_s"), "samples": summary.get("samples"),
         "step_time_median_s": (summary.get("step_time_s") or {}).get("median"),
         "loss_final": summary.get("loss_final"), "world_size": summary.get("world_size"),
+        "train_flops_per_sample": summary.get("train_flops_per_sample"),
+        "achieved_tflops": summary.get("achieved_tflops") if ok else None,
         "hosts": ";".join(summary.get("hosts") or [header.get("hostname", "")]),
         "framework_version": env.get("framework_version"), "device_name": env.get("device_name"),
         "cpu_model": header.get("cpu_model"), "threads_per_rank": header.get("threads_per_rank"),

@@ -26,6 +26,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
+from .aggregate import SUMMARY_COLUMNS
+
 __all__ = ["ReportVersionExists", "publish_report", "render_report"]
 
 TEMPLATE_DIR = Path(__file__).resolve().parents[1] / "templates"
@@ -43,15 +45,9 @@ INT_COLUMNS = (
 )
 FLOAT_COLUMNS = (
     "throughput", "elapsed_s", "step_time_median_s", "loss_final", "median", "min", "max",
-    "q25", "q75", "iqr", "cv", "speedup", "efficiency",
+    "q25", "q75", "iqr", "cv", "speedup", "efficiency", "tflops", "achieved_tflops", "train_flops_per_sample",
 )
 BOOL_COLUMNS = ("compiler",)
-SUMMARY_COLUMNS = (
-    "config_id", "framework", "model", "topology", "nodes", "devices_per_node", "devices",
-    "batch_size", "precision", "compiler", "data", "image_size", "seq_length", "unit",
-    "n_total", "n_ok", "n_failed", "statuses", "error", "median", "min", "max", "q25",
-    "q75", "iqr", "cv", "speedup", "efficiency",
-)
 RECORD_COLUMNS = (
     "run_id", "config_id", "framework", "model", "topology", "nodes", "devices_per_node",
     "devices", "repeat", "status", "error", "hosts", "log_path",
@@ -359,6 +355,7 @@ def _detail_rows(summary: pd.DataFrame) -> list[dict[str, str]]:
             "CV%": _fmt_pct(r.get("cv"), 1),
             "Speedup": _fmt_speedup(r.get("speedup")),
             "Efficiency": _fmt_pct(r.get("efficiency")),
+            "TFLOP/s": _fmt_num(r.get("tflops")),
             "Unit": _fmt_text(r.get("unit")),
         })
     return rows

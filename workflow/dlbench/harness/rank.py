@@ -19,7 +19,7 @@ import traceback
 from pathlib import Path
 from statistics import median
 
-from . import sysinfo
+from . import flops, sysinfo
 from .spec import RunSpec, Unsupported, append_line, parser, spec_from_args, utc_now
 
 
@@ -99,6 +99,7 @@ def run(spec: RunSpec, backend, rank: int, world: int, log: Path | None) -> dict
         for step, seconds in enumerate(durations):
             append_line(log, {"type": "step", "phase": "measure", "step": step, "seconds": seconds})
     samples = spec.batch_size * world * spec.measured_steps
+    model_flops = flops.model_flops(spec.model, spec.image_size)
     return {
         "type": "summary",
         "status": "ok",
@@ -109,6 +110,8 @@ def run(spec: RunSpec, backend, rank: int, world: int, log: Path | None) -> dict
         "world_size": world,
         "step_time_s": step_stats(durations),
         "loss_final": loss,
+        **model_flops,
+        "achieved_tflops": samples / elapsed * model_flops["train_flops_per_sample"] / 1e12,
         "ranks": ranks,
         "hosts": sorted({r["host"] for r in ranks}),
         "finished_at": utc_now(),
