@@ -66,6 +66,11 @@ def step_stats(durations: list[float]) -> dict[str, float]:
 
 def run(spec: RunSpec, backend, rank: int, world: int, log: Path | None) -> dict:
     """Warm up, time the measured steps, return the summary (rank 0 also logs every step)."""
+    if spec.model not in backend.models:
+        raise Unsupported(f"model {spec.model!r} is not implemented for {spec.framework} yet")
+    if spec.data not in backend.data:
+        raise Unsupported(f"data {spec.data!r} is not available for {spec.framework} yet "
+                          f"(available: {', '.join(backend.data)})")
     backend.setup()
     if log is not None:
         append_line(log, {"type": "environment", **backend.environment()})

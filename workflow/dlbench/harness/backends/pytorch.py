@@ -2,7 +2,8 @@
 
 Interface every backend implements (used by dlbench.harness.rank):
   setup() · step() · loss() · sync() · barrier() · all_gather(obj) · environment() · device_name()
-  peak_memory_bytes() · classify(exc) -> status · shutdown() · attributes `threads`, `unit`.
+  peak_memory_bytes() · classify(exc) -> status · shutdown() · attributes `threads`, `unit`, and the
+  `models` and `data` it implements (checked by rank.run before setup()).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ OOM_MARKERS = ("out of memory", "can't allocate memory", "not enough memory", "f
 
 
 class Backend:
+    models = ("resnet50",)  # what rank.run accepts before setup()
+    data = ("synthetic",)
     unit = "images/s"
 
     def __init__(self, spec: RunSpec, rank: int, world: int, local_rank: int, threads: int) -> None:
@@ -48,10 +51,6 @@ class Backend:
     # ---- building
     def setup(self) -> None:
         spec = self.spec
-        if spec.model != "resnet50":
-            raise Unsupported(f"model {spec.model!r} is not implemented for PyTorch yet")
-        if spec.data != "synthetic":
-            raise Unsupported(f"data {spec.data!r} is not available yet (synthetic only)")
         if self.world > 1:
             dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo",
                                     rank=self.rank, world_size=self.world)

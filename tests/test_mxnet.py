@@ -1,0 +1,308 @@
+"""The MXNet 1.9.1 backend, for real: Gluon ResNet-50 v1.5 at tiny shapes on CPU, in its own environment."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import env_python, harness_env, read_log, run_harness
+
+TINY = ["--image-size", "32", "--batch-size", "2", "--warmup-steps", "1", "--measured-steps", "3",
+        "--device", "cpu"]
+# what MXNet's oneDNN needs for bfloat16 (avx512_core)
+AVX512_CORE = {"avx512f", "avx512bw", "avx512vl", "avx512dq"}
+
+
+@pytest.fixture(scope="module")
+def mx_python() -> Path:
+    return env_python("mxnet")
+
+
+
+
+def run_mx(python: Path, log: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict[str, list[dict]]]:
+    result = run_harness(python, log, *args, framework="mxnet", timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result, read_log(log)
+
+
+def cpu_flags() -> set[str]:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def running(pid: int) -> bool:
+    """Whether a process still runs (a zombie waiting for its parent to reap it has ended)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def limited_python(python: Path, tmp_path: Path, kbytes: int) -> Path:
+    """`python` under an address-space limit (ulimit -v), inherited by the ranks, as some clusters set one.
+
+    The PyPI build of MXNet 1.9 cannot even describe a tensor larger than 2^31 elements (8 GiB of
+    float32), so on a 24 GiB machine a real allocation failure needs a limit below the machine's memory.
+    """
+    wrapper = tmp_path / "python-limited"
+    wrapper.write_text(f'#!/bin/sh\nulimit -v {kbytes}\nexec "{python}" "$@"\n')
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+def test_env_is_mxnet_1_9_1_with_numpy_below_1_24(mx_python):
+    code = "import mxnet, numpy, sys; print(mxnet.__version__, numpy.__version__, sys.version_info[:2])"
+    out = subprocess.run([str(mx_python), "-c", code], capture_output=True, text=True, check=True).stdout.split(" ", 2)
+    assert out[0] == "1.9.1"
+    assert tuple(int(x) for x in out[1].split(".")[:2]) < (1, 24)
+    assert out[2].strip() == "(3, 11)"
+
+
+def test_resnet50_v1_5_has_the_reference_parameter_count_and_strides(mx_python):
+    code = (
+        "from dlbench.harness.backends.mx_models import ResNet50, parameter_count\n"
+        "m = ResNet50()\n"
+        "m.initialize()\n"
+        "down = [b for b in m.layers if b.downsample is not None]\n"
+        "print(parameter_count(m), [b.conv1._kwargs['stride'][0] for b in down],"
+        " [b.conv2._kwargs['stride'][0] for b in down],"
+        " [float(b.bn3.gamma.data().abs().sum().asscalar()) for b in m.layers][:2])\n"
+    )
+    out = subprocess.run([str(mx_python), "-c", code], env=harness_env(), capture_output=True, text=True,
+                         check=True).stdout.split(maxsplit=1)
+    assert int(out[0]) == 25_557_032
+    # v1.5: the stride of a downsampling bottleneck sits on its 3x3 convolution; the last BN gamma is zero
+    assert out[1].strip() == "[1, 1, 1, 1] [1, 2, 2, 2] [0.0, 0.0]"
+
+
+def test_throughput_is_samples_over_measured_wall_time(mx_python, tmp_path):
+    log = tmp_path / "run.jsonl"
+    result, entries = run_mx(mx_python, log, "--topology", "1x1", *TINY)
+    summary, header, env = entries["summary"][0], entries["header"][0], entries["environment"][0]
+    measured = [s["seconds"] for s in entries["step"] if s["phase"] == "measure"]
+    assert summary["status"] == "ok", summary
+    assert len(measured) == 3 and len([s for s in entries["step"] if s["phase"] == "warmup"]) == 1
+    assert summary["samples"] == 2 * 3 and summary["unit"] == "images/s" and summary["world_size"] == 1
+    assert summary["throughput"] == pytest.approx(summary["samples"] / summary["elapsed_s"], rel=1e-12)
+    assert summary["throughput"] == pytest.approx(summary["samples"] / sum(measured), rel=1e-9)
+    assert summary["loss_final"] > 0
+    assert env["framework"] == "mxnet" and env["framework_version"] == "1.9.1"
+    assert env["parameters"] == 25_557_032
+    assert env["device_type"] == "cpu" and env["cuda"] is None and env["cudnn"] is None
+    assert env["distributed_backend"] is None and env["world_size"] == 1
+    assert env["hybridize"] is False and env["compiler"] is None and env["amp_dtype"] is None
+    assert env["threads"]["omp"] == header["threads_per_rank"] == summary["ranks"][0]["threads"]
+    assert env["threads"]["OMP_NUM_THREADS"] == str(header["threads_per_rank"])
+    assert "images/s" in result.stderr
+
+
+def test_two_ranks_really_run_through_the_dist_kvstore(mx_python, tmp_path):
+    """One process per device: rank 0 starts ps-lite's scheduler and server; both ranks count."""
+    log = tmp_path / "run.jsonl"
+    _, entries = run_mx(mx_python, log, "--topology", "1x2", *TINY)
+    summary, header, env = entries["summary"][0], entries["header"][0], entries["environment"][0]
+    assert summary["status"] == "ok", summary
+    assert summary["world_size"] == 2
+    ranks = summary["ranks"]
+    assert [r["rank"] for r in ranks] == [0, 1]
+    assert len({r["pid"] for r in ranks}) == 2
+    assert summary["samples"] == 2 * 2 * 3  # both ranks' samples count
+    assert summary["throughput"] == pytest.approx(summary["samples"] / summary["elapsed_s"], rel=1e-12)
+    assert env["distributed_backend"] == "kvstore dist_sync" and env["world_size"] == 2
+    assert [r["threads"] for r in ranks] == [len(share) for share in header["cpu_shares"]]
+    # the scheduler and the server ended with the run
+    assert len(env["kvstore_processes"]) == 2
+    assert not [pid for pid in env["kvstore_processes"] if running(pid)]
+    assert not (tmp_path / "run.jsonl.ranks").exists()
+
+
+@pytest.mark.parametrize("compiler", ["off", "on"])
+def test_amp_is_bfloat16_on_cpu_or_unsupported_with_a_reason(mx_python, tmp_path, compiler):
+    log = tmp_path / "run.jsonl"
+    _, entries = run_mx(mx_python, log, "--topology", "1x1", "--precision", "amp", "--compiler", compiler, *TINY)
+    summary = entries["summary"][-1]
+    if AVX512_CORE <= cpu_flags():
+        assert summary["status"] == "ok", summary
+        env = entries["environment"][0]
+        assert env["amp_dtype"] == "bfloat16" and env["hybridize"] is (compiler == "on")
+        assert summary["loss_final"] == summary["loss_final"]  # not NaN
+    else:
+        assert summary["status"] == "unsupported"
+        assert "bfloat16" in summary["error"] and "AVX-512" in summary["error"]
+
+
+def test_compiler_on_hybridizes_with_static_graph(mx_python, tmp_path):
+    log = tmp_path / "run.jsonl"
+    _, entries = run_mx(mx_python, log, "--topology", "1x1", "--compiler", "on", *TINY)
+    assert entries["summary"][-1]["status"] == "ok", entries["summary"]
+    env = entries["environment"][0]
+    assert env["hybridize"] is True and env["compiler"] == "hybridize(static_alloc, static_shape)"
+
+
+def test_out_of_memory_is_a_record(mx_python, tmp_path):
+    """A batch the memory limit cannot hold: MXNet's own allocation failure, raised in the warm-up, is oom."""
+    log = tmp_path / "run.jsonl"
+    python = limited_python(mx_python, tmp_path, 2_500_000)
+    result, entries = run_mx(python, log, "--topology", "1x1", "--image-size", "224", "--batch-size", "800",
+                             "--warmup-steps", "1", "--measured-steps", "1")
+    summary = entries["summary"][-1]
+    assert summary["status"] == "oom", summary
+    assert "Failed to allocate CPU Memory" in summary["error"]
+    assert "killed by signal" not in summary["error"]
+    assert "environment" in entries  # the setup fitted: the step itself failed
+
+
+def test_out_of_memory_in_two_rank_run_is_reported_and_ends(mx_python, tmp_path):
+    """Both ranks fail with push-pulls pending: they must still exit (no wait for their peers), promptly."""
+    log = tmp_path / "run.jsonl"
+    python = limited_python(mx_python, tmp_path, 2_500_000)
+    started = time.monotonic()
+    _, entries = run_mx(python, log, "--topology", "1x2", "--image-size", "224", "--batch-size", "800",
+                        "--warmup-steps", "1", "--measured-steps", "1")
+    # A rank hanging at exit is killed by the supervisor 30 s after the other's failure (or never, if
+    # both hang): the run would take 30 s and more after the failure. They left by themselves (~10 s).
+    assert time.monotonic() - started < 30
+    summary = entries["summary"][-1]
+    assert summary["status"] == "oom", summary
+    assert not (tmp_path / "run.jsonl.ranks").exists()
+    pids = entries["environment"][0]["kvstore_processes"]
+    assert len(pids) == 2 and not [pid for pid in pids if running(pid)]
+
+
+def test_tensor_beyond_the_int32_build_is_unsupported(mx_python, tmp_path):
+    """Batch 400000 at 224 px: the PyPI build (no USE_INT64_TENSOR_SIZE) refuses tensors of 2^31+ elements."""
+    log = tmp_path / "run.jsonl"
+    _, entries = run_mx(mx_python, log, "--topology", "1x1", "--image-size", "224", "--batch-size", "400000",
+                        "--warmup-steps", "1", "--measured-steps", "1")
+    summary = entries["summary"][-1]
+    assert summary["status"] == "unsupported"
+    assert "larger than 2^31 elements" in summary["error"] and "USE_INT64_TENSOR_SIZE" in summary["error"]
+
+
+def test_multi_node_without_horovod_is_unsupported(mx_python, tmp_path):
+    """A rank of a 2-node run (as srun starts it): without Horovod MXNet has no cross-node route here."""
+    log = tmp_path / "run.jsonl"
+    env = dict(harness_env(), DLBENCH_RANK="0", DLBENCH_WORLD_SIZE="2", DLBENCH_LOCAL_RANK="0",
+               DLBENCH_LOCAL_WORLD_SIZE="1", DLBENCH_RANK_DIR=str(tmp_path / "ranks"),
+               MASTER_ADDR="127.0.0.1", MASTER_PORT="1")
+    cmd = [str(mx_python), "-m", "dlbench.harness.rank", "--framework", "mxnet", "--model", "resnet50",
+           "--log", str(log), "--topology", "2x1", *TINY]
+    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 3
+    summary = read_log(log)["summary"][-1]
+    assert summary["status"] == "unsupported"
+    assert "Horovod" in summary["error"] and "2 nodes" in summary["error"]
+    assert json.loads((tmp_path / "ranks" / "rank0.json").read_text())["status"] == "unsupported"
+
+
+TORCH_REFERENCE = """
+import sys
+import numpy as np
+import torch
+from dlbench.harness.backends.torch_models import ResNet50
+
+torch.manual_seed(0)
+model = ResNet50()
+with torch.no_grad():
+    for m in model.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.normal_(0.0, 0.1)
+            m.running_var.uniform_(0.5, 1.5)
+            if not m.weight.any():  # the zero-initialised last BN of each residual branch
+                m.weight.uniform_(0.5, 1.5)
+state = {f"state/{k}": v.detach().numpy().copy() for k, v in model.state_dict().items()}
+images = torch.randn(2, 3, 64, 64)
+labels = torch.tensor([3, 917])
+model.eval()
+with torch.no_grad():
+    eval_logits = model(images).numpy()
+model.train()  # batch statistics; updates the running statistics
+loss = torch.nn.functional.cross_entropy(model(images), labels)
+after = {f"after/{k}": v.numpy().copy() for k, v in model.state_dict().items() if k.endswith("running_mean")}
+np.savez(sys.argv[1], images=images.numpy(), labels=labels.numpy(), eval_logits=eval_logits,
+         train_loss=loss.item(), **state, **after)
+"""
+
+MXNET_CHECK = """
+import json
+import sys
+import mxnet as mx
+import numpy as np
+from mxnet import autograd, gluon
+from dlbench.harness.backends.mx_models import ResNet50, load_torch_state, torch_named_parameters
+
+ref = np.load(sys.argv[1])
+net = ResNet50()
+net.initialize()
+load_torch_state(net, {k[len("state/"):]: ref[k] for k in ref.files if k.startswith("state/")})
+images = mx.nd.array(ref["images"])
+rel = lambda a, b: float(np.max(np.abs(a - b)) / np.max(np.abs(b)))
+logits = net(images).asnumpy()  # inference mode: running statistics
+net.hybridize(static_alloc=True, static_shape=True)
+hybrid_logits = net(images).asnumpy()
+with autograd.record():  # training mode: batch statistics
+    loss = gluon.loss.SoftmaxCrossEntropyLoss()(net(images), mx.nd.array(ref["labels"])).mean()
+loss.backward()  # MXNet updates the running statistics in the backward pass,
+mx.nd.waitall()  # without a read dependency on them: reading them alone does not wait for it
+params = torch_named_parameters(net)
+print(json.dumps({
+    "logits_rel_error": rel(logits, ref["eval_logits"]),
+    "hybrid_logits_rel_error": rel(hybrid_logits, ref["eval_logits"]),
+    "logits_scale": float(np.max(np.abs(ref["eval_logits"]))),
+    "argmax_equal": bool((logits.argmax(1) == ref["eval_logits"].argmax(1)).all()),
+    "loss": float(loss.asscalar()), "torch_loss": float(ref["train_loss"]),
+    "running_mean_rel_error": max(rel(p.data().asnumpy(), ref["after/" + k])
+                                  for k, p in params.items() if k.endswith("running_mean")),
+    "running_means": sum(k.endswith("running_mean") for k in params),
+}))
+"""
+
+
+def test_same_weights_give_the_pytorch_model_s_outputs(mx_python, torch_python, tmp_path):
+    """PyTorch weights (state_dict names and layouts) loaded into the Gluon model: same logits, same loss."""
+    reference = tmp_path / "reference.npz"
+    threads = dict(harness_env(), OMP_NUM_THREADS="1")
+    subprocess.run([str(torch_python), "-c", TORCH_REFERENCE, str(reference)], env=threads, check=True,
+                   capture_output=True, timeout=300)
+    out = subprocess.run([str(mx_python), "-c", MXNET_CHECK, str(reference)], env=threads, check=True,
+                         capture_output=True, text=True, timeout=300).stdout
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["logits_scale"] > 1.0  # randomised BN statistics and gammas: a non-trivial output
+    assert result["logits_rel_error"] <= 1e-4, result
+    assert result["hybrid_logits_rel_error"] <= 1e-4, result
+    assert result["argmax_equal"]
+    assert abs(result["loss"] - result["torch_loss"]) / abs(result["torch_loss"]) <= 1e-4, result
+    # BN momentum 0.9 (MXNet) == 0.1 (PyTorch), on all 53 BatchNorms
+    assert result["running_means"] == 53 and result["running_mean_rel_error"] <= 1e-4, result
+
+
+def test_load_torch_state_rejects_a_mismatched_state(mx_python):
+    code = (
+        "import numpy as np\n"
+        "from dlbench.harness.backends.mx_models import ResNet50, load_torch_state, torch_named_parameters\n"
+        "net = ResNet50()\n"
+        "net.initialize()\n"
+        "state = {k: np.zeros(p.shape, 'float32') for k, p in torch_named_parameters(net).items()}\n"
+        "state['bn1.num_batches_tracked'] = np.zeros((), 'int64')\n"
+        "load_torch_state(net, state)\n"
+        "errors = []\n"
+        "missing = {k: v for k, v in state.items() if k != 'fc.bias'}\n"
+        "for bad in (missing, {**state, 'fc.weight': np.zeros((10, 2048))}):\n"
+        "    try:\n"
+        "        load_torch_state(net, bad)\n"
+        "    except (KeyError, ValueError) as exc:\n"
+        "        errors.append(type(exc).__name__)\n"
+        "print(len(state) - 1, errors)\n"
+    )
+    out = subprocess.run([str(mx_python), "-c", code], env=harness_env(), capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "267 ['KeyError', 'ValueError']"
+

@@ -1,0 +1,346 @@
+"""MXNet 1.9 backend: ResNet-50 v1.5 (Gluon), SGD with momentum, synthetic data resident on the context.
+
+Same interface and semantics as the PyTorch backend (see its docstring):
+- one `autograd.record()` step, softmax cross-entropy averaged over the global batch, SGD (lr 0.1,
+  momentum 0.9, weight decay 5e-5) through `gluon.Trainer`;
+- compiler on: `hybridize(static_alloc=True, static_shape=True)` (MXNet's cached graph); off: imperative;
+- AMP (`mxnet.contrib.amp`): bfloat16 on CPU (oneDNN), float16 with dynamic loss scaling on GPU;
+- several ranks on one node, one process per device: the parameter-server kvstore 'dist_sync' built
+  into MXNet. Rank 0 also starts the ps-lite scheduler and one server as child processes (in its process
+  group, so the supervisor's stop() ends them too); every worker push-pulls its gradients through it
+  (the server sums them, each worker then applies the optimizer itself: update_on_kvstore=False, as
+  an allreduce). Across nodes: Horovod when importable, else `Unsupported`.
+"""
+
+from __future__ import annotations
+
+import os
+
+# MXNet reads its thread settings when it is loaded. rank.py pins this process to its core share
+# before importing the backend, so that share is the default (the supervisor sets OMP_NUM_THREADS).
+if hasattr(os, "sched_getaffinity"):
+    os.environ.setdefault("OMP_NUM_THREADS", str(len(os.sched_getaffinity(0))))
+
+import atexit  # noqa: E402
+import ctypes  # noqa: E402
+import json  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from importlib import metadata  # noqa: E402
+
+import mxnet as mx  # noqa: E402
+import numpy as np  # noqa: E402
+from mxnet import autograd, gluon  # noqa: E402
+
+from .. import sysinfo  # noqa: E402
+from ..spec import RunSpec, Unsupported  # noqa: E402
+from .mx_models import ResNet50, parameter_count  # noqa: E402
+
+OOM_MARKERS = ("out of memory", "cannot allocate memory", "std::bad_alloc", "failed to allocate",
+               "can't allocate memory")
+# The PyPI builds of MXNet 1.9 index tensors with int32 (USE_INT64_TENSOR_SIZE=0): a configuration
+# needing a tensor of 2^31 elements or more cannot run with them, whatever the memory.
+TENSOR_SIZE_MARKER = "larger than 2^31 elements"
+GATHER_KEY = 1 << 30  # kvstore key of all_gather's buffer (the Trainer uses 0..n_params-1)
+GATHER_BYTES = 16384  # per rank
+KV_CHILD_WAIT_S = 30.0
+
+
+def _feature(name: str) -> bool:
+    features = mx.runtime.Features()
+    return name in features and features[name].enabled
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def _distribution() -> tuple[str, str | None]:
+    """(pip distribution of MXNet, its CUDA version from the name, e.g. mxnet-cu112 -> 11.2)."""
+    for dist in metadata.distributions():
+        name = (dist.metadata["Name"] or "").lower()
+        if name == "mxnet" or name.startswith("mxnet-"):
+            tag = name.removeprefix("mxnet").lstrip("-")
+            cuda = f"{tag[2:-1]}.{tag[-1]}" if tag.startswith("cu") and tag[2:].isdigit() else None
+            return name, cuda
+    return "mxnet", None
+
+
+def _cudnn_version() -> str | None:
+    try:
+        version = mx.base._LIB.cudnnGetVersion()
+    except AttributeError:  # a CPU build, or cuDNN not exported by libmxnet
+        return None
+    return f"{version // 1000}.{version % 1000 // 100}.{version % 100}" if version >= 1000 else str(version)
+
+
+class Backend:
+    models = ("resnet50",)  # what rank.run accepts before setup()
+    data = ("synthetic",)
+    unit = "images/s"
+
+    def __init__(self, spec: RunSpec, rank: int, world: int, local_rank: int, threads: int) -> None:
+        self.spec, self.rank, self.world, self.local_rank = spec, rank, world, local_rank
+        self.threads = threads
+        self.ctx = self._pick_context(spec.device)
+        self.net = None
+        self.kv = None
+        self.hvd = None
+        self.distributed_backend: str | None = None
+        self._kv_children: list[subprocess.Popen] = []
+        self._finished = False
+        self._loss = None
+
+    def _pick_context(self, request: str) -> mx.Context:
+        gpus = mx.context.num_gpus() if _feature("CUDA") else 0
+        if request == "cuda" or (request == "auto" and gpus > 0):
+            if gpus == 0:
+                reason = "this MXNet build has no CUDA" if not _feature("CUDA") else "no GPU is visible"
+                raise Unsupported(f"device 'cuda' requested but {reason}")
+            if self.spec.devices_per_node > gpus:
+                raise Unsupported(f"topology {self.spec.topology} needs {self.spec.devices_per_node} GPUs per node; "
+                                  f"{gpus} visible")
+            return mx.gpu(self.local_rank)
+        return mx.cpu()
+
+    @property
+    def gpu(self) -> bool:
+        return self.ctx.device_type == "gpu"
+
+    # ---- building
+    def setup(self) -> None:
+        spec = self.spec
+        self.amp_dtype = self._amp_dtype() if spec.precision == "amp" else None
+        if self.world > 1:
+            self._init_distributed()
+        mx.random.seed(spec.seed + self.rank)
+        np.random.seed(spec.seed + self.rank)
+        if self.amp_dtype is not None:
+            from mxnet.contrib import amp  # patches the operator namespaces: before the net is built
+
+            amp.init(target_dtype=self.amp_dtype)
+        net = ResNet50()
+        net.initialize(ctx=self.ctx)
+        self.parameters = parameter_count(net)
+        loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+        if spec.compiler:
+            net.hybridize(static_alloc=True, static_shape=True)
+            loss_fn.hybridize(static_alloc=True, static_shape=True)
+        self.net, self.loss_fn = net, loss_fn
+        optimizer = {"learning_rate": 0.1, "momentum": 0.9, "wd": 5e-5}
+        if self.hvd is not None:
+            self.hvd.broadcast_parameters(net.collect_params(), root_rank=0)
+            self.trainer = self.hvd.DistributedTrainer(net.collect_params(), "sgd", optimizer)
+        else:
+            # one process, one context: no kvstore; several: the dist kvstore sums the gradients and
+            # every worker updates its own copy of the weights.
+            self.trainer = gluon.Trainer(net.collect_params(), "sgd", optimizer, kvstore=self.kv,
+                                         update_on_kvstore=False if self.kv is not None else None)
+            if self.kv is not None:  # broadcast the first worker's weights now, not inside the first step
+                self.trainer._init_kvstore()
+                self.trainer._init_params()
+        self.scale_loss = self.amp_dtype == "float16"
+        if self.scale_loss:
+            from mxnet.contrib import amp
+
+            amp.init_trainer(self.trainer)
+        # gradients are summed over the ranks: normalise by the global batch (the mean, like DDP)
+        self.global_batch = spec.batch_size * (self.world if self.hvd is None else 1)
+        size = spec.image_size
+        self.images = mx.nd.random.normal(shape=(spec.batch_size, 3, size, size), ctx=self.ctx)
+        self.labels = mx.nd.random.randint(0, 1000, shape=(spec.batch_size,), ctx=self.ctx).astype("float32")
+
+    def _amp_dtype(self) -> str:
+        if self.gpu:
+            return "float16"
+        if not _feature("MKLDNN"):
+            raise Unsupported("AMP on CPU needs bfloat16 kernels: this MXNet build has no oneDNN (MKLDNN)")
+        flags = _cpu_flags()
+        if not {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags:
+            raise Unsupported("AMP on CPU runs in bfloat16, which MXNet's oneDNN kernels support only on "
+                              "CPUs with AVX-512 (avx512_core); this CPU has none")
+        return "bfloat16"
+
+    def _init_distributed(self) -> None:
+        if self.spec.nodes > 1:
+            try:
+                import horovod.mxnet as hvd
+            except ImportError as exc:
+                raise Unsupported(
+                    f"MXNet across {self.spec.nodes} nodes needs Horovod (horovod.mxnet), which is not "
+                    f"installed ({exc}); the dist kvstore is used within one node only") from None
+            hvd.init()
+            if hvd.size() != self.world:
+                raise RuntimeError(f"Horovod sees {hvd.size()} ranks, the launcher started {self.world}")
+            if self.gpu:
+                self.ctx = mx.gpu(hvd.local_rank())
+            self.hvd, self.distributed_backend = hvd, "horovod"
+            return
+        self._init_kvstore()
+
+    def _init_kvstore(self) -> None:
+        """ps-lite on this node: rank 0 starts the scheduler (at MASTER_PORT) and one server."""
+        if not _feature("DIST_KVSTORE"):
+            raise Unsupported("MXNet multi-process training needs Horovod or a dist kvstore: this MXNet build "
+                              "has no DIST_KVSTORE and horovod.mxnet is not used within one node")
+        port = os.environ.get("MASTER_PORT")
+        if not port:
+            raise Unsupported("MXNet multi-process training needs MASTER_PORT for its dist kvstore's scheduler")
+        dmlc = {
+            "DMLC_PS_ROOT_URI": "127.0.0.1", "DMLC_PS_ROOT_PORT": port, "DMLC_NODE_HOST": "127.0.0.1",
+            "DMLC_NUM_SERVER": "1", "DMLC_NUM_WORKER": str(self.world),
+        }
+        if self.rank == 0:
+            for role in ("scheduler", "server"):
+                # the server only sums gradients: one thread, on rank 0's cores (inherited)
+                env = dict(os.environ, **dmlc, DMLC_ROLE=role, OMP_NUM_THREADS="1")
+                self._kv_children.append(subprocess.Popen([sys.executable, "-c", "import mxnet"], env=env))
+        os.environ.update(dmlc, DMLC_ROLE="worker")
+        kv = mx.kv.create("dist_sync")  # blocks until every worker and the server have joined
+        if kv.num_workers != self.world:
+            raise RuntimeError(f"dist kvstore sees {kv.num_workers} workers, the launcher started {self.world}")
+        # ps-lite numbers the workers in its own order (by address): kv.rank may differ from ours
+        kv.init(GATHER_KEY, mx.nd.zeros(self.world * GATHER_BYTES))
+        self.kv, self.distributed_backend = kv, "kvstore dist_sync"
+
+    # ---- the measured work
+    def step(self) -> None:
+        with autograd.record():
+            loss = self.loss_fn(self.net(self.images), self.labels)
+        if self.scale_loss:
+            from mxnet.contrib import amp
+
+            with amp.scale_loss(loss, self.trainer) as scaled:
+                autograd.backward(scaled)
+        else:
+            loss.backward()
+        self.trainer.step(self.global_batch)
+        self._loss = loss  # not read here: reading it would wait for the step
+
+    def loss(self) -> float:
+        return float(self._loss.mean().asscalar()) if self._loss is not None else float("nan")
+
+    def sync(self) -> None:
+        mx.nd.waitall()
+
+    def barrier(self) -> None:
+        if self.kv is not None:
+            self.kv._barrier()
+        elif self.hvd is not None:
+            self.hvd.allreduce(mx.nd.zeros(1), name="dlbench_barrier").wait_to_read()
+
+    def all_gather(self, obj: dict) -> list[dict]:
+        if self.kv is None and self.hvd is None:
+            self._finished = True
+            return [obj]
+        data = json.dumps([self.rank, obj]).encode()
+        if len(data) > GATHER_BYTES:
+            raise ValueError(f"all_gather: {len(data)} bytes, at most {GATHER_BYTES} per rank")
+        slot = self.kv.rank if self.kv is not None else self.hvd.rank()
+        buf = np.zeros(self.world * GATHER_BYTES, dtype=np.float32)  # bytes as exact float32 values
+        buf[slot * GATHER_BYTES: slot * GATHER_BYTES + len(data)] = np.frombuffer(data, dtype=np.uint8)
+        nd = mx.nd.array(buf)
+        if self.kv is not None:
+            self.kv.pushpull(GATHER_KEY, nd, out=nd)  # the server sums: every slot holds its rank's bytes
+            summed = nd.asnumpy()
+        else:
+            summed = self.hvd.allreduce(nd, average=False, name="dlbench_gather").asnumpy()
+        gathered = {}
+        for r in range(self.world):
+            chunk = summed[r * GATHER_BYTES: (r + 1) * GATHER_BYTES].astype(np.uint8).tobytes().rstrip(b"\0")
+            rank, value = json.loads(chunk)
+            gathered[rank] = value
+        self._finished = True
+        return [gathered[r] for r in range(self.world)]
+
+    # ---- facts for the log
+    def device_name(self) -> str:
+        if self.gpu:
+            try:
+                out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader",
+                                      "-i", str(self.ctx.device_id)], capture_output=True, text=True, timeout=30)
+                if out.returncode == 0 and out.stdout.strip():
+                    return out.stdout.strip().splitlines()[0]
+            except (OSError, subprocess.SubprocessError):
+                pass
+            return f"gpu({self.ctx.device_id})"
+        return sysinfo.cpu_model()
+
+    def peak_memory_bytes(self) -> int | None:
+        if not self.gpu:
+            return None  # the harness reports the process's peak RSS
+        # MXNet keeps what it allocated in its pool: memory in use now is its high-water mark
+        free, total = mx.context.gpu_memory_info(self.ctx.device_id)
+        return int(total - free)
+
+    def environment(self) -> dict:
+        dist_name, cuda = _distribution()
+        features = mx.runtime.Features()
+        return {
+            "framework": "mxnet",
+            "framework_version": mx.__version__,
+            "framework_distribution": dist_name,
+            "numpy_version": np.__version__,
+            "cuda": cuda if _feature("CUDA") else None,
+            "cudnn": (_cudnn_version() or "enabled") if _feature("CUDNN") else None,
+            "nccl": "enabled" if _feature("NCCL") else None,
+            "onednn": _feature("MKLDNN"),
+            "runtime_features": sorted(k for k, v in features.items() if v.enabled),
+            "driver": sysinfo.nvidia_driver() if self.gpu else None,
+            "device_type": self.ctx.device_type,
+            "device_name": self.device_name(),
+            "device_count": mx.context.num_gpus() if self.gpu else 0,
+            "world_size": self.world,
+            "distributed_backend": self.distributed_backend,
+            "kvstore_processes": [p.pid for p in self._kv_children],  # rank 0's ps-lite scheduler and server
+            "threads": {
+                "omp": self.threads, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+                "MXNET_CPU_WORKER_NTHREADS": os.environ.get("MXNET_CPU_WORKER_NTHREADS", "1"),
+                "MXNET_ENGINE_TYPE": os.environ.get("MXNET_ENGINE_TYPE", "ThreadedEnginePerDevice"),
+            },
+            "amp_dtype": self.amp_dtype,
+            "compiler": "hybridize(static_alloc, static_shape)" if self.spec.compiler else None,
+            "hybridize": bool(self.spec.compiler),
+            "parameters": self.parameters,
+        }
+
+    def classify(self, exc: BaseException) -> str:
+        if isinstance(exc, MemoryError):
+            return "oom"
+        text = str(exc).lower()
+        if TENSOR_SIZE_MARKER in text:
+            return "unsupported"
+        if any(marker in text for marker in OOM_MARKERS):
+            return "oom"
+        return "error"
+
+    def shutdown(self) -> None:
+        kv, self.kv = self.kv, None
+        if kv is not None and self._finished:
+            mx.nd.waitall()  # nothing may still use the kvstore when it goes
+            # free it now (the Trainer, which every Parameter references, holds it too): each worker
+            # leaves ps-lite, kvstore rank 0 stops the server, and the scheduler ends with the last one
+            mx.base.check_call(mx.base._LIB.MXKVStoreFree(kv.handle))
+            kv.handle = None  # its __del__ then frees nothing
+        elif kv is not None:
+            # A rank failed, the others may be gone or blocked. Leaving ps-lite would wait for them (a
+            # barrier), and so would MXNet's exit hook, which waits for every pending operation: a
+            # push-pull whose peers never push never ends. Skip both; the process's end frees the rest.
+            mx.base.check_call(mx.base._LIB.MXKVStoreSetBarrierBeforeExit(kv.handle, ctypes.c_int(0)))
+            kv.handle = None
+            atexit.unregister(mx.base._notify_shutdown)
+        deadline = time.monotonic() + (KV_CHILD_WAIT_S if self._finished else 0.0)
+        for child in self._kv_children:
+            try:
+                child.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
