@@ -94,6 +94,25 @@ def test_two_device_run_is_one_job_with_two_tasks(slurm_study):
     assert f"{job}.0|2|COMPLETED" in steps  # the ranks: one srun step of 2 tasks inside the job
 
 
+def test_tensorflow_and_mxnet_ranks_start_under_srun(slurm_cluster, tmp_path):
+    """TensorFlow (SLURM cluster resolver) and MXNet (dist_sync kvstore) ranks from one srun step."""
+    config = tiny_config()
+    config["matrix"].update(framework=["tensorflow", "mxnet"], topology=["1x2"])
+    config["defaults"]["repeats"] = 1
+    result = slurm_snakemake(tmp_path, write_config(tmp_path / "frameworks.yaml", config))
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
+    for framework in ("tensorflow", "mxnet"):
+        lines = read_log(tmp_path / RUN.format("1x2", 1).replace("/pytorch/", f"/{framework}/"))
+        header, summary = lines[0], lines[-1]
+        assert summary["status"] == "ok", (framework, summary)
+        assert header["launcher"] == "srun" and summary["world_size"] == 2
+        assert len({r["pid"] for r in summary["ranks"]}) == 2
+        job = header["slurm"]["job_id"]
+        steps = subprocess.run(["sacct", "-n", "-P", "-j", job, "-o", "JobID,NTasks,State"],
+                               capture_output=True, text=True, check=True).stdout.split()
+        assert f"{job}.0|2|COMPLETED" in steps
+
+
 def test_changing_one_configuration_submits_only_its_jobs(slurm_study):
     work, _ = slurm_study
     config = tiny_config(overrides=[{"match": {"topology": "1x2"}, "set": {"measured_steps": 3}}])

@@ -479,7 +479,7 @@ def _faceted_plot(path: Path, df: pd.DataFrame, value: str, ylabel: str, title: 
     if legend is not None:  # one shared legend outside the facets
         handles, labels = axes[0].get_legend_handles_labels()
         legend.remove()
-        fig.legend(handles, labels, loc="outside right upper", fontsize="small", frameon=False)
+        fig.legend(handles, labels, loc="outside right center", fontsize="small", frameon=False)
     fig.suptitle(title)
     fig.savefig(path, format="png")
     fig.clear()
