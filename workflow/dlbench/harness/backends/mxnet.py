@@ -35,6 +35,7 @@ from mxnet import autograd, gluon  # noqa: E402
 
 from .. import sysinfo  # noqa: E402
 from ..spec import RunSpec, Unsupported  # noqa: E402
+from .base import BackendBase
 from .mx_models import ResNet50, parameter_count  # noqa: E402
 
 OOM_MARKERS = ("out of memory", "cannot allocate memory", "std::bad_alloc", "failed to allocate",
@@ -82,14 +83,9 @@ def _cudnn_version() -> str | None:
     return f"{version // 1000}.{version % 1000 // 100}.{version % 100}" if version >= 1000 else str(version)
 
 
-class Backend:
-    models = ("resnet50",)  # what rank.run accepts before setup()
-    data = ("synthetic",)
-    unit = "images/s"
-
+class Backend(BackendBase):
     def __init__(self, spec: RunSpec, rank: int, world: int, local_rank: int, threads: int) -> None:
-        self.spec, self.rank, self.world, self.local_rank = spec, rank, world, local_rank
-        self.threads = threads
+        super().__init__(spec, rank, world, local_rank, threads)
         self.ctx = self._pick_context(spec.device)
         self.net = None
         self.kv = None

@@ -17,19 +17,15 @@ from torch import nn
 
 from .. import sysinfo
 from ..spec import RunSpec, Unsupported
+from .base import BackendBase
 from .torch_models import ResNet50, parameter_count
 
 OOM_MARKERS = ("out of memory", "can't allocate memory", "not enough memory", "failed to allocate")
 
 
-class Backend:
-    models = ("resnet50",)  # what rank.run accepts before setup()
-    data = ("synthetic",)
-    unit = "images/s"
-
+class Backend(BackendBase):
     def __init__(self, spec: RunSpec, rank: int, world: int, local_rank: int, threads: int) -> None:
-        self.spec, self.rank, self.world, self.local_rank = spec, rank, world, local_rank
-        self.threads = threads
+        super().__init__(spec, rank, world, local_rank, threads)
         torch.set_num_threads(threads)
         self.device = self._pick_device(spec.device)
         self.model: nn.Module | None = None

@@ -33,6 +33,7 @@ import tensorflow as tf  # noqa: E402
 from .. import sysinfo  # noqa: E402
 from ..spec import RunSpec, Unsupported  # noqa: E402
 from . import tf_models  # noqa: E402
+from .base import BackendBase
 
 keras = tf.keras
 
@@ -44,14 +45,9 @@ INTER_OP_THREADS = 2  # ResNet is a chain: little to run side by side; 1 risks s
 DONE_TIMEOUT_S = 60.0
 
 
-class Backend:
-    models = ("resnet50",)  # what rank.run accepts before setup()
-    data = ("synthetic",)
-    unit = "images/s"
-
+class Backend(BackendBase):
     def __init__(self, spec: RunSpec, rank: int, world: int, local_rank: int, threads: int) -> None:
-        self.spec, self.rank, self.world, self.local_rank = spec, rank, world, local_rank
-        self.threads = threads
+        super().__init__(spec, rank, world, local_rank, threads)
         # Before any TensorFlow op runs (the runtime reads them once, when it starts).
         tf.config.threading.set_intra_op_parallelism_threads(threads)
         tf.config.threading.set_inter_op_parallelism_threads(INTER_OP_THREADS)
