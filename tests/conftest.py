@@ -57,6 +57,25 @@ def read_log(path: Path) -> dict[str, list[dict]]:
     return by_type
 
 
+def assert_ranks_counted(summary: dict, ranks: int, batch_size: int, steps: int) -> None:
+    """A multi-rank run really ran `ranks` processes, and every rank's samples count."""
+    assert summary["status"] == "ok", summary
+    assert summary["world_size"] == ranks
+    assert [r["rank"] for r in summary["ranks"]] == list(range(ranks))
+    assert len({r["pid"] for r in summary["ranks"]}) == ranks
+    assert summary["samples"] == batch_size * ranks * steps
+
+
+def ok_or_unsupported(entries: dict[str, list[dict]], stderr: str) -> dict | None:
+    """The environment line of an ok run; None for an `unsupported` run, which must say why."""
+    summary = entries["summary"][-1]
+    if summary["status"] == "unsupported":
+        assert summary["error"], summary
+        return None
+    assert summary["status"] == "ok", (summary, stderr[-3000:])
+    return entries["environment"][0]
+
+
 def snakemake(workdir: Path, *args: str, snakefile: Path = REPO / "Snakefile",
               timeout: float = 1200) -> subprocess.CompletedProcess:
     """Run the workflow with `workdir` as working directory (results/ and logs/ go there)."""

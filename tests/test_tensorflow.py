@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import env_python, harness_env, read_log, run_harness
+from conftest import assert_ranks_counted, env_python, harness_env, ok_or_unsupported, read_log, run_harness
 
 TINY = ["--image-size", "32", "--batch-size", "2", "--warmup-steps", "1", "--measured-steps", "3",
         "--device", "cpu"]
@@ -200,12 +200,7 @@ def test_two_ranks_really_run_and_are_counted(tf_python, tmp_path):
     assert result.returncode == 0, result.stderr[-4000:]
     entries = read_log(log)
     summary, header = entries["summary"][-1], entries["header"][0]
-    assert summary["status"] == "ok", summary
-    assert summary["world_size"] == 2
-    ranks = summary["ranks"]
-    assert [r["rank"] for r in ranks] == [0, 1]
-    assert len({r["pid"] for r in ranks}) == 2
-    assert summary["samples"] == 2 * 2 * 3  # both ranks' samples count
+    assert_ranks_counted(summary, ranks=2, batch_size=2, steps=3)  # both ranks' samples count
     assert summary["throughput"] == pytest.approx(summary["samples"] / summary["elapsed_s"], rel=1e-12)
     env = entries["environment"][0]
     assert env["distributed_backend"] == "MultiWorkerMirroredStrategy (ring)"
@@ -216,13 +211,9 @@ def test_two_ranks_really_run_and_are_counted(tf_python, tmp_path):
 def test_amp_runs_in_bfloat16_on_cpu(tf_python, tmp_path):
     log = tmp_path / "run.jsonl"
     result = run_harness(tf_python, log, "--topology", "1x1", "--precision", "amp", *TINY, framework="tensorflow")
-    entries = read_log(log)
-    summary = entries["summary"][-1]
-    if summary["status"] == "unsupported":
-        assert summary["error"], summary
+    env = ok_or_unsupported(read_log(log), result.stderr)
+    if env is None:
         return
-    assert summary["status"] == "ok", (summary, result.stderr[-3000:])
-    env = entries["environment"][0]
     assert env["amp_dtype"] == "bfloat16" and env["amp_policy"] == "mixed_bfloat16"
     assert env["loss_scaling"] is False  # loss scaling is for float16 (GPU) only
 
@@ -230,13 +221,9 @@ def test_amp_runs_in_bfloat16_on_cpu(tf_python, tmp_path):
 def test_compiler_on_uses_xla(tf_python, tmp_path):
     log = tmp_path / "run.jsonl"
     result = run_harness(tf_python, log, "--topology", "1x1", "--compiler", "on", *TINY, framework="tensorflow")
-    entries = read_log(log)
-    summary = entries["summary"][-1]
-    if summary["status"] == "unsupported":
-        assert summary["error"], summary
+    env = ok_or_unsupported(read_log(log), result.stderr)
+    if env is None:
         return
-    assert summary["status"] == "ok", (summary, result.stderr[-3000:])
-    env = entries["environment"][0]
     assert env["compiler"] == "xla" and env["xla"] == "on"
 
 

@@ -88,40 +88,39 @@ def notes(records: pd.DataFrame) -> list[str]:
     return out
 
 
-def environment(log_paths: list[str], env_markers: list[str], config: dict, records: pd.DataFrame) -> dict:
+def _values(column: pd.Series) -> list[str]:
+    """Distinct non-empty values of a column (hosts are ';'-joined per run)."""
+    return sorted({v for cell in column.dropna() for v in str(cell).split(";") if v})
+
+
+def environment(records: pd.DataFrame, env_markers: list[str], config: dict) -> dict:
+    """Hosts, devices and commits come from the records; framework details from one log per framework."""
     frameworks: dict[str, Any] = {}
     for marker in env_markers:
         info = json.loads(Path(marker).read_text())
         frameworks[Path(marker).parent.name.rsplit("-", 1)[0]] = {"packages": info["packages"],
                                                                    "python": info["python"]}
-    hosts, cpus, devices, commits = set(), set(), set(), set()
-    seen_frameworks = set()
-    for path in log_paths:
-        head = read_header(path)
-        if head is None:
-            continue
-        hosts.add(head.get("hostname"))
-        cpus.add(head.get("cpu_model"))
-        commits.add(head.get("git_commit"))
-        env = head["environment"]
-        if env.get("device_name"):
-            devices.add(env["device_name"])
-        fw = head["config"]["framework"]
-        if env and fw not in seen_frameworks:
-            seen_frameworks.add(fw)
-            frameworks.setdefault(fw, {}).update({
-                k: env.get(k) for k in ("framework_version", "cuda", "cudnn", "nccl", "driver", "threads",
-                                        "memory_format", "amp_dtype", "compiler", "parameters")})
-            frameworks[fw]["python_runtime"] = head.get("python")
+    ordered = records.sort_values("status", key=lambda s: s != "ok", kind="stable")  # ok runs first
+    for framework, runs in ordered.groupby("framework", sort=True):
+        for path in runs["log_path"]:
+            head = read_header(path)
+            if head and head["environment"]:
+                env = head["environment"]
+                frameworks.setdefault(framework, {}).update({
+                    k: env.get(k) for k in ("framework_version", "cuda", "cudnn", "nccl", "driver", "threads",
+                                            "memory_format", "amp_dtype", "compiler", "parameters")})
+                frameworks[framework]["python_runtime"] = head.get("python")
+                break
+    commits = _values(records["git_commit"])
     return {
         "study": config.get("study"),
         "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "git_commit": sorted(c for c in commits if c)[-1] if any(commits) else None,
-        "git_commits": sorted(c for c in commits if c),
+        "git_commit": commits[-1] if commits else None,
+        "git_commits": commits,
         "config": config,
-        "hosts": sorted(h for h in hosts if h),
-        "cpu_models": sorted(c for c in cpus if c),
-        "devices": sorted(devices),
+        "hosts": _values(records["hosts"]),
+        "cpu_models": _values(records["cpu_model"]),
+        "devices": _values(records["device_name"]),
         "frameworks": frameworks,
         "notes": notes(records),
     }
@@ -133,5 +132,5 @@ def write_all(log_paths: list[str], env_markers: list[str], config: dict,
     summary = summarise(records)
     records.to_csv(records_csv, index=False)
     summary.to_csv(summary_csv, index=False)
-    env = environment(log_paths, env_markers, config, records)
+    env = environment(records, env_markers, config)
     Path(environment_json).write_text(json.dumps(env, indent=2, default=str) + "\n")

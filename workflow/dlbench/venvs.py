@@ -137,14 +137,8 @@ def main(argv: list[str] | None = None) -> None:
     b.add_argument("--spec", type=Path, required=True)
     b.add_argument("--venv-dir", type=Path, required=True)
     b.add_argument("--find-links", default="pip", help="'pip', 'none' or comma-separated locations")
-    p = sub.add_parser("path", help="print the environment directory of a spec file")
-    p.add_argument("--spec", type=Path, required=True)
-    p.add_argument("--venv-dir", type=Path, required=True)
     args = parser.parse_args(argv)
     prefix = env_prefix(args.venv_dir, args.spec)
-    if args.command == "path":
-        print(prefix)
-        return
     setting = None if args.find_links == "none" else (
         "pip" if args.find_links == "pip" else args.find_links.split(","))
     if (prefix / MARKER).exists():

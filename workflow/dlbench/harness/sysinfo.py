@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import socket
@@ -54,6 +55,7 @@ def nvidia_driver() -> str | None:
     return out.splitlines()[0].strip() if out else None
 
 
+@functools.cache  # a job's facts do not change; scontrol is asked once per process
 def slurm_info() -> dict[str, str] | None:
     """SLURM job facts when running inside an allocation. Snakemake's job step clears most SLURM_*
     variables, so the job's own record (scontrol) is the source; the environment fills gaps."""
