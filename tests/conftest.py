@@ -42,8 +42,8 @@ def torch_python() -> Path:
 
 
 def run_harness(python: Path, log: Path, *args: str, timeout: float = 600,
-                framework: str = "pytorch") -> subprocess.CompletedProcess:
-    cmd = [str(python), "-m", "dlbench.harness", "--framework", framework, "--model", "resnet50",
+                framework: str = "pytorch", model: str = "resnet50") -> subprocess.CompletedProcess:
+    cmd = [str(python), "-m", "dlbench.harness", "--framework", framework, "--model", model,
            "--log", str(log), *args]
     return subprocess.run(cmd, env=harness_env(), capture_output=True, text=True, timeout=timeout)
 

@@ -1,4 +1,4 @@
-"""Model FLOPs per sample, from the architecture (standard library only).
+"""Model FLOPs per sample (an image or a sequence), from the architecture (standard library only).
 
 Counted: convolutions and fully-connected layers, the work that dominates (BatchNorm, ReLU, pooling and
 the residual adds are < 1% and left out, as in the usual figures). One multiply-accumulate (MAC) is
@@ -41,9 +41,31 @@ def resnet50_forward_macs(image_size: int, num_classes: int = 1000) -> int:
     return macs + channels * num_classes
 
 
-def model_flops(model: str, image_size: int | None = None) -> dict[str, float]:
-    """Forward MACs and training FLOPs per sample of a model at its input shape."""
-    if model != "resnet50":
+# BERT dimensions (same figures as harness/bert.py, kept here so the supervisor needs no numpy):
+# (hidden, layers, intermediate, vocabulary)
+BERT_DIMENSIONS = {"bert_base": (768, 12, 3072, 30522), "bert_tiny": (128, 2, 512, 30522)}
+
+
+def bert_forward_macs(model: str, seq_length: int, predictions: int) -> int:
+    """Multiply-accumulates of one BERT pretraining forward pass on one sequence: per layer the Q/K/V and
+    output projections (4 L H^2), attention scores and their weighted sum (2 L^2 H) and the feed-forward
+    pair (2 L H I); the pooler and NSP head on the first token; the masked-LM head (transform + tied
+    decoder over the vocabulary) at the masked positions only, as Google's and NVIDIA's code evaluate it.
+    About 2 x parameters x tokens (x3 for training = the usual 6 N T) plus attention."""
+    hidden, layers, intermediate, vocab = BERT_DIMENSIONS[model]
+    tokens = seq_length
+    per_layer = 4 * tokens * hidden * hidden + 2 * tokens * tokens * hidden + 2 * tokens * hidden * intermediate
+    heads = hidden * hidden + 2 * hidden + predictions * (hidden * hidden + hidden * vocab)
+    return layers * per_layer + heads
+
+
+def model_flops(model: str, image_size: int | None = None, seq_length: int = 128,
+                predictions: int = 20) -> dict[str, float]:
+    """Forward MACs and training FLOPs per sample (image or sequence) of a model at its input shape."""
+    if model == "resnet50":
+        macs = resnet50_forward_macs(image_size or 224)
+    elif model in BERT_DIMENSIONS:
+        macs = bert_forward_macs(model, seq_length, predictions)
+    else:
         raise ValueError(f"no FLOP count for model {model!r}")
-    macs = resnet50_forward_macs(image_size or 224)
     return {"forward_macs_per_sample": macs, "train_flops_per_sample": TRAIN_TO_FORWARD * 2 * macs}

@@ -104,7 +104,7 @@ def run(spec: RunSpec, backend, rank: int, world: int, log: Path | None) -> dict
         for step, seconds in enumerate(durations):
             append_line(log, {"type": "step", "phase": "measure", "step": step, "seconds": seconds})
     samples = spec.batch_size * world * spec.measured_steps
-    model_flops = flops.model_flops(spec.model, spec.image_size)
+    model_flops = flops.model_flops(spec.model, spec.image_size, spec.seq_length, spec.predictions)
     return {
         "type": "summary",
         "status": "ok",

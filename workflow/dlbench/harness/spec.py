@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -11,12 +12,18 @@ from typing import Any
 
 LOG_SCHEMA_VERSION = 1
 FRAMEWORKS = ("pytorch", "tensorflow", "mxnet")  # a backend module each: backends/<name>.py
-MODELS = ("resnet50",)
+MODELS = ("resnet50", "bert_base", "bert_tiny")  # BERT dimensions: harness/bert.py
 PRECISIONS = ("fp32", "amp")
 DATA = ("synthetic",)
+OPTIMIZERS = ("auto", "adam", "lamb")
 
 # Status of a finished run. Everything but "ok" is a failure that still makes a record.
 STATUSES = ("ok", "oom", "unsupported", "error", "timeout", "failed")
+
+
+def default_max_predictions(seq_length: int) -> int:
+    """BERT masked positions per sequence: Google's 20 for 128 and 80 for 512, else ceil(0.15 x length)."""
+    return {128: 20, 512: 80}.get(seq_length, max(1, math.ceil(0.15 * seq_length)))
 
 
 class Unsupported(Exception):
@@ -43,6 +50,10 @@ class RunSpec:
     cpus: int = 0  # cores of this node given to the run; 0 = all usable
     timeout_s: float = 0.0  # 0 = none
     seed: int = 0
+    seq_length: int = 128  # BERT: tokens per sequence
+    max_predictions: int = 0  # BERT: masked positions per sequence; 0 = 20 at 128, 80 at 512 (bert.py)
+    grad_clip: bool = False  # BERT: clip gradients by global norm 1.0
+    optimizer: str = "auto"  # auto: SGD with momentum for ResNet-50, Adam with weight decay for BERT
     launcher: str = "auto"  # auto | local | srun
     attempt: int = 1  # this try of the run (Snakemake's attempt), 1-based
     max_attempts: int = 1  # tries Snakemake makes in all (retries + 1)
@@ -54,6 +65,18 @@ class RunSpec:
     @property
     def world_size(self) -> int:
         return self.nodes * self.devices_per_node
+
+    @property
+    def predictions(self) -> int:
+        """BERT: masked positions per sequence, max_predictions or its default for seq_length."""
+        return self.max_predictions or default_max_predictions(self.seq_length)
+
+    @property
+    def optimizer_name(self) -> str:
+        """The optimizer `auto` stands for: sgd for ResNet-50, adam for BERT."""
+        if self.optimizer != "auto":
+            return self.optimizer
+        return "sgd" if self.model == "resnet50" else "adam"
 
     @property
     def run_id(self) -> str:
@@ -110,6 +133,12 @@ def parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--cpus", type=int, default=0, help="cores of this node for the run (0: all usable)")
     p.add_argument("--timeout-s", type=float, default=0.0, help="time limit of the run (0: none)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seq-length", type=_positive, default=128, help="BERT: tokens per sequence")
+    p.add_argument("--max-predictions", type=int, default=0,
+                   help="BERT: masked positions per sequence (0: 20 at 128, 80 at 512, else ceil(0.15 x length))")
+    p.add_argument("--grad-clip", type=_on_off, default=False, help="BERT: clip gradients by global norm 1.0")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default="auto",
+                   help="auto: SGD with momentum (ResNet-50), Adam with weight decay (BERT); lamb: LAMB (BERT)")
     p.add_argument("--launcher", choices=("auto", "local", "srun"), default="auto",
                    help="start ranks as local processes or with srun (auto: srun inside a SLURM job, world > 1)")
     p.add_argument("--attempt", type=_positive, default=1, help="this try of the run (1-based)")

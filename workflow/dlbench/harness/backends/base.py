@@ -8,8 +8,11 @@ from ..spec import RunSpec
 class BackendBase:
     models: tuple[str, ...] = ("resnet50",)  # what rank.run accepts before setup()
     data: tuple[str, ...] = ("synthetic",)
-    unit = "images/s"
 
     def __init__(self, spec: RunSpec, rank: int, world: int, local_rank: int, threads: int) -> None:
         self.spec, self.rank, self.world, self.local_rank = spec, rank, world, local_rank
         self.threads = threads
+
+    @property
+    def unit(self) -> str:
+        return "images/s" if self.spec.model == "resnet50" else "sequences/s"
