@@ -136,3 +136,39 @@ def test_yaml_on_off_is_boolean_compiler(tmp_path):
                             " compiler: [off, on], batch_size: [8]}")
     s = load_study(config, SCHEMA, ENVS)
     assert sorted(c.compiler for c in s.configurations.values()) == [False, True]
+
+
+def test_bert_axes_apply_to_bert_only():
+    """seq_length, grad_clip and optimizer multiply BERT configurations, not ResNet-50 ones."""
+    s = study(matrix={"framework": ["pytorch"], "model": ["resnet50", "bert_base"], "topology": ["1x1"],
+                      "seq_length": [128, 512], "grad_clip": [False, True], "optimizer": ["adam", "lamb"],
+                      "batch_size": {"resnet50": [8], "bert_base": [4]}})
+    ids = list(s.configurations)
+    assert ids[0] == "resnet50/pytorch/1x1/bs8-fp32-nocompile-synthetic"
+    bert = [i for i in ids if i.startswith("bert_base/")]
+    assert len(ids) == 1 + 8 and len(bert) == 8
+    assert "bert_base/pytorch/1x1/bs4-fp32-nocompile-synthetic-seq512-lamb-clip" in bert
+    resnet = s.configurations[ids[0]]
+    assert (resnet.seq_length, resnet.grad_clip, resnet.optimizer) == (None, None, None)
+    default = study(matrix={"framework": ["pytorch"], "model": ["bert_tiny"], "topology": ["1x1"],
+                            "batch_size": [2]})
+    assert list(default.configurations) == ["bert_tiny/pytorch/1x1/bs2-fp32-nocompile-synthetic-seq128-adam-noclip"]
+
+
+def test_bert_axes_in_selectors_and_includes():
+    s = study(matrix={"framework": ["pytorch"], "model": ["bert_base"], "topology": ["1x1"],
+                      "grad_clip": [False, True], "batch_size": [4]},
+              exclude=[{"grad_clip": True}],
+              include=[{"framework": "pytorch", "model": "bert_base", "topology": "1x1", "batch_size": 2,
+                        "seq_length": 512, "optimizer": "lamb"},
+                       {"framework": "pytorch", "model": "resnet50", "topology": "1x1", "batch_size": 8}],
+              overrides=[{"match": {"seq_length": 512}, "set": {"measured_steps": 5}}])
+    assert sorted(s.configurations) == [
+        "bert_base/pytorch/1x1/bs2-fp32-nocompile-synthetic-seq512-lamb-noclip",
+        "bert_base/pytorch/1x1/bs4-fp32-nocompile-synthetic-seq128-adam-noclip",
+        "resnet50/pytorch/1x1/bs8-fp32-nocompile-synthetic"]
+    assert s.configurations["bert_base/pytorch/1x1/bs2-fp32-nocompile-synthetic-seq512-lamb-noclip"].measured_steps == 5
+    with pytest.raises(ConfigError, match=r"matrix.optimizer\[0\]: 'sgd' is not allowed \(allowed: adam, lamb\)"):
+        study(matrix={**BASE["matrix"], "optimizer": ["sgd"]})
+    with pytest.raises(ConfigError, match=r"matrix.seq_length\[0\]: 1024 is out of range"):
+        study(matrix={**BASE["matrix"], "seq_length": [1024]})

@@ -17,9 +17,11 @@ import pandas as pd
 from .records import FIELDS, parse_run_log, read_header
 
 CONFIG_COLUMNS = ["config_id", "framework", "model", "topology", "nodes", "devices_per_node", "devices",
-                  "batch_size", "precision", "compiler", "data", "image_size", "seq_length"]
+                  "batch_size", "precision", "compiler", "data", "image_size", "seq_length", "max_predictions",
+                  "optimizer", "grad_clip"]
 # Configurations whose speedups are comparable: everything but the topology.
-BASELINE_KEY = ["framework", "model", "batch_size", "precision", "compiler", "data", "image_size", "seq_length"]
+BASELINE_KEY = ["framework", "model", "batch_size", "precision", "compiler", "data", "image_size", "seq_length",
+                "max_predictions", "optimizer", "grad_clip"]
 SUMMARY_COLUMNS = [*CONFIG_COLUMNS, "unit", "n_total", "n_ok", "n_failed", "statuses", "error",
                    "median", "min", "max", "q25", "q75", "iqr", "cv", "speedup", "efficiency", "tflops"]
 
@@ -81,7 +83,16 @@ def notes(records: pd.DataFrame) -> list[str]:
         out.append("Compiler on means " + "; ".join(present) + ". Off: eager / imperative execution.")
     if records["train_flops_per_sample"].notna().any():
         out.append("TFLOP/s = throughput x the model's training FLOPs per sample, counted from the architecture: "
-                   "3 x the forward pass, 2 FLOPs per multiply-accumulate (ResNet-50 forward: 4.09 GMAC at 224x224).")
+                   "3 x the forward pass, 2 FLOPs per multiply-accumulate (ResNet-50 forward: 4.09 GMAC at 224x224; "
+                   "BERT: the encoder's projections, attention and feed-forward per token, the masked-LM head at the "
+                   "masked positions only, about 6 x parameters x tokens plus attention).")
+    bert = records[records["seq_length"].notna()]
+    if len(bert):
+        shapes = bert[["model", "seq_length", "max_predictions"]].drop_duplicates()
+        out.append("BERT pretraining (masked LM + next sentence), throughput in sequences/s: " + "; ".join(
+            f"{r.model} at {int(r.seq_length)} tokens with {int(r.max_predictions)} masked positions"
+            for r in shapes.itertuples()) + ". Optimizer adam = Adam with decoupled weight decay and linear warm-up "
+            "(Google's); lamb = LAMB (NVIDIA's); clip = gradients clipped by global norm 1.0.")
     steps = records[["warmup_steps", "measured_steps"]].drop_duplicates().dropna()
     for _, s in steps.iterrows():
         out.append(f"{int(s['warmup_steps'])} warm-up steps skipped, {int(s['measured_steps'])} steps timed.")

@@ -13,6 +13,8 @@ from typing import Any
 import jsonschema
 import yaml
 
+from .harness.spec import default_max_predictions
+
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "record.schema.yaml"
 FIELDS: list[str] = list(yaml.safe_load(SCHEMA_PATH.read_text())["properties"])
 _VALIDATOR = jsonschema.Draft202012Validator(yaml.safe_load(SCHEMA_PATH.read_text()))
@@ -48,15 +50,40 @@ def _read_lines(path: Path) -> dict[str, Any]:
     return {"header": header, "environment": environment, "summary": summary, "measured": measured}
 
 
+def model_inputs(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The input shape and training settings that identify a configuration besides its axes: image size for
+    ResNet-50; sequence length, masked positions, optimizer and clipping for BERT (None where n/a)."""
+    if cfg["model"] == "resnet50":
+        return {"image_size": cfg.get("image_size"), "seq_length": None, "max_predictions": None,
+                "optimizer": None, "grad_clip": None}
+    seq_length = cfg.get("seq_length") or 128
+    optimizer = cfg.get("optimizer") or "adam"
+    return {"image_size": None, "seq_length": seq_length,
+            "max_predictions": cfg.get("max_predictions") or default_max_predictions(seq_length),
+            "optimizer": "adam" if optimizer == "auto" else optimizer, "grad_clip": bool(cfg.get("grad_clip"))}
+
+
 def _config_from_path(path: Path) -> dict[str, Any]:
-    """What the path says when the log itself is unreadable: results/runs/<model>/<fw>/<topo>/<variant>/repN."""
+    """What the path says when the log itself is unreadable: results/runs/<model>/<fw>/<topo>/<variant>/repN,
+    variant = bs<B>-<precision>-<compile|nocompile>-<data>[-img<S>]; BERT: ...-seq<L>-<optimizer>-<clip|noclip>."""
     model, framework, topology, variant, rep = path.parts[-5:]
     nodes, per_node = (int(x) for x in topology.split("x"))
-    bs, precision, compiler, data = variant.split("-")[:4]
-    return {"model": model, "framework": framework, "topology": topology, "nodes": nodes,
-            "devices_per_node": per_node, "batch_size": int(bs[2:]), "precision": precision,
-            "compiler": compiler == "compile", "data": data, "repeat": int(rep[3:].split(".")[0]),
-            "config_id": f"{model}/{framework}/{topology}/{variant}"}
+    bs, precision, compiler, data, *rest = variant.split("-")
+    cfg = {"model": model, "framework": framework, "topology": topology, "nodes": nodes,
+           "devices_per_node": per_node, "batch_size": int(bs[2:]), "precision": precision,
+           "compiler": compiler == "compile", "data": data, "repeat": int(rep[3:].split(".")[0]),
+           "config_id": f"{model}/{framework}/{topology}/{variant}"}
+    for part in rest:
+        if part.startswith("img"):
+            cfg["image_size"] = int(part[3:])
+        elif part.startswith("seq"):
+            cfg["seq_length"] = int(part[3:])
+        elif part in ("clip", "noclip"):
+            cfg["grad_clip"] = part == "clip"
+        else:
+            cfg["optimizer"] = part
+    cfg.setdefault("image_size", 224)
+    return {**cfg, **model_inputs(cfg)}
 
 
 def parse_run_log(path: str | Path) -> dict[str, Any]:
@@ -87,7 +114,7 @@ def parse_run_log(path: str | Path) -> dict[str, Any]:
         "nodes": cfg["nodes"], "devices_per_node": cfg["devices_per_node"], "devices": devices,
         "batch_size": cfg["batch_size"], "global_batch_size": cfg["batch_size"] * devices,
         "precision": cfg["precision"], "compiler": cfg["compiler"], "data": cfg["data"],
-        "image_size": cfg.get("image_size"), "seq_length": cfg.get("seq_length"),
+        **model_inputs(cfg),
         "warmup_steps": cfg.get("warmup_steps"), "measured_steps": cfg.get("measured_steps"),
         "repeat": cfg["repeat"],
         "status": summary["status"] if summary["status"] != "ok" or ok else "error",

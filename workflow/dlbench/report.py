@@ -40,20 +40,21 @@ DASH = "—"
 # Column types used to normalise both CSVs (everything else stays a string).
 INT_COLUMNS = (
     "nodes", "devices_per_node", "devices", "batch_size", "global_batch_size",
-    "image_size", "seq_length", "warmup_steps", "measured_steps", "repeat", "samples",
+    "image_size", "seq_length", "max_predictions", "warmup_steps", "measured_steps", "repeat", "samples",
     "threads_per_rank", "n_total", "n_ok", "n_failed",
 )
 FLOAT_COLUMNS = (
     "throughput", "elapsed_s", "step_time_median_s", "loss_final", "median", "min", "max",
     "q25", "q75", "iqr", "cv", "speedup", "efficiency", "tflops", "achieved_tflops", "train_flops_per_sample",
 )
-BOOL_COLUMNS = ("compiler",)
+BOOL_COLUMNS = ("compiler", "grad_clip")
 RECORD_COLUMNS = (
     "run_id", "config_id", "framework", "model", "topology", "nodes", "devices_per_node",
     "devices", "repeat", "status", "error", "hosts", "log_path",
 )
 # Identity of a DLPerf table: everything but framework and topology.
-GROUP_KEYS = ("model", "precision", "batch_size", "compiler", "data", "image_size", "seq_length")
+INPUT_KEYS = ("image_size", "seq_length", "max_predictions", "optimizer", "grad_clip")  # per model; None if n/a
+GROUP_KEYS = ("model", "precision", "batch_size", "compiler", "data", *INPUT_KEYS)
 STATUS_LABELS = {"oom": "OOM"}
 DATA_FILES = ("records.csv", "summary.csv", "records.parquet", "summary.parquet",
               "environment.json")
@@ -233,12 +234,18 @@ def _md_escape(text: str, limit: int | None = None, table: bool = True) -> str:
     return text.replace("|", "\\|") if table else text
 
 
-def _input_label(image_size: Any, seq_length: Any) -> str:
+def _input_label(image_size: Any, seq_length: Any, max_predictions: Any = None, optimizer: Any = None,
+                 grad_clip: Any = None) -> str:
     parts = []
     if not _missing(image_size):
         parts.append(f"{int(image_size)}×{int(image_size)} px")
     if not _missing(seq_length):
-        parts.append(f"seq {int(seq_length)}")
+        masked = "" if _missing(max_predictions) else f"/{int(max_predictions)} masked"
+        parts.append(f"seq {int(seq_length)}{masked}")
+    if not _missing(optimizer):
+        parts.append(_fmt_text(optimizer))
+    if not _missing(grad_clip):
+        parts.append("clip" if bool(grad_clip) else "no clip")
     return ", ".join(parts) or DASH
 
 
@@ -274,7 +281,7 @@ def _build_groups(summary: pd.DataFrame) -> list[dict[str, Any]]:
     groups = []
     for key in sorted(keyed, key=_sort_key):
         rows = keyed[key]
-        model, precision, batch, compiler, data, image_size, seq_length = key
+        model, precision, batch, compiler, data, *inputs = key
         group_fws = [f for f in frameworks if any(_fmt_text(r["framework"]) == f for r in rows)]
         units = sorted({_fmt_text(r.get("unit")) for r in rows} - {""})
         by_topo: dict[str, dict[str, pd.Series]] = {}
@@ -296,7 +303,7 @@ def _build_groups(summary: pd.DataFrame) -> list[dict[str, Any]]:
         title_parts = [
             _fmt_text(model) or "?", _fmt_text(precision) or "?",
             f"batch {_fmt_int(batch)}/device", _compiler_label(compiler),
-            f"{_fmt_text(data) or '?'} data", _input_label(image_size, seq_length),
+            f"{_fmt_text(data) or '?'} data", _input_label(*inputs),
         ]
         unit = ", ".join(units) or "samples/s"
         groups.append({
@@ -343,7 +350,7 @@ def _detail_rows(summary: pd.DataFrame) -> list[dict[str, str]]:
             "Precision": _fmt_text(r.get("precision")),
             "Compiler": _compiler_label(r.get("compiler")),
             "Data": _fmt_text(r.get("data")),
-            "Input": _input_label(r.get("image_size"), r.get("seq_length")),
+            "Input": _input_label(*(r.get(k) for k in INPUT_KEYS)),
             "OK": f"{n_ok}/{n_total}",
             "Statuses": _fmt_text(r.get("statuses")),
             "Median": _fmt_num(r.get("median")),

@@ -15,7 +15,12 @@ from typing import Any
 import jsonschema
 import yaml
 
-AXES = ("framework", "model", "topology", "precision", "compiler", "data", "batch_size")
+from .harness.spec import FRAMEWORKS
+
+AXES = ("framework", "model", "topology", "precision", "compiler", "data", "batch_size",
+        "seq_length", "grad_clip", "optimizer")
+BERT_AXES = ("seq_length", "grad_clip", "optimizer")  # apply to BERT models only (None for ResNet-50)
+BERT_AXIS_DEFAULTS = {"seq_length": 128, "grad_clip": False, "optimizer": "adam"}
 SETTINGS = ("repeats", "warmup_steps", "measured_steps", "image_size", "timeout_minutes")
 DEFAULT_IMAGE_SIZE = 224  # ids mention the image size only when it differs
 
@@ -35,6 +40,9 @@ class Configuration:
     compiler: bool
     data: str
     batch_size: int
+    seq_length: int | None  # BERT only
+    grad_clip: bool | None  # BERT only
+    optimizer: str | None  # BERT only (ResNet-50 trains with SGD + momentum)
     repeats: int
     warmup_steps: int
     measured_steps: int
@@ -54,9 +62,15 @@ class Configuration:
         return self.nodes * self.devices_per_node
 
     @property
+    def is_bert(self) -> bool:
+        return self.model.startswith("bert")
+
+    @property
     def variant(self) -> str:
         parts = [f"bs{self.batch_size}", self.precision, "compile" if self.compiler else "nocompile", self.data]
-        if self.image_size != DEFAULT_IMAGE_SIZE:
+        if self.is_bert:
+            parts += [f"seq{self.seq_length}", str(self.optimizer), "clip" if self.grad_clip else "noclip"]
+        elif self.image_size != DEFAULT_IMAGE_SIZE:
             parts.append(f"img{self.image_size}")
         return "-".join(parts)
 
@@ -144,7 +158,7 @@ def _fill_defaults(config: dict[str, Any], schema: dict[str, Any]) -> dict[str, 
     out["software"] = {"find_links": "pip", "venv_dir": ".venvs", **config.get("software", {})}
     out["defaults"] = {k: v["default"] for k, v in settings_schema.items()} | config.get("defaults", {})
     matrix = dict(config["matrix"])
-    for axis in ("precision", "compiler", "data"):
+    for axis in ("precision", "compiler", "data", *BERT_AXES):
         matrix.setdefault(axis, schema["properties"]["matrix"]["properties"][axis]["default"])
     out["matrix"] = matrix
     for key in ("exclude", "include", "overrides"):
@@ -174,7 +188,7 @@ def _batch_sizes(matrix: dict[str, Any], model: str, precision: str) -> list[int
 
 def _check_matrix(config: dict[str, Any], envs_dir: Path) -> None:
     matrix, problems = config["matrix"], []
-    available = sorted(p.stem for p in Path(envs_dir).glob("*.yaml") if p.stem != "core")
+    available = [fw for fw in FRAMEWORKS if Path(envs_dir, f"{fw}.yaml").exists()]
     frameworks = {*matrix["framework"], *(e["framework"] for e in config["include"])}
     for fw in sorted(frameworks):
         if fw not in available:
@@ -197,6 +211,10 @@ def _check_matrix(config: dict[str, Any], envs_dir: Path) -> None:
         raise ConfigError("\n".join(problems))
 
 
+def _is_bert(model: str) -> bool:
+    return model.startswith("bert")
+
+
 def _matches(selector: dict[str, Any], axes: dict[str, Any]) -> bool:
     return all(axes[key] == value for key, value in selector.items() if key in AXES)
 
@@ -210,9 +228,10 @@ def expand(config: dict[str, Any], envs_dir: Path) -> dict[str, Configuration]:
         matrix["framework"], matrix["model"], matrix["topology"],
         matrix["precision"], matrix["compiler"], matrix["data"],
     ):
-        for bs in _batch_sizes(matrix, model, prec):
-            cells.append(dict(framework=fw, model=model, topology=topo, precision=prec,
-                              compiler=comp, data=data, batch_size=bs))
+        bert_cells = itertools.product(*(matrix[a] for a in BERT_AXES)) if _is_bert(model) else [(None,) * 3]
+        for bert_axes, bs in itertools.product(list(bert_cells), _batch_sizes(matrix, model, prec)):
+            cells.append(dict(framework=fw, model=model, topology=topo, precision=prec, compiler=comp,
+                              data=data, batch_size=bs, **dict(zip(BERT_AXES, bert_axes, strict=True))))
     for i, selector in enumerate(config["exclude"]):
         kept = [c for c in cells if not _matches(selector, c)]
         if len(kept) == len(cells):
@@ -222,6 +241,8 @@ def expand(config: dict[str, Any], envs_dir: Path) -> dict[str, Configuration]:
     for entry in config["include"]:
         axes = {"precision": "fp32", "compiler": False, "data": "synthetic"} | {
             k: v for k, v in entry.items() if k in AXES}
+        for axis in BERT_AXES:  # BERT axes default as in the matrix; ResNet-50 has none
+            axes[axis] = axes.get(axis, BERT_AXIS_DEFAULTS[axis]) if _is_bert(axes["model"]) else None
         if axes not in cells:
             cells.append(axes)
         extra_settings.append((axes, {k: v for k, v in entry.items() if k in SETTINGS}))

@@ -61,10 +61,14 @@ def configuration(wildcards):
 def run_arguments(wildcards):
     """The harness command line of a run; a changed setting changes it and reruns only this run."""
     c = configuration(wildcards)
+    if c.is_bert:
+        inputs = f"--seq-length {c.seq_length} --optimizer {c.optimizer} --grad-clip {'on' if c.grad_clip else 'off'}"
+    else:
+        inputs = f"--image-size {c.image_size}"
     return " ".join([
         f"--framework {c.framework} --model {c.model} --topology {c.topology}",
         f"--batch-size {c.batch_size} --precision {c.precision} --compiler {'on' if c.compiler else 'off'}",
-        f"--data {c.data} --image-size {c.image_size}",
+        f"--data {c.data} {inputs}",
         f"--warmup-steps {c.warmup_steps} --measured-steps {c.measured_steps}",
         f"--repeat {wildcards.repeat} --config-id {c.config_id}",
         f"--device {SETTINGS['platform']['device']} --timeout-s {c.timeout_minutes * 60:g}",
