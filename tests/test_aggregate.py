@@ -102,3 +102,33 @@ def test_write_all_outputs(tmp_path):
     summary = pd.read_csv(out / "summary.csv")
     assert list(summary["median"]) == [110.0, 210.0]
     assert (out / "environment.json").read_text().count("node001") == 1
+
+
+def test_bert_records_carry_their_inputs_and_speedups_stay_within_one_setting(tmp_path):
+    """BERT records name sequence length, masked positions, optimizer and clipping (ResNet-50 ones none);
+    a clipped run is never the baseline of an unclipped one."""
+    def bert(topology, value, clip):
+        path = tmp_path / f"{topology}-{clip}.jsonl"
+        return str(write_run_log(path, model="bert_base", topology=topology, throughput=value, grad_clip=clip,
+                                 seq_length=512))
+    logs = [bert("1x1", 10.0, False), bert("1x2", 15.0, False), bert("1x1", 8.0, True), bert("1x2", 16.0, True)]
+    records = pd.DataFrame([parse_run_log(p) for p in logs])
+    first = records.iloc[0]
+    inputs = ("seq_length", "max_predictions", "optimizer", "grad_clip")
+    assert tuple(first[k] for k in inputs) == (512, 80, "adam", False)
+    assert first["image_size"] is None and first["unit"] == "sequences/s"
+    assert first["config_id"] == "bert_base/pytorch/1x1/bs32-fp32-nocompile-synthetic-seq512-adam-noclip"
+    speedups = summarise(records).set_index(["grad_clip", "topology"])["speedup"]
+    assert speedups[(False, "1x2")] == pytest.approx(1.5) and speedups[(True, "1x2")] == pytest.approx(2.0)
+    resnet = parse_run_log(write_run_log(tmp_path / "r.jsonl"))
+    assert tuple(resnet[k] for k in inputs) == (None, None, None, None) and resnet["image_size"] == 224
+
+
+def test_unreadable_bert_log_is_identified_from_its_path(tmp_path):
+    path = tmp_path / "results/runs/bert_base/mxnet/1x2/bs4-amp-compile-synthetic-seq128-lamb-clip/rep3.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text("not json\n")
+    record = parse_run_log(path)
+    assert record["status"] == "error" and record["repeat"] == 3 and record["devices"] == 2
+    assert (record["seq_length"], record["max_predictions"], record["optimizer"], record["grad_clip"]) == (
+        128, 20, "lamb", True)

@@ -13,12 +13,16 @@ from .harness.spec import LOG_SCHEMA_VERSION, append_line
 def write_run_log(path: Path, *, framework: str = "pytorch", model: str = "resnet50", topology: str = "1x1",
                   batch_size: int = 32, precision: str = "fp32", compiler: bool = False, data: str = "synthetic",
                   image_size: int = 224, repeat: int = 1, throughput: float | None = 100.0,
-                  status: str = "ok", error: str = "", measured_steps: int = 10, warmup_steps: int = 2) -> Path:
+                  status: str = "ok", error: str = "", measured_steps: int = 10, warmup_steps: int = 2,
+                  seq_length: int = 128, optimizer: str = "adam", grad_clip: bool = False) -> Path:
     """A complete log whose measured steps give exactly `throughput` (None: no summary line)."""
     nodes, per_node = (int(x) for x in topology.split("x"))
     world = nodes * per_node
     variant = f"bs{batch_size}-{precision}-{'compile' if compiler else 'nocompile'}-{data}"
-    if image_size != 224:
+    bert = model.startswith("bert")
+    if bert:
+        variant += f"-seq{seq_length}-{optimizer}-{'clip' if grad_clip else 'noclip'}"
+    elif image_size != 224:
         variant += f"-img{image_size}"
     config_id = f"{model}/{framework}/{topology}/{variant}"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -26,7 +30,9 @@ def write_run_log(path: Path, *, framework: str = "pytorch", model: str = "resne
     config = {"framework": framework, "model": model, "nodes": nodes, "devices_per_node": per_node,
               "batch_size": batch_size, "precision": precision, "compiler": compiler, "data": data,
               "image_size": image_size, "warmup_steps": warmup_steps, "measured_steps": measured_steps,
-              "repeat": repeat, "config_id": config_id, "topology": topology, "world_size": world}
+              "repeat": repeat, "config_id": config_id, "topology": topology, "world_size": world,
+              "seq_length": seq_length, "max_predictions": 0, "grad_clip": grad_clip,
+              "optimizer": optimizer if bert else "auto"}
     append_line(path, {"type": "header", "schema_version": LOG_SCHEMA_VERSION, "run_id": f"{config_id}/rep{repeat}",
                        "config_id": config_id, "config": config, "hostname": "node001", "python": "3.11.7",
                        "cpu_model": "Test CPU", "threads_per_rank": 2, "git_commit": "0" * 40,
@@ -43,7 +49,7 @@ def write_run_log(path: Path, *, framework: str = "pytorch", model: str = "resne
         append_line(path, {"type": "step", "phase": "measure", "step": step, "seconds": elapsed / measured_steps})
     if status == "ok":
         append_line(path, {"type": "summary", "status": "ok", "samples": samples, "elapsed_s": elapsed,
-                           "throughput": samples / elapsed, "unit": "images/s", "world_size": world,
+                           "throughput": samples / elapsed, "unit": "sequences/s" if bert else "images/s", "world_size": world,
                            "step_time_s": {"median": elapsed / measured_steps}, "loss_final": 6.5,
                            "ranks": [{"rank": r, "host": "node001", "peak_memory_bytes": 2**30} for r in range(world)],
                            "hosts": ["node001"], "finished_at": "2026-01-01T00:01:00Z"})
