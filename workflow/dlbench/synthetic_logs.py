@@ -49,7 +49,8 @@ def write_run_log(path: Path, *, framework: str = "pytorch", model: str = "resne
         append_line(path, {"type": "step", "phase": "measure", "step": step, "seconds": elapsed / measured_steps})
     if status == "ok":
         append_line(path, {"type": "summary", "status": "ok", "samples": samples, "elapsed_s": elapsed,
-                           "throughput": samples / elapsed, "unit": "sequences/s" if bert else "images/s", "world_size": world,
+                           "throughput": samples / elapsed, "unit": "sequences/s" if bert else "images/s",
+                           "world_size": world,
                            "step_time_s": {"median": elapsed / measured_steps}, "loss_final": 6.5,
                            "ranks": [{"rank": r, "host": "node001", "peak_memory_bytes": 2**30} for r in range(world)],
                            "hosts": ["node001"], "finished_at": "2026-01-01T00:01:00Z"})
