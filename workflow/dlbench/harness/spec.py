@@ -14,7 +14,7 @@ LOG_SCHEMA_VERSION = 1
 FRAMEWORKS = ("pytorch", "tensorflow", "mxnet")  # a backend module each: backends/<name>.py
 MODELS = ("resnet50", "bert_base", "bert_tiny")  # BERT dimensions: harness/bert.py
 PRECISIONS = ("fp32", "amp")
-DATA = ("synthetic",)
+DATA = ("synthetic", "real")  # real: prepared shards under --data-dir (workflow/rules/data.smk)
 OPTIMIZERS = ("auto", "adam", "lamb")
 
 # Status of a finished run. Everything but "ok" is a failure that still makes a record.
@@ -54,6 +54,7 @@ class RunSpec:
     max_predictions: int = 0  # BERT: masked positions per sequence; 0 = 20 at 128, 80 at 512 (bert.py)
     grad_clip: bool = False  # BERT: clip gradients by global norm 1.0
     optimizer: str = "auto"  # auto: SGD with momentum for ResNet-50, Adam with weight decay for BERT
+    data_dir: str = ""  # data real: ImageNet shards (train-*, dali_index/) or BERT shards (tfrecord/, hdf5/)
     launcher: str = "auto"  # auto | local | srun
     attempt: int = 1  # this try of the run (Snakemake's attempt), 1-based
     max_attempts: int = 1  # tries Snakemake makes in all (retries + 1)
@@ -124,6 +125,7 @@ def parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--compiler", type=_on_off, default=False, help="on|off (torch.compile, XLA, ...)")
     p.add_argument("--data", choices=DATA, default="synthetic")
     p.add_argument("--image-size", type=_positive, default=224)
+    p.add_argument("--data-dir", default="", help="data real: the prepared dataset's directory")
     p.add_argument("--warmup-steps", type=int, default=20)
     p.add_argument("--measured-steps", type=_positive, default=100)
     p.add_argument("--repeat", type=_positive, default=1)
