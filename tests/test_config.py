@@ -172,3 +172,24 @@ def test_bert_axes_in_selectors_and_includes():
         study(matrix={**BASE["matrix"], "optimizer": ["sgd"]})
     with pytest.raises(ConfigError, match=r"matrix.seq_length\[0\]: 1024 is out of range"):
         study(matrix={**BASE["matrix"], "seq_length": [1024]})
+
+
+def test_real_data_with_raw_sources_names_missing_inputs(tmp_path):
+    """A study that reads raw datasets must name inputs that exist: checked before any job starts."""
+    matrix = {"framework": ["pytorch"], "model": ["resnet50", "bert_base"], "topology": ["1x1"],
+              "data": ["real"], "batch_size": [2]}
+    with pytest.raises(ConfigError) as error:
+        load_study({"matrix": matrix, "datasets": {"imagenet": {"source": "raw", "train_dir": "nowhere/train"},
+                                                   "bert": {"source": "raw", "inputs": ["nowhere/wiki.xml.bz2"]}}},
+                   SCHEMA, ENVS, tmp_path)
+    problems = str(error.value).splitlines()
+    assert "datasets.imagenet.validation_dir: required with source: raw" in problems
+    assert "datasets.imagenet.synsets: required with source: raw" in problems
+    assert "datasets.imagenet.train_dir: nowhere/train does not exist" in problems
+    assert "datasets.bert.inputs[0]: nowhere/wiki.xml.bz2 does not exist" in problems
+    # Synthetic-only studies never look at the datasets; samples need no paths.
+    load_study({"matrix": {**matrix, "data": ["synthetic"]}, "datasets": {"imagenet": {"source": "raw"}}},
+               SCHEMA, ENVS, tmp_path)
+    sample = load_study({"matrix": matrix}, SCHEMA, ENVS, tmp_path)
+    assert sample.config["datasets"]["imagenet"]["train_shards"] == 1024
+    assert sample.config["datasets"]["bert"]["source"] == "sample"

@@ -163,7 +163,47 @@ def _fill_defaults(config: dict[str, Any], schema: dict[str, Any]) -> dict[str, 
     out["matrix"] = matrix
     for key in ("exclude", "include", "overrides"):
         out.setdefault(key, [])
+    out["datasets"] = _object_defaults(config.get("datasets", {}), schema["properties"]["datasets"])
     return out
+
+
+def _object_defaults(value: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    """A nested object with the schema's defaults filled in (sub-objects always present)."""
+    out = dict(value)
+    for key, prop in schema.get("properties", {}).items():
+        if prop.get("type") == "object":
+            out[key] = _object_defaults(value.get(key, {}), prop)
+        elif key not in out and "default" in prop:
+            out[key] = prop["default"]
+    return out
+
+
+RAW_INPUTS = {"imagenet": ("train_dir", "validation_dir", "synsets"), "bert": ("inputs",)}
+
+
+def dataset_of(configuration: Configuration) -> str | None:
+    """The prepared dataset a configuration reads: imagenet, bert, or None (synthetic data)."""
+    if configuration.data != "real":
+        return None
+    return "bert" if configuration.is_bert else "imagenet"
+
+
+def _check_datasets(config: dict[str, Any], configurations: dict[str, Configuration], base_dir: Path) -> None:
+    """The datasets the study reads must name inputs that exist (checked before any job starts)."""
+    problems = []
+    for name in sorted({dataset_of(c) for c in configurations.values()} - {None}):
+        dataset = config["datasets"][name]
+        if dataset["source"] == "raw":
+            problems += [f"datasets.{name}.{key}: required with source: raw"
+                         for key in RAW_INPUTS[name] if key not in dataset]
+        paths = [(k, dataset[k]) for k in ("train_dir", "validation_dir", "validation_labels", "synsets",
+                                            "metadata", "bounding_boxes", "vocab") if k in dataset]
+        paths += [(f"inputs[{i}]", p) for i, p in enumerate(dataset.get("inputs", []))]
+        for key, path in paths:
+            if not Path(base_dir, path).exists():
+                problems.append(f"datasets.{name}.{key}: {path} does not exist")
+    if problems:
+        raise ConfigError("\n".join(problems))
 
 
 def validate(config: dict[str, Any], schema_path: Path) -> dict[str, Any]:
@@ -263,8 +303,11 @@ def expand(config: dict[str, Any], envs_dir: Path) -> dict[str, Configuration]:
     return configurations
 
 
-def load_study(config: dict[str, Any], schema_path: Path, envs_dir: Path) -> Study:
+def load_study(config: dict[str, Any], schema_path: Path, envs_dir: Path, base_dir: Path = Path(".")) -> Study:
+    """The validated, expanded study; relative dataset paths are checked from base_dir (the working directory)."""
     if not config:
         raise ConfigError("no configuration: pass --configfile or keep config.yaml at the top level")
     validated = validate(config, schema_path)
-    return Study(validated["study"], validated, expand(validated, envs_dir))
+    configurations = expand(validated, envs_dir)
+    _check_datasets(validated, configurations, base_dir)
+    return Study(validated["study"], validated, configurations)

@@ -5,6 +5,7 @@
 rule benchmark_run:
     input:
         env=lambda wildcards: [] if USE_CONDA else env_marker(wildcards.framework),
+        data=dataset_ready,
     output:
         "results/runs/{model}/{framework}/{topology}/{variant}/rep{repeat}.jsonl",
     log:

