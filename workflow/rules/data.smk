@@ -3,37 +3,6 @@
 # configuration of the study reads are prepared. The defaults are samples cut from real data in PyPI wheels;
 # `datasets.<name>.source: raw` takes the user's own files (config.yaml / the schema's `datasets`).
 
-DATASETS = SETTINGS["datasets"]
-IMAGENET = DATASETS["imagenet"]
-BERT_DATA = DATASETS["bert"]
-DATAPREP_PYTHON = framework_python("dataprep")
-
-
-def dataprep_env(wildcards=None):
-    return [] if USE_CONDA else env_marker("dataprep")
-
-
-def imagenet_raw_inputs():
-    """The converter's input arguments: the sample tree, or the user's raw ImageNet."""
-    if IMAGENET["source"] == "sample":
-        tree = "resources/sample/imagenet"
-        return {"train_dir": f"{tree}/train", "validation_dir": f"{tree}/validation",
-                "validation_labels": f"{tree}/validation_labels.txt", "synsets": f"{tree}/synsets.txt",
-                "metadata": f"{tree}/metadata.txt", "bounding_boxes": f"{tree}/bounding_boxes.csv"}
-    keys = ("train_dir", "validation_dir", "validation_labels", "synsets", "metadata", "bounding_boxes")
-    return {k: IMAGENET[k] for k in keys if k in IMAGENET}
-
-
-def imagenet_arguments(wildcards, input):
-    raw = imagenet_raw_inputs()
-    args = [f"--{key.replace('_', '-')} {path}" for key, path in raw.items()]
-    args += [f"--train-shards {IMAGENET['train_shards']}", f"--validation-shards {IMAGENET['validation_shards']}",
-             f"--seed {DATASETS['seed']}"]
-    if IMAGENET["recordio"]:
-        args.append("--recordio")
-    return " ".join(args)
-
-
 rule download_sample_wheels:
     output:
         "resources/wheels/wheels.json",
