@@ -12,6 +12,7 @@ reference input pipelines do; the time to read, decode and augment is part of ev
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -49,7 +50,15 @@ def imagenet_train_shards(spec: RunSpec) -> tuple[list[str], list[str]]:
 
 
 def bert_shards(spec: RunSpec, layout: str) -> list[str]:
-    """BERT shards of one layout: 'tfrecord' (Google's features) or 'hdf5' (NVIDIA's), sorted by name."""
+    """BERT shards of one layout: 'tfrecord' (Google's features) or 'hdf5' (NVIDIA's), sorted by name; their
+    sequence length and masked positions must be the run's."""
+    manifest = _data_dir(spec) / "manifest.json"
+    if manifest.is_file():
+        params = json.loads(manifest.read_text()).get("parameters", {})
+        shape = (params.get("max_seq_length"), params.get("max_predictions"))
+        if shape != (spec.seq_length, spec.predictions):
+            raise Unsupported(f"{manifest}: shards of {shape[0]} tokens / {shape[1]} masked positions; this run "
+                              f"needs {spec.seq_length} / {spec.predictions}")
     root = _data_dir(spec) / layout
     shards = sorted(p for p in root.iterdir() if BERT_SHARD.match(p.name)) if root.is_dir() else []
     if not shards:
