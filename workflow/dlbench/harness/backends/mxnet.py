@@ -1,8 +1,13 @@
-"""MXNet 1.9 backend: ResNet-50 v1.5 (Gluon), SGD with momentum, synthetic data resident on the context.
+"""MXNet 1.9 backend: ResNet-50 v1.5 (Gluon, SGD with momentum) and BERT pretraining (Gluon, AdamWeightDecay
+or LAMB, mx_bert.py), synthetic data resident on the context.
 
 Same interface and semantics as the PyTorch backend (see its docstring):
-- one `autograd.record()` step, softmax cross-entropy averaged over the global batch, SGD (lr 0.1,
-  momentum 0.9, weight decay 5e-5) through `gluon.Trainer`;
+- one `autograd.record()` step through `gluon.Trainer`. ResNet-50: softmax cross-entropy averaged over the
+  global batch, SGD (lr 0.1, momentum 0.9, weight decay 5e-5). BERT: masked-LM + next-sentence loss (a
+  mean per rank, averaged over the ranks), dropout on, Google's AdamWeightDecay or LAMB with
+  bert.OPTIMIZERS' settings, LayerNorm and biases without weight decay (wd_mult 0), the learning rate set
+  every step (bert.learning_rate), with grad_clip the gradients clipped by their global norm between
+  `allreduce_grads()` and `update()` (GluonNLP's pattern);
 - compiler on: `hybridize(static_alloc=True, static_shape=True)` (MXNet's cached graph); off: imperative;
 - AMP (`mxnet.contrib.amp`): bfloat16 on CPU (oneDNN), float16 with dynamic loss scaling on GPU;
 - several ranks on one node, one process per device: the parameter-server kvstore 'dist_sync' built
@@ -33,9 +38,10 @@ import mxnet as mx  # noqa: E402
 import numpy as np  # noqa: E402
 from mxnet import autograd, gluon  # noqa: E402
 
-from .. import sysinfo  # noqa: E402
+from .. import bert, sysinfo  # noqa: E402
 from ..spec import RunSpec, Unsupported  # noqa: E402
-from .base import BackendBase
+from . import mx_bert  # noqa: E402
+from .base import BackendBase  # noqa: E402
 from .mx_models import ResNet50, parameter_count  # noqa: E402
 
 OOM_MARKERS = ("out of memory", "cannot allocate memory", "std::bad_alloc", "failed to allocate",
@@ -84,6 +90,8 @@ def _cudnn_version() -> str | None:
 
 
 class Backend(BackendBase):
+    models = ("resnet50", "bert_base", "bert_tiny")
+
     def __init__(self, spec: RunSpec, rank: int, world: int, local_rank: int, threads: int) -> None:
         super().__init__(spec, rank, world, local_rank, threads)
         self.ctx = self._pick_context(spec.device)
@@ -94,6 +102,7 @@ class Backend(BackendBase):
         self._kv_children: list[subprocess.Popen] = []
         self._finished = False
         self._loss = None
+        self._bert = bert.is_bert(spec.model)
 
     def _pick_context(self, request: str) -> mx.Context:
         gpus = mx.context.num_gpus() if _feature("CUDA") else 0
@@ -114,6 +123,9 @@ class Backend(BackendBase):
     # ---- building
     def setup(self) -> None:
         spec = self.spec
+        if not self._bert and spec.optimizer != "auto":
+            raise Unsupported(f"optimizer {spec.optimizer!r} is a BERT setting; ResNet-50 trains with SGD "
+                              "with momentum (optimizer auto)")
         self.amp_dtype = self._amp_dtype() if spec.precision == "amp" else None
         if self.world > 1:
             self._init_distributed()
@@ -123,6 +135,32 @@ class Backend(BackendBase):
             from mxnet.contrib import amp  # patches the operator namespaces: before the net is built
 
             amp.init(target_dtype=self.amp_dtype)
+        if self._bert:
+            self._setup_bert()
+        else:
+            self._setup_resnet()
+
+    def _trainer(self, params: gluon.ParameterDict, optimizer: str | mx.optimizer.Optimizer,
+                 optimizer_params: dict | None = None) -> gluon.Trainer:
+        if self.hvd is not None:
+            self.hvd.broadcast_parameters(params, root_rank=0)
+            trainer = self.hvd.DistributedTrainer(params, optimizer, optimizer_params)
+        else:
+            # one process, one context: no kvstore; several: the dist kvstore sums the gradients and
+            # every worker updates its own copy of the weights.
+            trainer = gluon.Trainer(params, optimizer, optimizer_params, kvstore=self.kv,
+                                    update_on_kvstore=False if self.kv is not None else None)
+            if self.kv is not None:  # broadcast the first worker's weights now, not inside the first step
+                trainer._init_kvstore()
+                trainer._init_params()
+        if self.amp_dtype == "float16":
+            from mxnet.contrib import amp
+
+            amp.init_trainer(trainer)
+        return trainer
+
+    def _setup_resnet(self) -> None:
+        spec = self.spec
         net = ResNet50()
         net.initialize(ctx=self.ctx)
         self.parameters = parameter_count(net)
@@ -131,28 +169,35 @@ class Backend(BackendBase):
             net.hybridize(static_alloc=True, static_shape=True)
             loss_fn.hybridize(static_alloc=True, static_shape=True)
         self.net, self.loss_fn = net, loss_fn
-        optimizer = {"learning_rate": 0.1, "momentum": 0.9, "wd": 5e-5}
-        if self.hvd is not None:
-            self.hvd.broadcast_parameters(net.collect_params(), root_rank=0)
-            self.trainer = self.hvd.DistributedTrainer(net.collect_params(), "sgd", optimizer)
-        else:
-            # one process, one context: no kvstore; several: the dist kvstore sums the gradients and
-            # every worker updates its own copy of the weights.
-            self.trainer = gluon.Trainer(net.collect_params(), "sgd", optimizer, kvstore=self.kv,
-                                         update_on_kvstore=False if self.kv is not None else None)
-            if self.kv is not None:  # broadcast the first worker's weights now, not inside the first step
-                self.trainer._init_kvstore()
-                self.trainer._init_params()
+        self.trainer = self._trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9, "wd": 5e-5})
         self.scale_loss = self.amp_dtype == "float16"
-        if self.scale_loss:
-            from mxnet.contrib import amp
-
-            amp.init_trainer(self.trainer)
         # gradients are summed over the ranks: normalise by the global batch (the mean, like DDP)
         self.global_batch = spec.batch_size * (self.world if self.hvd is None else 1)
         size = spec.image_size
         self.images = mx.nd.random.normal(shape=(spec.batch_size, 3, size, size), ctx=self.ctx)
         self.labels = mx.nd.random.randint(0, 1000, shape=(spec.batch_size,), ctx=self.ctx).astype("float32")
+
+    def _setup_bert(self) -> None:
+        spec = self.spec
+        cfg = bert.CONFIGS[spec.model]
+        net = mx_bert.build(cfg, self.ctx)  # Google's initialisation: normal(0.02), LayerNorm 1/0, biases 0
+        self.parameters = mx_bert.parameter_count(net)
+        mx_bert.exclude_from_weight_decay(net)
+        loss_fn = mx_bert.PretrainingLoss()
+        if spec.compiler:
+            net.hybridize(static_alloc=True, static_shape=True)
+            loss_fn.hybridize(static_alloc=True, static_shape=True)
+        self.net, self.loss_fn = net, loss_fn
+        self.settings = bert.OPTIMIZERS[spec.optimizer_name]
+        self.trainer = self._trainer(net.collect_params(), mx_bert.optimizer(spec.optimizer_name))
+        self.scale_loss = self.amp_dtype == "float16"
+        # The loss is a mean per rank. The dist kvstore sums the ranks' gradients, update(world) divides
+        # by the ranks (Horovod's trainer divides itself: update(1)), as DDP's mean.
+        self.grad_batch = self.world if self.hvd is None else 1
+        self._step_count = 0
+        batch = bert.synthetic_batch(cfg, spec.batch_size, spec.seq_length, spec.predictions,
+                                     seed=spec.seed + self.rank)
+        self.inputs, self.targets = mx_bert.arrays(batch, self.ctx)
 
     def _amp_dtype(self) -> str:
         if self.gpu:
@@ -209,6 +254,9 @@ class Backend(BackendBase):
 
     # ---- the measured work
     def step(self) -> None:
+        if self._bert:
+            self._bert_step()
+            return
         with autograd.record():
             loss = self.loss_fn(self.net(self.images), self.labels)
         if self.scale_loss:
@@ -220,6 +268,31 @@ class Backend(BackendBase):
             loss.backward()
         self.trainer.step(self.global_batch)
         self._loss = loss  # not read here: reading it would wait for the step
+
+    def _bert_step(self) -> None:
+        self.trainer.set_learning_rate(bert.learning_rate(self.settings, self._step_count))
+        self._step_count += 1
+        with autograd.record():
+            loss = self.loss_fn(*self.net(*self.inputs), *self.targets)
+        if self.scale_loss:
+            from mxnet.contrib import amp
+
+            with amp.scale_loss(loss, self.trainer) as scaled:
+                autograd.backward(scaled)
+        else:
+            loss.backward()
+        if not self.spec.grad_clip:
+            self.trainer.step(self.grad_batch)
+        else:
+            self.trainer.allreduce_grads()
+            # The gradients here are the ranks' sum times the loss scale; update() multiplies them by
+            # trainer._scale / grad_batch. Clip them at the same multiple of clip_norm. No isfinite
+            # check (it would wait for the step); an fp16 overflow is skipped by AMP's update anyway.
+            limit = self.settings.clip_norm * self.grad_batch / self.trainer._scale
+            grads = [p.list_grad()[0] for p in self.trainer._params if p.grad_req != "null"]
+            gluon.utils.clip_global_norm(grads, limit, check_isfinite=False)
+            self.trainer.update(self.grad_batch)
+        self._loss = loss
 
     def loss(self) -> float:
         return float(self._loss.mean().asscalar()) if self._loss is not None else float("nan")
@@ -306,6 +379,16 @@ class Backend(BackendBase):
             "compiler": "hybridize(static_alloc, static_shape)" if self.spec.compiler else None,
             "hybridize": bool(self.spec.compiler),
             "parameters": self.parameters,
+            **(self._bert_environment() if self._bert else {}),
+        }
+
+    def _bert_environment(self) -> dict:
+        return {
+            "optimizer": mx_bert.OPTIMIZER_NAMES[self.spec.optimizer_name],
+            "grad_clip": self.spec.grad_clip,
+            "clip_norm": self.settings.clip_norm if self.spec.grad_clip else None,
+            "seq_length": self.spec.seq_length,
+            "max_predictions": self.spec.predictions,
         }
 
     def classify(self, exc: BaseException) -> str:
