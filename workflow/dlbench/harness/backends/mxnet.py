@@ -1,5 +1,6 @@
 """MXNet 1.9 backend: ResNet-50 v1.5 (Gluon, SGD with momentum) and BERT pretraining (Gluon, AdamWeightDecay
-or LAMB, mx_bert.py), synthetic data resident on the context.
+or LAMB, mx_bert.py), synthetic data resident on the context or real data (mx_data.py: DALI for ImageNet, h5py
+for BERT's HDF5 shards; each step takes the pipeline's next batch, so reading, decoding and augmenting are in it).
 
 Same interface and semantics as the PyTorch backend (see its docstring):
 - one `autograd.record()` step through `gluon.Trainer`. ResNet-50: softmax cross-entropy averaged over the
@@ -40,7 +41,7 @@ from mxnet import autograd, gluon  # noqa: E402
 
 from .. import bert, sysinfo  # noqa: E402
 from ..spec import RunSpec, Unsupported  # noqa: E402
-from . import mx_bert  # noqa: E402
+from . import mx_bert, mx_data  # noqa: E402
 from .base import BackendBase  # noqa: E402
 from .mx_models import ResNet50, parameter_count  # noqa: E402
 
@@ -91,6 +92,7 @@ def _cudnn_version() -> str | None:
 
 class Backend(BackendBase):
     models = ("resnet50", "bert_base", "bert_tiny")
+    data = ("synthetic", "real")
 
     def __init__(self, spec: RunSpec, rank: int, world: int, local_rank: int, threads: int) -> None:
         super().__init__(spec, rank, world, local_rank, threads)
@@ -103,6 +105,7 @@ class Backend(BackendBase):
         self._finished = False
         self._loss = None
         self._bert = bert.is_bert(spec.model)
+        self.pipeline: mx_data.ImagenetPipeline | mx_data.BertPipeline | None = None  # data real
 
     def _pick_context(self, request: str) -> mx.Context:
         gpus = mx.context.num_gpus() if _feature("CUDA") else 0
@@ -173,6 +176,9 @@ class Backend(BackendBase):
         self.scale_loss = self.amp_dtype == "float16"
         # gradients are summed over the ranks: normalise by the global batch (the mean, like DDP)
         self.global_batch = spec.batch_size * (self.world if self.hvd is None else 1)
+        if spec.data == "real":
+            self.pipeline = mx_data.imagenet_pipeline(spec, self.rank, self.world, self.threads, self.ctx)
+            return
         size = spec.image_size
         self.images = mx.nd.random.normal(shape=(spec.batch_size, 3, size, size), ctx=self.ctx)
         self.labels = mx.nd.random.randint(0, 1000, shape=(spec.batch_size,), ctx=self.ctx).astype("float32")
@@ -195,6 +201,9 @@ class Backend(BackendBase):
         # by the ranks (Horovod's trainer divides itself: update(1)), as DDP's mean.
         self.grad_batch = self.world if self.hvd is None else 1
         self._step_count = 0
+        if spec.data == "real":
+            self.pipeline = mx_data.bert_pipeline(spec, self.rank, self.world, self.ctx)
+            return
         batch = bert.synthetic_batch(cfg, spec.batch_size, spec.seq_length, spec.predictions,
                                      seed=spec.seed + self.rank)
         self.inputs, self.targets = mx_bert.arrays(batch, self.ctx)
@@ -257,6 +266,8 @@ class Backend(BackendBase):
         if self._bert:
             self._bert_step()
             return
+        if self.pipeline is not None:
+            self.images, self.labels = self.pipeline.next()
         with autograd.record():
             loss = self.loss_fn(self.net(self.images), self.labels)
         if self.scale_loss:
@@ -272,6 +283,8 @@ class Backend(BackendBase):
     def _bert_step(self) -> None:
         self.trainer.set_learning_rate(bert.learning_rate(self.settings, self._step_count))
         self._step_count += 1
+        if self.pipeline is not None:
+            self.inputs, self.targets = self.pipeline.next()
         with autograd.record():
             loss = self.loss_fn(*self.net(*self.inputs), *self.targets)
         if self.scale_loss:
@@ -379,6 +392,8 @@ class Backend(BackendBase):
             "compiler": "hybridize(static_alloc, static_shape)" if self.spec.compiler else None,
             "hybridize": bool(self.spec.compiler),
             "parameters": self.parameters,
+            "input_pipeline": self.pipeline.describe() if self.pipeline is not None
+            else "synthetic: one random batch resident on the context, reused every step",
             **(self._bert_environment() if self._bert else {}),
         }
 
@@ -402,6 +417,8 @@ class Backend(BackendBase):
         return "error"
 
     def shutdown(self) -> None:
+        if self.pipeline is not None:
+            self.pipeline.close()
         kv, self.kv = self.kv, None
         if kv is not None and self._finished:
             mx.nd.waitall()  # nothing may still use the kvstore when it goes

@@ -1,0 +1,212 @@
+"""Real-data input pipelines for the MXNet backend: NVIDIA DALI for ImageNet, h5py for BERT.
+
+ImageNet (`imagenet_pipeline`; NVIDIA's DALI ResNet-50 training pipeline): DALI 2.4 ships no MXNet plugin, so the
+pipeline is built and run here and its outputs handed to MXNet.
+fn.readers.tfrecord over the train shards of datasets.imagenet_train_shards with their DALI index files
+(image/encoded, image/class/label), shard_id=rank of num_shards=world (each rank its 1/world of the records),
+random_shuffle (DALI's shuffle buffer, initial_fill 1024), repeating forever; fn.decoders.image to RGB (device
+'cpu' here, 'mixed' = nvJPEG on a GPU); fn.random_resized_crop to spec.image_size (area 0.08..1, aspect
+3/4..4/3); fn.crop_mirror_normalize to float NCHW, (x - mean) / std with datasets.IMAGENET_MEAN/STD, mirrored
+when fn.random.coin_flip says so. The Pipeline has num_threads = the rank's threads, device_id None on CPU (a
+CPU-only pipeline) or the context's GPU, and prefetch_queue_depth 2: pipe.run() schedules the next iteration
+and DALI's worker threads decode it while MXNet computes the step. Handing over: on CPU the batch's
+as_array() copied into an mx.nd.array; on a GPU the dense batch is exported through DLPack and taken by
+mx.nd.from_dlpack without a copy (DALI 2.4's default dynamic executor never reuses an output buffer that is
+still referenced; `__dlpack__()` with no stream waits on the host until DALI's work on it is done). Labels:
+image/class/label - datasets.LABEL_OFFSET as float32 [B] (the Gluon SoftmaxCrossEntropyLoss takes float
+labels), on the context. Batches: (images float32 [B, 3, S, S], labels float32 [B]) as the synthetic ones.
+
+BERT (`bert_pipeline`; NVIDIA's run_pretraining.py pretraining_dataset): the hdf5/ shards of
+datasets.bert_shards, this rank's shards round-robin (shards[rank::world]; with fewer shards than ranks,
+shard rank % count), each epoch in a seeded shuffled order; a shard is read whole (h5py) and its samples taken
+in a seeded shuffled order, batches running on into the next shard; the next shard is read by a background
+thread while the current one is used (as NVIDIA's loader does). NVIDIA's layout has no weights:
+masked_lm_weights = (masked_lm_positions != 0) ([CLS] at position 0 is never masked, padding positions are 0).
+Batches: mx_bert.arrays of bert.synthetic_batch's dtypes (int32 ids, mask, segments, positions, labels and
+next_sentence_labels [B], float32 weights), i.e. (inputs, targets) in the order the BERT step takes them.
+
+Runs inside the MXNet environment: imports the standard library, numpy, MXNet, and DALI / h5py when built.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+
+import mxnet as mx
+import numpy as np
+
+from .. import bert, datasets
+from ..spec import RunSpec, Unsupported
+from . import mx_bert
+
+PREFETCH_QUEUE_DEPTH = 2  # DALI's default: iterations run ahead of the one handed out
+# NVIDIA's HDF5 datasets -> the dtypes of bert.synthetic_batch (what mx_bert.arrays puts on the context)
+HDF5_KEYS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
+             "next_sentence_labels")
+
+
+def _dali():
+    try:
+        import nvidia.dali as dali
+        from nvidia.dali import fn, tfrecord, types
+    except ImportError as exc:
+        raise Unsupported(f"data 'real' with MXNet reads ImageNet through NVIDIA DALI (nvidia-dali-cuda120), "
+                          f"which is not importable here: {exc}") from None
+    return dali, fn, tfrecord, types
+
+
+class ImagenetPipeline:
+    """A built DALI pipeline; `next()` returns (images, labels) on the context."""
+
+    def __init__(self, spec: RunSpec, rank: int, world: int, threads: int, ctx: mx.Context,
+                 shuffle: bool = True) -> None:
+        dali, fn, tfrecord, types = _dali()
+        from nvidia.dali.pipeline import Pipeline
+
+        files, indexes = datasets.imagenet_train_shards(spec)
+        self.ctx = ctx
+        self.gpu = ctx.device_type == "gpu"
+        self.threads = max(1, threads)
+        pipe = Pipeline(batch_size=spec.batch_size, num_threads=self.threads,
+                        device_id=ctx.device_id if self.gpu else None, seed=spec.seed + rank,
+                        prefetch_queue_depth=PREFETCH_QUEUE_DEPTH)
+        with pipe:
+            inputs = fn.readers.tfrecord(
+                path=files, index_path=indexes, shard_id=rank, num_shards=world, random_shuffle=shuffle,
+                name="reader", features={
+                    "image/encoded": tfrecord.FixedLenFeature((), tfrecord.string, ""),
+                    "image/class/label": tfrecord.FixedLenFeature([1], tfrecord.int64, -1),
+                })
+            images = fn.decoders.image(inputs["image/encoded"], device="mixed" if self.gpu else "cpu",
+                                       output_type=types.RGB)
+            images = fn.random_resized_crop(images, size=(spec.image_size, spec.image_size))
+            images = fn.crop_mirror_normalize(
+                images, dtype=types.FLOAT, output_layout="CHW", mean=list(datasets.IMAGENET_MEAN),
+                std=list(datasets.IMAGENET_STD), mirror=fn.random.coin_flip(probability=0.5) if shuffle else 0)
+            pipe.set_outputs(images, inputs["image/class/label"])
+        pipe.build()
+        self.pipe = pipe
+        self.records = pipe.epoch_size("reader")  # all shards' records (each rank reads 1/world of them)
+        share = f"shard {rank} of {world}" if world > 1 else "all records"
+        threads_text = f"{self.threads} thread{'s' if self.threads > 1 else ''}"
+        self.description = (
+            f"DALI {dali.__version__} fn.readers.tfrecord ({len(files)} files, {share}, "
+            f"{'shuffled' if shuffle else 'in order'}), {'mixed (nvJPEG)' if self.gpu else 'CPU'} decode, "
+            f"random-resized-crop + flip + normalise, {threads_text}, prefetch {PREFETCH_QUEUE_DEPTH}; "
+            f"to MXNet by {'DLPack (mx.nd.from_dlpack, no copy)' if self.gpu else 'as_array() -> mx.nd.array'}")
+
+    def next(self) -> tuple[mx.nd.NDArray, mx.nd.NDArray]:
+        images, labels = self.pipe.run()
+        labels = labels.as_array().reshape(-1) - datasets.LABEL_OFFSET
+        labels = mx.nd.array(labels, ctx=self.ctx, dtype=np.float32)
+        if self.gpu:
+            # no stream given: DALI waits on the host until the batch is ready, then MXNet owns a reference
+            return mx.nd.from_dlpack(images.as_tensor().__dlpack__()), labels
+        return mx.nd.array(images.as_array(), ctx=self.ctx, dtype=np.float32), labels
+
+    __next__ = next
+
+    def __iter__(self):
+        return self
+
+    def describe(self) -> str:
+        return self.description
+
+    def close(self) -> None:
+        self.pipe = None  # DALI stops its threads when the pipeline goes
+
+
+def imagenet_pipeline(spec: RunSpec, rank: int, world: int, threads: int, device: mx.Context,
+                      shuffle: bool = True) -> ImagenetPipeline:
+    """ResNet-50 training batches from the ImageNet TFRecords (module docstring); `shuffle=False` (tests):
+    records in file order, no flip."""
+    return ImagenetPipeline(spec, rank, world, threads, device, shuffle)
+
+
+def read_hdf5_shard(path: str, seq_length: int, predictions: int) -> dict[str, np.ndarray]:
+    """One NVIDIA HDF5 shard, whole, in bert.synthetic_batch's dtypes (weights from the positions)."""
+    try:
+        import h5py
+    except ImportError as exc:
+        raise Unsupported(f"data 'real' with MXNet reads BERT's HDF5 shards with h5py, which is not importable "
+                          f"here: {exc}") from None
+    with h5py.File(path, "r") as f:
+        missing = [k for k in HDF5_KEYS if k not in f]
+        if missing:
+            raise ValueError(f"{path}: not an NVIDIA BERT shard (no {', '.join(missing)})")
+        data = {k: np.asarray(f[k][:], dtype=np.int32) for k in HDF5_KEYS}
+    shape = (data["input_ids"].shape[1:], data["masked_lm_positions"].shape[1:])
+    if shape != ((seq_length,), (predictions,)):
+        raise Unsupported(f"{path}: {shape[0]} tokens / {shape[1]} masked positions per sequence; this run "
+                          f"needs {seq_length} / {predictions}")
+    if not len(data["input_ids"]):
+        raise ValueError(f"{path}: no sequences")
+    data["next_sentence_labels"] = data["next_sentence_labels"].reshape(-1)
+    data["masked_lm_weights"] = (data["masked_lm_positions"] != 0).astype(np.float32)
+    return data
+
+
+class BertPipeline:
+    """Batches from this rank's HDF5 shards; `next()` returns (inputs, targets) on the context."""
+
+    def __init__(self, spec: RunSpec, rank: int, world: int, ctx: mx.Context) -> None:
+        shards = datasets.bert_shards(spec, "hdf5")
+        self.shards = shards[rank::world] or [shards[rank % len(shards)]]
+        self.ctx, self.batch_size = ctx, spec.batch_size
+        self.seq_length, self.predictions = spec.seq_length, spec.predictions
+        self.rng = np.random.default_rng(spec.seed + rank)
+        self.order: list[str] = []  # shards still to read this epoch
+        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="bert-shard")
+        self.pending = self._load_next()
+        self.data: dict[str, np.ndarray] = {}
+        self.samples = np.zeros(0, dtype=np.int64)  # shuffled sample indices of the current shard
+        self.cursor = 0
+        share = f"{len(self.shards)} of {len(shards)} shards" if world > 1 else f"{len(shards)} shards"
+        self.description = (f"h5py NVIDIA HDF5 ({share}, shuffled per shard), next shard read by a background "
+                            f"thread; numpy batches -> mx.nd.array")
+
+    def _load_next(self) -> concurrent.futures.Future:
+        if not self.order:  # a new epoch over this rank's shards
+            self.order = [self.shards[i] for i in self.rng.permutation(len(self.shards))]
+        return self.pool.submit(read_hdf5_shard, self.order.pop(0), self.seq_length, self.predictions)
+
+    def _advance(self) -> None:
+        self.data = self.pending.result()
+        self.pending = self._load_next()
+        self.samples = self.rng.permutation(len(self.data["input_ids"]))
+        self.cursor = 0
+
+    def next_numpy(self) -> dict[str, np.ndarray]:
+        """The next batch as bert.synthetic_batch's dict of numpy arrays."""
+        parts: list[dict[str, np.ndarray]] = []
+        need = self.batch_size
+        while need:
+            if self.cursor >= len(self.samples):
+                self._advance()
+                continue
+            take = self.samples[self.cursor:self.cursor + need]
+            self.cursor += len(take)
+            need -= len(take)
+            parts.append({k: self.data[k][take] for k in bert.FEATURES})
+        if len(parts) == 1:
+            return parts[0]
+        return {k: np.concatenate([p[k] for p in parts]) for k in bert.FEATURES}
+
+    def next(self) -> tuple[list[mx.nd.NDArray], list[mx.nd.NDArray]]:
+        return mx_bert.arrays(self.next_numpy(), self.ctx)
+
+    __next__ = next
+
+    def __iter__(self):
+        return self
+
+    def describe(self) -> str:
+        return self.description
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def bert_pipeline(spec: RunSpec, rank: int, world: int, device: mx.Context) -> BertPipeline:
+    """BERT pretraining batches from the HDF5 shards (module docstring)."""
+    return BertPipeline(spec, rank, world, device)
