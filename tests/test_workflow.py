@@ -125,3 +125,31 @@ def test_new_results_publish_a_new_version_and_never_overwrite(study):
     assert "benchmark_run" not in result.stdout + result.stderr  # the runs were not redone
     assert (work / "results/reports/latest").resolve().name == "v2"
     assert (work / "results/reports/v1/index.html").read_bytes() == v1_index
+
+
+def real_data_config(work) -> dict:
+    """MXNet (its real-data pipelines read DALI and HDF5) on real ImageNet and BERT samples made by the DAG."""
+    return tiny_config(
+        defaults={"repeats": 1, "warmup_steps": 1, "measured_steps": 2, "image_size": 32, "timeout_minutes": 10},
+        matrix={"framework": ["mxnet"], "model": ["resnet50", "bert_tiny"], "topology": ["1x1"],
+                "data": ["real"], "batch_size": [2]},
+        datasets={"imagenet": {"sample": {"classes": 3, "train_per_class": 6, "validation_per_class": 2},
+                               "train_shards": 2, "validation_shards": 1},
+                  "bert": {"dupe_factor": 1, "shards": 2, "jobs": 2}})
+
+
+def test_real_data_is_prepared_verified_and_read(tmp_path):
+    """From the PyPI wheels to a report: sample trees, shards in groups, verification, real-data runs."""
+    config = write_config(tmp_path / "real.yaml", real_data_config(tmp_path))
+    result = snakemake(tmp_path, "--cores", "2", "--configfile", str(config))
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    imagenet = json.loads((tmp_path / "results/data/imagenet/manifest.json").read_text())
+    assert [s["file"] for s in imagenet["splits"]["train"]["shards"]] == ["train-00000-of-00002",
+                                                                         "train-00001-of-00002"]
+    assert (tmp_path / "results/data/bert/seq128/verified.txt").exists()
+    assert len(list((tmp_path / "results/data/bert/seq128").glob("manifest.group-*-of-00002.json"))) == 2
+    records = pd.read_csv(tmp_path / "results/reports/v1/records.csv")
+    assert set(records["data"]) == {"real"} and set(records["status"]) == {"ok"}, records[["config_id", "error"]]
+    assert set(records["model"]) == {"resnet50", "bert_tiny"}
+    # A complete run leaves nothing to do, data preparation included.
+    assert planned_jobs(tmp_path, config) == []
