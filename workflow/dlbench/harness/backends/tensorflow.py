@@ -1,4 +1,5 @@
-"""TensorFlow 2 backend: ResNet-50 v1.5 (Keras, tf_models), SGD with momentum, synthetic data on the device.
+"""TensorFlow 2 backend: ResNet-50 v1.5 (Keras, tf_models) with SGD and momentum, and BERT pretraining (Keras,
+tf_bert) with AdamW or LAMB; synthetic data on the device.
 
 Same interface and semantics as the PyTorch backend (see backends/pytorch.py):
   setup() · step() · loss() · sync() · barrier() · all_gather(obj) · environment() · device_name()
@@ -6,6 +7,11 @@ Same interface and semantics as the PyTorch backend (see backends/pytorch.py):
 
 - The training step is a custom `tf.function` (forward, cross-entropy, gradients, SGD momentum 0.9,
   lr 0.1, weight decay 5e-5 as in the PyTorch backend); compiler on = XLA (`jit_compile=True`).
+- BERT (bert_base, bert_tiny): the step of `tf_bert.make_train_step` (masked-LM + next-sentence loss, dropout
+  on, clipping by global norm 1.0 with grad_clip on), optimizer by spec.optimizer_name (`tf_bert.make_optimizer`:
+  AdamW or LAMB with bert.OPTIMIZERS' settings and learning-rate schedule); one bert.synthetic_batch per rank.
+  AMP, XLA and several ranks as for ResNet-50, except that the step all-reduces the gradients itself (so
+  that clipping sees the global norm).
 - amp: Keras policy `mixed_bfloat16` on CPU; `mixed_float16` with a `LossScaleOptimizer` on GPU.
 - One process per device. With several ranks: `tf.distribute.MultiWorkerMirroredStrategy`, its
   cluster from our launcher's variables (MASTER_ADDR, MASTER_PORT + rank per worker, as TF_CONFIG)
@@ -30,9 +36,9 @@ os.environ["KERAS_BACKEND"] = "tensorflow"  # tf.keras is Keras 3: make sure it 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from .. import sysinfo  # noqa: E402
+from .. import bert, sysinfo  # noqa: E402
 from ..spec import RunSpec, Unsupported  # noqa: E402
-from . import tf_models  # noqa: E402
+from . import tf_bert, tf_models  # noqa: E402
 from .base import BackendBase
 
 keras = tf.keras
@@ -46,6 +52,8 @@ DONE_TIMEOUT_S = 60.0
 
 
 class Backend(BackendBase):
+    models = ("resnet50", "bert_base", "bert_tiny")
+
     def __init__(self, spec: RunSpec, rank: int, world: int, local_rank: int, threads: int) -> None:
         super().__init__(spec, rank, world, local_rank, threads)
         # Before any TensorFlow op runs (the runtime reads them once, when it starts).
@@ -108,6 +116,10 @@ class Backend(BackendBase):
     # ---- building
     def setup(self) -> None:
         spec = self.spec
+        if not bert.is_bert(spec.model) and spec.optimizer != "auto":
+            raise Unsupported(f"optimizer {spec.optimizer!r} is for BERT; ResNet-50 trains with SGD and momentum")
+        if not bert.is_bert(spec.model) and spec.grad_clip:
+            raise Unsupported("grad_clip is for BERT; ResNet-50 trains without gradient clipping")
         if self.world > 1:
             # Must come before any other op: it starts this worker's gRPC server and the collectives.
             implementation = tf.distribute.experimental.CommunicationImplementation
@@ -122,6 +134,13 @@ class Backend(BackendBase):
             self.policy = "mixed_float16" if self.gpu else "mixed_bfloat16"
         keras.mixed_precision.set_global_policy(self.policy or "float32")
         keras.utils.set_random_seed(spec.seed + self.rank)  # workers start from worker 0's variables
+        if bert.is_bert(spec.model):
+            self._setup_bert()
+        else:
+            self._setup_resnet()
+
+    def _setup_resnet(self) -> None:
+        spec = self.spec
         with self.strategy.scope():
             self.model = tf_models.build(tf_models.ResNet50())
             optimizer = keras.optimizers.SGD(learning_rate=0.1, momentum=0.9, weight_decay=WEIGHT_DECAY)
@@ -139,8 +158,29 @@ class Backend(BackendBase):
             return images, labels
 
         # Resident on this worker's device (a tensor of its replica; the default strategy: a tensor).
-        self.images, self.labels = self.strategy.experimental_distribute_values_from_function(make_data)
+        self._inputs = self.strategy.experimental_distribute_values_from_function(make_data)  # (images, labels)
         self._step = self._make_step()
+
+    def _setup_bert(self) -> None:
+        spec = self.spec
+        cfg = bert.CONFIGS[spec.model]
+        with self.strategy.scope():
+            self.model = tf_bert.BertPretraining(cfg)
+            optimizer = tf_bert.make_optimizer(spec.optimizer_name, self.model)
+            if self.policy == "mixed_float16":
+                optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+            optimizer.build(self.model.trainable_variables)
+            self.optimizer = optimizer
+        self.parameters = tf_bert.parameter_count(self.model)
+        batch = bert.synthetic_batch(cfg, spec.batch_size, spec.seq_length, spec.predictions,
+                                     seed=spec.seed + self.rank)
+        # tf.identity copies each feature onto this worker's device: resident there, not fed from the host
+        features = self.strategy.experimental_distribute_values_from_function(
+            lambda _context: {name: tf.identity(value) for name, value in batch.items()})
+        self._inputs = (features,)
+        clip_norm = bert.OPTIMIZERS[spec.optimizer_name].clip_norm if spec.grad_clip else None
+        self._step = tf_bert.make_train_step(self.model, self.optimizer, clip_norm=clip_norm, world=self.world,
+                                             strategy=self.strategy, jit_compile=spec.compiler)
 
     def _make_step(self):
         model, optimizer, world = self.model, self.optimizer, self.world
@@ -180,7 +220,7 @@ class Backend(BackendBase):
 
     # ---- the measured work
     def step(self) -> None:
-        self._loss = self._step(self.images, self.labels)  # no read-back: the next step just queues
+        self._loss = self._step(*self._inputs)  # no read-back: the next step just queues
 
     def _local(self, value) -> tf.Tensor:
         return self.strategy.experimental_local_results(value)[0]
@@ -264,7 +304,15 @@ class Backend(BackendBase):
             "compiler": "xla" if self.spec.compiler else None,
             "xla": ("on" if self.world == 1 else "on (forward and backward)") if self.spec.compiler else "off",
             "parameters": self.parameters,
+            **(self._bert_environment() if bert.is_bert(self.spec.model) else {}),
         }
+
+    def _bert_environment(self) -> dict:
+        spec = self.spec
+        return {"memory_format": None,  # no images
+                "optimizer": tf_bert.OPTIMIZER_NAMES[spec.optimizer_name], "grad_clip": spec.grad_clip,
+                "clip_norm": bert.OPTIMIZERS[spec.optimizer_name].clip_norm if spec.grad_clip else None,
+                "seq_length": spec.seq_length, "max_predictions": spec.predictions}
 
     def classify(self, exc: BaseException) -> str:
         if isinstance(exc, (tf.errors.ResourceExhaustedError, MemoryError)):
