@@ -13,12 +13,16 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import google_crc32c
-import numpy as np
 
-FeatureValue = bytes | str | Sequence[bytes] | Sequence[int] | Sequence[float] | np.ndarray
+if TYPE_CHECKING:
+    import numpy as np
+
+# numpy is imported where it is used: the ImageNet converter needs none of it, and importing it costs
+# ~0.1 s per worker (a fifth of converting 3,500 images).
+FeatureValue = "bytes | str | Sequence[bytes] | Sequence[int] | Sequence[float] | np.ndarray"
 
 _MASK_DELTA = 0xA282EAD8
 _HEADER = struct.Struct("<QI")
@@ -45,7 +49,12 @@ def frame(data: bytes) -> bytes:
 
 
 # ----------------------------------------------------------------------------- protobuf encoding
+_SMALL_VARINTS = [bytes((i,)) for i in range(128)]
+
+
 def varint(value: int) -> bytes:
+    if 0 <= value < 128:
+        return _SMALL_VARINTS[value]
     value &= 0xFFFFFFFFFFFFFFFF  # negative int64: ten bytes, two's complement (protobuf's rule)
     out = bytearray()
     while value > 0x7F:
@@ -57,6 +66,8 @@ def varint(value: int) -> bytes:
 
 def varints(values: np.ndarray) -> bytes:
     """Varint encoding of many int64 values at once (vectorised; the hot path of the BERT shards)."""
+    import numpy as np
+
     v = np.ascontiguousarray(values, dtype=np.int64).ravel().view(np.uint64)
     if v.size == 0:
         return b""
@@ -83,6 +94,8 @@ def _field(number: int, payload: bytes) -> bytes:
 def feature(value: FeatureValue) -> bytes:
     """An encoded Feature: bytes/str (or a list of them) -> bytes_list, float arrays/lists -> float_list,
     int arrays/lists -> int64_list."""
+    import numpy as np
+
     if isinstance(value, (bytes, str)):
         value = [value]
     if isinstance(value, np.ndarray):
@@ -185,6 +198,8 @@ def _fields(buf: bytes) -> Iterator[tuple[int, bytes]]:
 
 def parse_example(data: bytes) -> dict[str, list]:
     """Decode an Example (for verification and tests): name -> list of bytes, floats or ints."""
+    import numpy as np
+
     out: dict[str, list] = {}
     for _, features in _fields(data):
         for _, entry in _fields(features):
