@@ -12,6 +12,9 @@ Same interface and semantics as the PyTorch backend (see backends/pytorch.py):
   AdamW or LAMB with bert.OPTIMIZERS' settings and learning-rate schedule); one bert.synthetic_batch per rank.
   AMP, XLA and several ranks as for ResNet-50, except that the step all-reduces the gradients itself (so
   that clipping sees the global norm).
+- data real (--data-dir): tf.data pipelines of `tf_data` (ImageNet TFRecords: random crop, flip, normalise;
+  BERT TFRecords: run_pretraining.py's records), built in setup(); each step takes the next batch from their
+  iterator (read, decode and augment overlap the steps through prefetching, as in training).
 - amp: Keras policy `mixed_bfloat16` on CPU; `mixed_float16` with a `LossScaleOptimizer` on GPU.
 - One process per device. With several ranks: `tf.distribute.MultiWorkerMirroredStrategy`, its
   cluster from our launcher's variables (MASTER_ADDR, MASTER_PORT + rank per worker, as TF_CONFIG)
@@ -38,7 +41,7 @@ import tensorflow as tf  # noqa: E402
 
 from .. import bert, sysinfo  # noqa: E402
 from ..spec import RunSpec, Unsupported  # noqa: E402
-from . import tf_bert, tf_models  # noqa: E402
+from . import tf_bert, tf_data, tf_models  # noqa: E402
 from .base import BackendBase
 
 keras = tf.keras
@@ -53,6 +56,7 @@ DONE_TIMEOUT_S = 60.0
 
 class Backend(BackendBase):
     models = ("resnet50", "bert_base", "bert_tiny")
+    data = ("synthetic", "real")
 
     def __init__(self, spec: RunSpec, rank: int, world: int, local_rank: int, threads: int) -> None:
         super().__init__(spec, rank, world, local_rank, threads)
@@ -68,6 +72,7 @@ class Backend(BackendBase):
         self._gathered = False
         self.parameters = 0
         self.policy = None
+        self._data: tf_data.Pipeline | None = None  # data real: the input pipeline
 
     def _pick_device(self, request: str):
         gpus = tf.config.list_physical_devices("GPU")
@@ -149,6 +154,11 @@ class Backend(BackendBase):
             optimizer.build(self.model.trainable_variables)
             self.optimizer = optimizer
         self.parameters = tf_models.parameter_count(self.model)
+        self._step = self._make_step()
+        if spec.data == "real":
+            self._data = tf_data.imagenet_pipeline(spec, self.rank, self.world, self.threads, self._device(),
+                                                   strategy=self.strategy)
+            return
         size, batch = spec.image_size, spec.batch_size
         seed = spec.seed + self.rank
 
@@ -159,7 +169,6 @@ class Backend(BackendBase):
 
         # Resident on this worker's device (a tensor of its replica; the default strategy: a tensor).
         self._inputs = self.strategy.experimental_distribute_values_from_function(make_data)  # (images, labels)
-        self._step = self._make_step()
 
     def _setup_bert(self) -> None:
         spec = self.spec
@@ -172,15 +181,22 @@ class Backend(BackendBase):
             optimizer.build(self.model.trainable_variables)
             self.optimizer = optimizer
         self.parameters = tf_bert.parameter_count(self.model)
+        clip_norm = bert.OPTIMIZERS[spec.optimizer_name].clip_norm if spec.grad_clip else None
+        self._step = tf_bert.make_train_step(self.model, self.optimizer, clip_norm=clip_norm, world=self.world,
+                                             strategy=self.strategy, jit_compile=spec.compiler)
+        if spec.data == "real":
+            self._data = tf_data.bert_pipeline(spec, self.rank, self.world, self._device(), threads=self.threads,
+                                               strategy=self.strategy)
+            return
         batch = bert.synthetic_batch(cfg, spec.batch_size, spec.seq_length, spec.predictions,
                                      seed=spec.seed + self.rank)
         # tf.identity copies each feature onto this worker's device: resident there, not fed from the host
         features = self.strategy.experimental_distribute_values_from_function(
             lambda _context: {name: tf.identity(value) for name, value in batch.items()})
         self._inputs = (features,)
-        clip_norm = bert.OPTIMIZERS[spec.optimizer_name].clip_norm if spec.grad_clip else None
-        self._step = tf_bert.make_train_step(self.model, self.optimizer, clip_norm=clip_norm, world=self.world,
-                                             strategy=self.strategy, jit_compile=spec.compiler)
+
+    def _device(self) -> str | None:
+        return "/GPU:0" if self.gpu is not None else None  # ours is the only visible GPU
 
     def _make_step(self):
         model, optimizer, world = self.model, self.optimizer, self.world
@@ -220,7 +236,12 @@ class Backend(BackendBase):
 
     # ---- the measured work
     def step(self) -> None:
-        self._loss = self._step(*self._inputs)  # no read-back: the next step just queues
+        if self._data is None:
+            inputs = self._inputs
+        else:  # the next batch: (images, labels), or BERT's features
+            inputs = self._data.next()
+            inputs = (inputs,) if isinstance(inputs, dict) else inputs
+        self._loss = self._step(*inputs)  # no read-back: the next step just queues
 
     def _local(self, value) -> tf.Tensor:
         return self.strategy.experimental_local_results(value)[0]
@@ -304,6 +325,7 @@ class Backend(BackendBase):
             "compiler": "xla" if self.spec.compiler else None,
             "xla": ("on" if self.world == 1 else "on (forward and backward)") if self.spec.compiler else "off",
             "parameters": self.parameters,
+            "input_pipeline": self._data.describe() if self._data is not None else "synthetic: one batch on the device",
             **(self._bert_environment() if bert.is_bert(self.spec.model) else {}),
         }
 
