@@ -1,4 +1,5 @@
-"""PyTorch backend: ResNet-50 v1.5, SGD with momentum, synthetic data resident on the device.
+"""PyTorch backend: ResNet-50 v1.5 (SGD with momentum) and BERT pretraining (AdamW or LAMB, torch_bert.py),
+synthetic data resident on the device.
 
 Interface every backend implements (used by dlbench.harness.rank):
   setup() · step() · loss() · sync() · barrier() · all_gather(obj) · environment() · device_name()
@@ -15,8 +16,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from .. import sysinfo
+from .. import bert, sysinfo
 from ..spec import RunSpec, Unsupported
+from . import torch_bert
 from .base import BackendBase
 from .torch_models import ResNet50, parameter_count
 
@@ -24,6 +26,8 @@ OOM_MARKERS = ("out of memory", "can't allocate memory", "not enough memory", "f
 
 
 class Backend(BackendBase):
+    models = ("resnet50", "bert_base", "bert_tiny")
+
     def __init__(self, spec: RunSpec, rank: int, world: int, local_rank: int, threads: int) -> None:
         super().__init__(spec, rank, world, local_rank, threads)
         torch.set_num_threads(threads)
@@ -31,6 +35,7 @@ class Backend(BackendBase):
         self.model: nn.Module | None = None
         self._loss = torch.zeros(())
         self._distributed = False
+        self._bert = bert.is_bert(spec.model)
 
     def _pick_device(self, request: str) -> torch.device:
         if request == "cuda" or (request == "auto" and torch.cuda.is_available()):
@@ -47,33 +52,69 @@ class Backend(BackendBase):
     # ---- building
     def setup(self) -> None:
         spec = self.spec
+        if not self._bert and spec.optimizer != "auto":
+            raise Unsupported(f"optimizer {spec.optimizer!r} is a BERT setting; ResNet-50 trains with SGD "
+                              "with momentum (optimizer auto)")
         if self.world > 1:
             dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo",
                                     rank=self.rank, world_size=self.world)
             self._distributed = True
         torch.manual_seed(spec.seed + self.rank)
+        # AMP: fp16 with loss scaling on CUDA; bf16 (no scaling needed) on CPU.
+        cuda = self.device.type == "cuda"
+        self.amp_dtype = (torch.float16 if cuda else torch.bfloat16) if spec.precision == "amp" else None
+        self.scaler = torch.amp.GradScaler("cuda") if self.amp_dtype is torch.float16 else None
+        if self._bert:
+            self._setup_bert()
+        else:
+            self._setup_resnet()
+
+    def _wrap(self, model: nn.Module) -> nn.Module:
+        """DDP over the ranks, then the compiler: the same for every model."""
+        if self._distributed:
+            cuda = self.device.type == "cuda"
+            model = nn.parallel.DistributedDataParallel(model, device_ids=[self.local_rank] if cuda else None)
+        if self.spec.compiler:
+            model = torch.compile(model)
+        return model
+
+    def _setup_resnet(self) -> None:
+        spec = self.spec
         cuda = self.device.type == "cuda"
         # channels_last pays off with tensor cores; on CPU the oneDNN default layout is as fast.
         self.memory_format = torch.channels_last if cuda else torch.contiguous_format
         model = ResNet50().to(self.device, memory_format=self.memory_format)
         self.parameters = parameter_count(model)
         self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-5)
-        if self._distributed:
-            model = nn.parallel.DistributedDataParallel(model, device_ids=[self.local_rank] if cuda else None)
-        if spec.compiler:
-            model = torch.compile(model)
-        self.model = model
-        # AMP: fp16 with loss scaling on CUDA; bf16 (no scaling needed) on CPU.
-        self.amp_dtype = (torch.float16 if cuda else torch.bfloat16) if spec.precision == "amp" else None
-        self.scaler = torch.amp.GradScaler("cuda") if self.amp_dtype is torch.float16 else None
+        self.model = self._wrap(model)
         size = spec.image_size
         self.images = torch.randn(spec.batch_size, 3, size, size, device=self.device).contiguous(
             memory_format=self.memory_format)
         self.labels = torch.randint(0, 1000, (spec.batch_size,), device=self.device)
         self.loss_fn = nn.CrossEntropyLoss()
 
+    def _setup_bert(self) -> None:
+        spec = self.spec
+        cfg = bert.CONFIGS[spec.model]
+        if spec.seq_length > cfg.max_position_embeddings:
+            raise Unsupported(f"seq_length {spec.seq_length} exceeds BERT's {cfg.max_position_embeddings} "
+                              "position embeddings")
+        self.memory_format = torch.contiguous_format
+        model = torch_bert.BertForPreTraining(cfg).to(self.device)
+        self.parameters = torch_bert.parameter_count(model)
+        self.settings = bert.OPTIMIZERS[spec.optimizer_name]
+        self.optimizer = torch_bert.make_optimizer(model, spec.optimizer_name, self.settings)
+        self.scheduler = torch_bert.make_scheduler(self.optimizer, self.settings)
+        self.model = self._wrap(model)  # dropout on: modules start in training mode
+        batch = bert.synthetic_batch(cfg, spec.batch_size, spec.seq_length, spec.predictions,
+                                     seed=spec.seed + self.rank)
+        self.batch = torch_bert.batch_tensors(batch, self.device)
+
     # ---- the measured work
     def step(self) -> None:
+        if self._bert:
+            self._bert_step()
+            return
         with torch.autocast(self.device.type, dtype=self.amp_dtype or torch.float32,
                             enabled=self.amp_dtype is not None):
             loss = self.loss_fn(self.model(self.images), self.labels)
@@ -86,6 +127,31 @@ class Backend(BackendBase):
             loss.backward()
             self.optimizer.step()
         self._loss = loss.detach()
+
+    def _bert_step(self) -> None:
+        with torch.autocast(self.device.type, dtype=self.amp_dtype or torch.float32,
+                            enabled=self.amp_dtype is not None):
+            _, _, loss = self.model(**self.batch)
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            if self.spec.grad_clip:
+                self.scaler.unscale_(self.optimizer)  # clip the true gradients, not the scaled ones
+                self._clip()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            loss.backward()
+            if self.spec.grad_clip:
+                self._clip()
+            self.optimizer.step()
+        self.scheduler.step()
+        self._loss = loss.detach()
+
+    def _clip(self) -> None:
+        """Clip by the global norm over every gradient (after DDP's all-reduce: the same on every rank)."""
+        params = [p for group in self.optimizer.param_groups for p in group["params"]]
+        torch.nn.utils.clip_grad_norm_(params, self.settings.clip_norm)
 
     def loss(self) -> float:
         return float(self._loss)
@@ -116,7 +182,7 @@ class Backend(BackendBase):
 
     def environment(self) -> dict:
         cuda = self.device.type == "cuda"
-        return {
+        env = {
             "framework": "pytorch",
             "framework_version": torch.__version__,
             "numpy_version": np.__version__,
@@ -136,6 +202,16 @@ class Backend(BackendBase):
             "compiler": "torch.compile" if self.spec.compiler else None,
             "parameters": self.parameters,
         }
+        if self._bert:
+            env |= {
+                "optimizer": torch_bert.OPTIMIZER_NAMES[self.spec.optimizer_name],
+                "grad_clip": self.spec.grad_clip,
+                "clip_norm": self.settings.clip_norm if self.spec.grad_clip else None,
+                "seq_length": self.spec.seq_length,
+                "max_predictions": self.spec.predictions,
+                "attention": "scaled_dot_product_attention",
+            }
+        return env
 
     def classify(self, exc: BaseException) -> str:
         if isinstance(exc, (torch.OutOfMemoryError, MemoryError)):
