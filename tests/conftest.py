@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -46,6 +47,14 @@ def run_harness(python: Path, log: Path, *args: str, timeout: float = 600,
     cmd = [str(python), "-m", "dlbench.harness", "--framework", framework, "--model", model,
            "--log", str(log), *args]
     return subprocess.run(cmd, env=harness_env(), capture_output=True, text=True, timeout=timeout)
+
+
+def run_python(python: Path, code: str, *args: str, timeout: float = 600) -> str:
+    """Run `code` in a framework environment (PYTHONPATH=workflow); its stdout."""
+    result = subprocess.run([str(python), "-c", textwrap.dedent(code), *args], env=harness_env(),
+                            capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return result.stdout
 
 
 def read_log(path: Path) -> dict[str, list[dict]]:

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import assert_ranks_counted, env_python, harness_env, ok_or_unsupported, read_log, run_harness
+from conftest import assert_ranks_counted, env_python, harness_env, ok_or_unsupported, read_log, run_harness, run_python
 from dlbench.harness import bert  # standard library and numpy only: importable here (conftest's sys.path)
 
 TINY = ["--seq-length", "32", "--batch-size", "2", "--warmup-steps", "1", "--measured-steps", "3", "--device", "cpu"]
@@ -23,13 +22,6 @@ SEQUENCES = 2 * 3  # batch x measured steps
 def tf_python() -> Path:
     return env_python("tensorflow")
 
-
-def run_python(python: Path, code: str, *args: str) -> str:
-    """Run `code` in the TensorFlow environment (PYTHONPATH=workflow); its stdout."""
-    result = subprocess.run([str(python), "-c", textwrap.dedent(code), *args], env=harness_env(),
-                            capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-4000:]
-    return result.stdout
 
 
 def run_bert(python: Path, log: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict[str, list[dict]]]:

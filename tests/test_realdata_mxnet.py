@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import textwrap
 from pathlib import Path
 
 import pytest
 
-from conftest import assert_ranks_counted, env_python, harness_env, read_log, run_harness
+from conftest import assert_ranks_counted, env_python, read_log, run_harness, run_python
 
 IMAGES_PER_CLASS = 8  # the real_data fixture's --train-per-class
 CLASSES = 4  # its --classes
@@ -23,13 +21,6 @@ CLASSES = 4  # its --classes
 def mx_python() -> Path:
     return env_python("mxnet")
 
-
-def run_python(python: Path, code: str, *args: str) -> str:
-    """Run `code` with `python` (PYTHONPATH=workflow); its stdout."""
-    result = subprocess.run([str(python), "-c", textwrap.dedent(code), *args], env=harness_env(),
-                            capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-4000:]
-    return result.stdout
 
 
 # ---- what the records hold, read without DALI or h5py: the workflow's own TFRecord reader

@@ -4,14 +4,12 @@ with the PyTorch model (same weights, same input -> same logits and loss)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import assert_ranks_counted, env_python, harness_env, ok_or_unsupported, read_log, run_harness
+from conftest import assert_ranks_counted, env_python, ok_or_unsupported, read_log, run_harness, run_python
 
 TINY = ["--image-size", "32", "--batch-size", "2", "--warmup-steps", "1", "--measured-steps", "3",
         "--device", "cpu"]
@@ -28,13 +26,6 @@ def pytorch_python() -> Path:
 
 
 
-
-def run_python(python: Path, code: str, *args: str) -> str:
-    """Run `code` in a framework environment (PYTHONPATH=workflow); its stdout."""
-    result = subprocess.run([str(python), "-c", textwrap.dedent(code), *args], env=harness_env(),
-                            capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-4000:]
-    return result.stdout
 
 
 def last_json(stdout: str):
