@@ -1,5 +1,6 @@
 """PyTorch backend: ResNet-50 v1.5 (SGD with momentum) and BERT pretraining (AdamW or LAMB, torch_bert.py),
-synthetic data resident on the device.
+synthetic data resident on the device or real data (torch_data.py: DALI for the ImageNet TFRecords, h5py for
+BERT's HDF5 shards; each step takes the pipeline's next batch, so reading, decoding and augmenting are in it).
 
 Interface every backend implements (used by dlbench.harness.rank):
   setup() · step() · loss() · sync() · barrier() · all_gather(obj) · environment() · device_name()
@@ -18,7 +19,7 @@ from torch import nn
 
 from .. import bert, sysinfo
 from ..spec import RunSpec, Unsupported
-from . import torch_bert
+from . import torch_bert, torch_data
 from .base import BackendBase
 from .torch_models import ResNet50, parameter_count
 
@@ -27,6 +28,7 @@ OOM_MARKERS = ("out of memory", "can't allocate memory", "not enough memory", "f
 
 class Backend(BackendBase):
     models = ("resnet50", "bert_base", "bert_tiny")
+    data = ("synthetic", "real")
 
     def __init__(self, spec: RunSpec, rank: int, world: int, local_rank: int, threads: int) -> None:
         super().__init__(spec, rank, world, local_rank, threads)
@@ -36,6 +38,7 @@ class Backend(BackendBase):
         self._loss = torch.zeros(())
         self._distributed = False
         self._bert = bert.is_bert(spec.model)
+        self.pipeline: torch_data.ImagenetPipeline | torch_data.BertPipeline | None = None  # data real
 
     def _pick_device(self, request: str) -> torch.device:
         if request == "cuda" or (request == "auto" and torch.cuda.is_available()):
@@ -87,10 +90,14 @@ class Backend(BackendBase):
         self.parameters = parameter_count(model)
         self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-5)
         self.model = self._wrap(model)
-        size = spec.image_size
-        self.images = torch.randn(spec.batch_size, 3, size, size, device=self.device).contiguous(
-            memory_format=self.memory_format)
-        self.labels = torch.randint(0, 1000, (spec.batch_size,), device=self.device)
+        if spec.data == "real":
+            self.pipeline = torch_data.imagenet_pipeline(spec, self.rank, self.world, self.threads, self.device,
+                                                         self.memory_format)
+        else:
+            size = spec.image_size
+            self.images = torch.randn(spec.batch_size, 3, size, size, device=self.device).contiguous(
+                memory_format=self.memory_format)
+            self.labels = torch.randint(0, 1000, (spec.batch_size,), device=self.device)
         self.loss_fn = nn.CrossEntropyLoss()
 
     def _setup_bert(self) -> None:
@@ -106,15 +113,20 @@ class Backend(BackendBase):
         self.optimizer = torch_bert.make_optimizer(model, spec.optimizer_name, self.settings)
         self.scheduler = torch_bert.make_scheduler(self.optimizer, self.settings)
         self.model = self._wrap(model)  # dropout on: modules start in training mode
-        batch = bert.synthetic_batch(cfg, spec.batch_size, spec.seq_length, spec.predictions,
-                                     seed=spec.seed + self.rank)
-        self.batch = torch_bert.batch_tensors(batch, self.device)
+        if spec.data == "real":
+            self.pipeline = torch_data.bert_pipeline(spec, self.rank, self.world, self.device)
+        else:
+            batch = bert.synthetic_batch(cfg, spec.batch_size, spec.seq_length, spec.predictions,
+                                         seed=spec.seed + self.rank)
+            self.batch = torch_bert.batch_tensors(batch, self.device)
 
     # ---- the measured work
     def step(self) -> None:
         if self._bert:
             self._bert_step()
             return
+        if self.pipeline is not None:
+            self.images, self.labels = self.pipeline.next()
         with torch.autocast(self.device.type, dtype=self.amp_dtype or torch.float32,
                             enabled=self.amp_dtype is not None):
             loss = self.loss_fn(self.model(self.images), self.labels)
@@ -129,6 +141,8 @@ class Backend(BackendBase):
         self._loss = loss.detach()
 
     def _bert_step(self) -> None:
+        if self.pipeline is not None:
+            self.batch = self.pipeline.next()
         with torch.autocast(self.device.type, dtype=self.amp_dtype or torch.float32,
                             enabled=self.amp_dtype is not None):
             _, _, loss = self.model(**self.batch)
@@ -201,6 +215,8 @@ class Backend(BackendBase):
             "amp_dtype": str(self.amp_dtype).replace("torch.", "") if self.amp_dtype else None,
             "compiler": "torch.compile" if self.spec.compiler else None,
             "parameters": self.parameters,
+            "input_pipeline": self.pipeline.describe() if self.pipeline is not None
+            else "synthetic: one random batch resident on the device, reused every step",
         }
         if self._bert:
             env |= {
@@ -221,5 +237,7 @@ class Backend(BackendBase):
         return "error"
 
     def shutdown(self) -> None:
+        if self.pipeline is not None:
+            self.pipeline.close()
         if self._distributed and dist.is_initialized():
             dist.destroy_process_group()

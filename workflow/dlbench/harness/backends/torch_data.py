@@ -1,0 +1,247 @@
+"""Real-data input pipelines for the PyTorch backend: NVIDIA DALI for ImageNet, h5py for NVIDIA's BERT HDF5 shards.
+
+ImageNet (`imagenet_pipeline`; as NVIDIA DeepLearningExamples' PyTorch ResNet-50 with DALI): the train shards
+of datasets.imagenet_train_shards read by fn.readers.tfrecord with their DALI index files, this rank's 1/world
+of the records (shard_id=rank, num_shards=world), random_shuffle, endless (the reader wraps around; the
+iterator has no epoch end); features image/encoded and image/class/label. fn.decoders.image to RGB (device
+"mixed", i.e. nvJPEG, on CUDA; "cpu" otherwise), fn.random_resized_crop to spec.image_size (area 0.08..1,
+aspect 3/4..4/3, bilinear), fn.crop_mirror_normalize (random horizontal flip, (x - mean) / std with
+datasets.IMAGENET_MEAN/STD, float32). The pipeline runs ahead of the training step in its own threads
+(DALI's prefetch queue, depth PREFETCH_DEPTH) and DALIGenericIterator hands its outputs to PyTorch.
+Batches: (images float32 [B, 3, S, S] on the device, channels_last memory on CUDA as the backend's model,
+contiguous NCHW on the CPU; labels int64 [B], the record's label - datasets.LABEL_OFFSET, 0..999).
+
+BERT (`bert_pipeline`; as DeepLearningExamples' run_pretraining.py reads them): the hdf5/ shards of
+datasets.bert_shards. With at least `world` shards, rank r reads shards r, r + world, ...; with fewer, every
+rank reads all of them; either way in an order shuffled per rank and pass. Each shard's arrays are read
+whole (the next shard is read by another thread while this one's batches are served), its records
+shuffled by a seeded numpy Generator (seed, rank), and cut into batches (what is left of one shard goes on
+with the next, so every batch is full and no record is dropped), endlessly. A background thread prepares
+the next PREFETCH_DEPTH batches (pinned host memory on CUDA, copied with non_blocking).
+masked_lm_weights = (masked_lm_positions != 0) as float32: NVIDIA's layout has no weights, padding positions
+are 0 and [CLS] (position 0) is never masked. Batches: bert.synthetic_batch's structure as
+torch_bert.batch_tensors makes it: the dict of bert.FEATURES, int64 ids, float32 weights,
+next_sentence_labels [B].
+
+Runs inside the PyTorch environment: imports only the standard library, numpy, torch, DALI and h5py (the
+last two when a pipeline is built).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import torch
+
+from .. import bert, datasets
+from ..spec import RunSpec
+
+PREFETCH_DEPTH = 2  # batches prepared ahead of the step (DALI's default prefetch_queue_depth)
+CROP_AREA = (0.08, 1.0)  # fn.random_resized_crop's defaults, torchvision's RandomResizedCrop
+CROP_ASPECT = (3.0 / 4.0, 4.0 / 3.0)
+INT_FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
+                "next_sentence_labels")  # the HDF5 datasets
+
+
+def _cuda_index(device: torch.device) -> int:
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
+# ------------------------------------------------------------------------------------------------ ImageNet
+class ImagenetPipeline:
+    """`next()` -> (images, labels) on the device: the next batch of the DALI pipeline."""
+
+    def __init__(self, spec: RunSpec, rank: int, world: int, threads: int, device: torch.device,
+                 memory_format: torch.memory_format | None = None, shuffle: bool = True) -> None:
+        import nvidia.dali as dali
+        import nvidia.dali.fn as fn
+        import nvidia.dali.tfrecord as tfrec
+        import nvidia.dali.types as types
+        from nvidia.dali.plugin.pytorch import DALIGenericIterator
+
+        device = torch.device(device)
+        cuda = device.type == "cuda"
+        if memory_format is None:
+            memory_format = torch.channels_last if cuda else torch.contiguous_format
+        # channels_last = NHWC in memory: DALI writes HWC and a permute gives the NCHW view without a copy.
+        self.channels_last = memory_format is torch.channels_last
+        paths, indexes = datasets.imagenet_train_shards(spec)
+        threads = max(1, threads)
+        size = spec.image_size
+
+        pipe = dali.Pipeline(batch_size=spec.batch_size, num_threads=threads,
+                             device_id=_cuda_index(device) if cuda else None, seed=spec.seed + rank,
+                             prefetch_queue_depth=PREFETCH_DEPTH)
+        with pipe:
+            inputs = fn.readers.tfrecord(
+                path=paths, index_path=indexes, shard_id=rank, num_shards=world, random_shuffle=shuffle,
+                features={"image/encoded": tfrec.FixedLenFeature((), tfrec.string, ""),
+                          "image/class/label": tfrec.FixedLenFeature([1], tfrec.int64, -1)},
+                name="Reader")
+            # mixed: nvJPEG, with NVIDIA's ResNet-50 example's buffer paddings (no reallocation mid-run)
+            decode = ({"device": "mixed", "device_memory_padding": 211025920, "host_memory_padding": 140544512}
+                      if cuda else {"device": "cpu"})
+            images = fn.decoders.image(inputs["image/encoded"], output_type=types.RGB, **decode)
+            images = fn.random_resized_crop(images, size=[size, size], random_area=list(CROP_AREA),
+                                            random_aspect_ratio=list(CROP_ASPECT))
+            images = fn.crop_mirror_normalize(images, dtype=types.FLOAT,
+                                              output_layout="HWC" if self.channels_last else "CHW",
+                                              mean=list(datasets.IMAGENET_MEAN), std=list(datasets.IMAGENET_STD),
+                                              mirror=fn.random.coin_flip(probability=0.5))
+            labels = inputs["image/class/label"]
+            pipe.set_outputs(images, labels.gpu() if cuda else labels)
+        # No reader_name and size -1: no epoch end, the reader wraps around (infinite repeat).
+        self.iterator = DALIGenericIterator([pipe], ["images", "labels"], size=-1)
+        self.pipe = pipe
+        where = "GPU (nvJPEG, mixed) decode" if cuda else "CPU decode"
+        self.description = (f"DALI {dali.__version__} tfrecord reader + index files, {where}, "
+                            f"random_resized_crop + flip + normalize, {threads} thread{'s' if threads > 1 else ''}, "
+                            f"prefetch {PREFETCH_DEPTH}")
+
+    def next(self) -> tuple[torch.Tensor, torch.Tensor]:
+        out = next(self.iterator)[0]
+        images = out["images"]
+        if self.channels_last:
+            images = images.permute(0, 3, 1, 2)  # [B, S, S, 3] -> NCHW view, channels_last strides
+        labels = out["labels"].view(-1) - datasets.LABEL_OFFSET
+        return images, labels
+
+    __next__ = next
+
+    def __iter__(self):
+        return self
+
+    def describe(self) -> str:
+        return self.description
+
+    def close(self) -> None:
+        self.iterator = None
+        self.pipe = None
+
+
+def imagenet_pipeline(spec: RunSpec, rank: int, world: int, threads: int, device: torch.device | str,
+                      memory_format: torch.memory_format | None = None, shuffle: bool = True) -> ImagenetPipeline:
+    """ResNet-50 training batches from the ImageNet TFRecords (see the module docstring). memory_format: the
+    model's (default: channels_last on CUDA, contiguous otherwise); shuffle=False reads the records in file
+    order (tests)."""
+    return ImagenetPipeline(spec, rank, world, threads, torch.device(device), memory_format, shuffle)
+
+
+# ------------------------------------------------------------------------------------------------ BERT
+def _rank_shards(shards: list[str], rank: int, world: int) -> list[str]:
+    """Round-robin when there are enough shards for every rank to have its own; else all of them."""
+    return shards[rank::world] if len(shards) >= world else list(shards)
+
+
+def read_hdf5_shard(path: str) -> dict[str, np.ndarray]:
+    """One NVIDIA-layout shard, whole: the int arrays and masked_lm_weights from the positions."""
+    import h5py
+
+    with h5py.File(path, "r") as f:
+        arrays = {name: f[name][()] for name in INT_FEATURES}
+    arrays["masked_lm_weights"] = (arrays["masked_lm_positions"] != 0).astype(np.float32)
+    return arrays
+
+
+def _to_tensor(value: np.ndarray, pin: bool) -> torch.Tensor:
+    # the dtypes torch_bert.batch_tensors gives the step: int64 ids (gather, cross_entropy), float32 weights
+    tensor = torch.from_numpy(np.ascontiguousarray(value, np.float32 if value.dtype.kind == "f" else np.int64))
+    return tensor.pin_memory() if pin else tensor
+
+
+class BertPipeline:
+    """`next()` -> the next batch (a dict of bert.FEATURES tensors on the device); a background thread reads
+    the shards and prepares the following batches."""
+
+    def __init__(self, spec: RunSpec, rank: int, world: int, device: torch.device) -> None:
+        import h5py
+
+        self.device = torch.device(device)
+        self.batch_size = spec.batch_size
+        self.shards = _rank_shards(datasets.bert_shards(spec, "hdf5"), rank, world)
+        self.records = 0
+        for path in self.shards:  # the manifest said so; the arrays must agree (metadata only, no data read)
+            with h5py.File(path, "r") as f:
+                shape = f["input_ids"].shape + f["masked_lm_positions"].shape[1:]
+            if shape[1:] != (spec.seq_length, spec.predictions):
+                raise ValueError(f"{path}: {shape[1]} tokens / {shape[2]} masked positions; this run needs "
+                                 f"{spec.seq_length} / {spec.predictions}")
+            self.records += shape[0]
+        if not self.records:
+            raise ValueError(f"BERT HDF5 shards {self.shards}: no records")
+        self.rng = np.random.default_rng([spec.seed, rank])
+        self.pin = self.device.type == "cuda"
+        self.queue: queue.Queue = queue.Queue(maxsize=PREFETCH_DEPTH)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._produce, name=f"bert-hdf5-rank{rank}", daemon=True)
+        self.thread.start()
+        self.description = (f"h5py {h5py.__version__} NVIDIA HDF5 shards ({len(self.shards)} for this rank), "
+                            f"whole shard read ahead, shuffled per shard, background thread, "
+                            f"prefetch {PREFETCH_DEPTH} batches")
+
+    def _shard_order(self):
+        while True:
+            yield from self.rng.permutation(len(self.shards))
+
+    def batches(self):
+        """Endless host batches (numpy dicts): shards in a shuffled order per pass, records shuffled per shard;
+        the next shard is read (another thread) while this one's batches are served, as NVIDIA's loader does."""
+        left: dict[str, np.ndarray] | None = None
+        order = self._shard_order()
+        with ThreadPoolExecutor(1, thread_name_prefix="bert-hdf5-read") as pool:
+            pending = pool.submit(read_hdf5_shard, self.shards[next(order)])
+            while not self.stop.is_set():
+                arrays = pending.result()
+                pending = pool.submit(read_hdf5_shard, self.shards[next(order)])
+                shuffle = self.rng.permutation(len(arrays["input_ids"]))
+                arrays = {name: value[shuffle] for name, value in arrays.items()}
+                if left is not None:
+                    arrays = {name: np.concatenate([left[name], value]) for name, value in arrays.items()}
+                count = len(arrays["input_ids"])
+                full = count - count % self.batch_size
+                for start in range(0, full, self.batch_size):
+                    yield {name: value[start:start + self.batch_size] for name, value in arrays.items()}
+                left = {name: value[full:] for name, value in arrays.items()}
+
+    def _produce(self) -> None:
+        try:
+            for batch in self.batches():
+                item = {name: _to_tensor(batch[name], self.pin) for name in bert.FEATURES}
+                while not self.stop.is_set():
+                    try:
+                        self.queue.put(item, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if self.stop.is_set():
+                    return
+        except BaseException as exc:  # handed to the consumer: next() raises it
+            self.queue.put(exc)
+
+    def next(self) -> dict[str, torch.Tensor]:
+        item = self.queue.get()
+        if isinstance(item, BaseException):
+            raise RuntimeError(f"BERT input pipeline failed: {item}") from item
+        if self.device.type == "cpu":
+            return item
+        return {name: value.to(self.device, non_blocking=True) for name, value in item.items()}
+
+    __next__ = next
+
+    def __iter__(self):
+        return self
+
+    def describe(self) -> str:
+        return self.description
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=5)
+
+
+def bert_pipeline(spec: RunSpec, rank: int, world: int, device: torch.device | str) -> BertPipeline:
+    """BERT pretraining batches from the HDF5 shards (see the module docstring)."""
+    return BertPipeline(spec, rank, world, torch.device(device))
