@@ -13,7 +13,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from .harness.spec import default_max_predictions
+from .harness.spec import default_max_predictions, is_bert
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "record.schema.yaml"
 FIELDS: list[str] = list(yaml.safe_load(SCHEMA_PATH.read_text())["properties"])
@@ -53,7 +53,7 @@ def _read_lines(path: Path) -> dict[str, Any]:
 def model_inputs(cfg: dict[str, Any]) -> dict[str, Any]:
     """The input shape and training settings that identify a configuration besides its axes: image size for
     ResNet-50; sequence length, masked positions, optimizer and clipping for BERT (None where n/a)."""
-    if cfg["model"] == "resnet50":
+    if not is_bert(cfg["model"]):
         return {"image_size": cfg.get("image_size"), "seq_length": None, "max_predictions": None,
                 "optimizer": None, "grad_clip": None}
     seq_length = cfg.get("seq_length") or 128

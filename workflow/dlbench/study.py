@@ -15,7 +15,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from .harness.spec import FRAMEWORKS
+from .harness.spec import FRAMEWORKS, is_bert
 
 AXES = ("framework", "model", "topology", "precision", "compiler", "data", "batch_size",
         "seq_length", "grad_clip", "optimizer")
@@ -63,7 +63,7 @@ class Configuration:
 
     @property
     def is_bert(self) -> bool:
-        return self.model.startswith("bert")
+        return is_bert(self.model)
 
     @property
     def variant(self) -> str:
@@ -251,10 +251,6 @@ def _check_matrix(config: dict[str, Any], envs_dir: Path) -> None:
         raise ConfigError("\n".join(problems))
 
 
-def _is_bert(model: str) -> bool:
-    return model.startswith("bert")
-
-
 def _matches(selector: dict[str, Any], axes: dict[str, Any]) -> bool:
     return all(axes[key] == value for key, value in selector.items() if key in AXES)
 
@@ -268,7 +264,7 @@ def expand(config: dict[str, Any], envs_dir: Path) -> dict[str, Configuration]:
         matrix["framework"], matrix["model"], matrix["topology"],
         matrix["precision"], matrix["compiler"], matrix["data"],
     ):
-        bert_cells = itertools.product(*(matrix[a] for a in BERT_AXES)) if _is_bert(model) else [(None,) * 3]
+        bert_cells = itertools.product(*(matrix[a] for a in BERT_AXES)) if is_bert(model) else [(None,) * 3]
         for bert_axes, bs in itertools.product(list(bert_cells), _batch_sizes(matrix, model, prec)):
             cells.append(dict(framework=fw, model=model, topology=topo, precision=prec, compiler=comp,
                               data=data, batch_size=bs, **dict(zip(BERT_AXES, bert_axes, strict=True))))
@@ -282,7 +278,7 @@ def expand(config: dict[str, Any], envs_dir: Path) -> dict[str, Configuration]:
         axes = {"precision": "fp32", "compiler": False, "data": "synthetic"} | {
             k: v for k, v in entry.items() if k in AXES}
         for axis in BERT_AXES:  # BERT axes default as in the matrix; ResNet-50 has none
-            axes[axis] = axes.get(axis, BERT_AXIS_DEFAULTS[axis]) if _is_bert(axes["model"]) else None
+            axes[axis] = axes.get(axis, BERT_AXIS_DEFAULTS[axis]) if is_bert(axes["model"]) else None
         if axes not in cells:
             cells.append(axes)
         extra_settings.append((axes, {k: v for k, v in entry.items() if k in SETTINGS}))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .harness.spec import LOG_SCHEMA_VERSION, append_line
+from .harness.spec import LOG_SCHEMA_VERSION, append_line, is_bert
 
 
 def write_run_log(path: Path, *, framework: str = "pytorch", model: str = "resnet50", topology: str = "1x1",
@@ -19,7 +19,7 @@ def write_run_log(path: Path, *, framework: str = "pytorch", model: str = "resne
     nodes, per_node = (int(x) for x in topology.split("x"))
     world = nodes * per_node
     variant = f"bs{batch_size}-{precision}-{'compile' if compiler else 'nocompile'}-{data}"
-    bert = model.startswith("bert")
+    bert = is_bert(model)
     if bert:
         variant += f"-seq{seq_length}-{optimizer}-{'clip' if grad_clip else 'noclip'}"
     elif image_size != 224:

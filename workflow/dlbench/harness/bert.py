@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .spec import is_bert  # noqa: F401 - the backends ask bert.is_bert
+
 
 @dataclass(frozen=True)
 class BertConfig:
@@ -48,10 +50,6 @@ CONFIGS = {
 BERT_BASE_PARAMETERS = 110_106_428  # BertForPreTraining with the decoder tied: stated in the README, tested
 PAD_ID, CLS_ID, SEP_ID, MASK_ID = 0, 101, 102, 103  # bert-base-uncased vocab.txt
 FIRST_WORDPIECE_ID = 999  # ids below are [PAD], [unused*], [UNK], [CLS], [SEP], [MASK]
-
-
-def is_bert(model: str) -> bool:
-    return model in CONFIGS
 
 
 # ------------------------------------------------------------------------- canonical weights

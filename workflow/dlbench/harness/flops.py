@@ -1,4 +1,4 @@
-"""Model FLOPs per sample (an image or a sequence), from the architecture (standard library only).
+"""Model FLOPs per sample (an image or a sequence), from the architecture (the dimensions of harness/bert.py).
 
 Counted: convolutions and fully-connected layers, the work that dominates (BatchNorm, ReLU, pooling and
 the residual adds are < 1% and left out, as in the usual figures). One multiply-accumulate (MAC) is
@@ -7,6 +7,8 @@ a training step (forward + backward for activations and weights) is taken as 3x 
 """
 
 from __future__ import annotations
+
+from . import bert
 
 # Same table as the models: (bottleneck width, blocks, stride of the first block) per stage.
 RESNET50_STAGES = ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2))
@@ -41,9 +43,6 @@ def resnet50_forward_macs(image_size: int, num_classes: int = 1000) -> int:
     return macs + channels * num_classes
 
 
-# BERT dimensions (same figures as harness/bert.py, kept here so the supervisor needs no numpy):
-# (hidden, layers, intermediate, vocabulary)
-BERT_DIMENSIONS = {"bert_base": (768, 12, 3072, 30522), "bert_tiny": (128, 2, 512, 30522)}
 
 
 def bert_forward_macs(model: str, seq_length: int, predictions: int) -> int:
@@ -52,7 +51,8 @@ def bert_forward_macs(model: str, seq_length: int, predictions: int) -> int:
     pair (2 L H I); the pooler and NSP head on the first token; the masked-LM head (transform + tied
     decoder over the vocabulary) at the masked positions only, as Google's and NVIDIA's code evaluate it.
     About 2 x parameters x tokens (x3 for training = the usual 6 N T) plus attention."""
-    hidden, layers, intermediate, vocab = BERT_DIMENSIONS[model]
+    cfg = bert.CONFIGS[model]
+    hidden, layers, intermediate, vocab = cfg.hidden_size, cfg.num_layers, cfg.intermediate_size, cfg.vocab_size
     tokens = seq_length
     per_layer = 4 * tokens * hidden * hidden + 2 * tokens * tokens * hidden + 2 * tokens * hidden * intermediate
     heads = hidden * hidden + 2 * hidden + predictions * (hidden * hidden + hidden * vocab)
@@ -64,7 +64,7 @@ def model_flops(model: str, image_size: int | None = None, seq_length: int = 128
     """Forward MACs and training FLOPs per sample (image or sequence) of a model at its input shape."""
     if model == "resnet50":
         macs = resnet50_forward_macs(image_size or 224)
-    elif model in BERT_DIMENSIONS:
+    elif model in bert.CONFIGS:
         macs = bert_forward_macs(model, seq_length, predictions)
     else:
         raise ValueError(f"no FLOP count for model {model!r}")

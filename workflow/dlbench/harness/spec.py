@@ -12,13 +12,19 @@ from typing import Any
 
 LOG_SCHEMA_VERSION = 1
 FRAMEWORKS = ("pytorch", "tensorflow", "mxnet")  # a backend module each: backends/<name>.py
-MODELS = ("resnet50", "bert_base", "bert_tiny")  # BERT dimensions: harness/bert.py
+BERT_MODELS = ("bert_base", "bert_tiny")  # dimensions: harness/bert.py
+MODELS = ("resnet50", *BERT_MODELS)
 PRECISIONS = ("fp32", "amp")
 DATA = ("synthetic", "real")  # real: prepared shards under --data-dir (workflow/rules/data.smk)
 OPTIMIZERS = ("auto", "adam", "lamb")
 
 # Status of a finished run. Everything but "ok" is a failure that still makes a record.
 STATUSES = ("ok", "oom", "unsupported", "error", "timeout", "failed")
+
+
+def is_bert(model: str) -> bool:
+    """BERT pretraining (sequences, the BERT axes) rather than ResNet-50 (images)."""
+    return model in BERT_MODELS
 
 
 def default_max_predictions(seq_length: int) -> int:
@@ -77,7 +83,7 @@ class RunSpec:
         """The optimizer `auto` stands for: sgd for ResNet-50, adam for BERT."""
         if self.optimizer != "auto":
             return self.optimizer
-        return "sgd" if self.model == "resnet50" else "adam"
+        return "adam" if is_bert(self.model) else "sgd"
 
     @property
     def run_id(self) -> str:

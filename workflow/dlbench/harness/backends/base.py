@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..spec import RunSpec
+from ..spec import RunSpec, is_bert
 
 
 class BackendBase:
@@ -15,4 +15,4 @@ class BackendBase:
 
     @property
     def unit(self) -> str:
-        return "images/s" if self.spec.model == "resnet50" else "sequences/s"
+        return "sequences/s" if is_bert(self.spec.model) else "images/s"
