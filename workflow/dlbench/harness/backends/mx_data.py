@@ -30,19 +30,14 @@ Runs inside the MXNet environment: imports the standard library, numpy, MXNet, a
 
 from __future__ import annotations
 
-import concurrent.futures
-
 import mxnet as mx
 import numpy as np
 
-from .. import bert, datasets
+from .. import bert_hdf5, datasets
 from ..spec import RunSpec, Unsupported
 from . import mx_bert
 
 PREFETCH_QUEUE_DEPTH = 2  # DALI's default: iterations run ahead of the one handed out
-# NVIDIA's HDF5 datasets -> the dtypes of bert.synthetic_batch (what mx_bert.arrays puts on the context)
-HDF5_KEYS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
-             "next_sentence_labels")
 
 
 def _dali():
@@ -123,74 +118,23 @@ def imagenet_pipeline(spec: RunSpec, rank: int, world: int, threads: int, device
     return ImagenetPipeline(spec, rank, world, threads, device, shuffle)
 
 
-def read_hdf5_shard(path: str, seq_length: int, predictions: int) -> dict[str, np.ndarray]:
-    """One NVIDIA HDF5 shard, whole, in bert.synthetic_batch's dtypes (weights from the positions)."""
-    try:
-        import h5py
-    except ImportError as exc:
-        raise Unsupported(f"data 'real' with MXNet reads BERT's HDF5 shards with h5py, which is not importable "
-                          f"here: {exc}") from None
-    with h5py.File(path, "r") as f:
-        missing = [k for k in HDF5_KEYS if k not in f]
-        if missing:
-            raise ValueError(f"{path}: not an NVIDIA BERT shard (no {', '.join(missing)})")
-        data = {k: np.asarray(f[k][:], dtype=np.int32) for k in HDF5_KEYS}
-    shape = (data["input_ids"].shape[1:], data["masked_lm_positions"].shape[1:])
-    if shape != ((seq_length,), (predictions,)):
-        raise Unsupported(f"{path}: {shape[0]} tokens / {shape[1]} masked positions per sequence; this run "
-                          f"needs {seq_length} / {predictions}")
-    if not len(data["input_ids"]):
-        raise ValueError(f"{path}: no sequences")
-    data["next_sentence_labels"] = data["next_sentence_labels"].reshape(-1)
-    data["masked_lm_weights"] = (data["masked_lm_positions"] != 0).astype(np.float32)
-    return data
-
-
 class BertPipeline:
-    """Batches from this rank's HDF5 shards; `next()` returns (inputs, targets) on the context."""
+    """Batches from this rank's HDF5 shards (harness/bert_hdf5.py); `next()` returns (inputs, targets) on the
+    context."""
 
     def __init__(self, spec: RunSpec, rank: int, world: int, ctx: mx.Context) -> None:
         shards = datasets.bert_shards(spec, "hdf5")
-        self.shards = shards[rank::world] or [shards[rank % len(shards)]]
-        self.ctx, self.batch_size = ctx, spec.batch_size
-        self.seq_length, self.predictions = spec.seq_length, spec.predictions
-        self.rng = np.random.default_rng(spec.seed + rank)
-        self.order: list[str] = []  # shards still to read this epoch
-        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="bert-shard")
-        self.pending = self._load_next()
-        self.data: dict[str, np.ndarray] = {}
-        self.samples = np.zeros(0, dtype=np.int64)  # shuffled sample indices of the current shard
-        self.cursor = 0
-        share = f"{len(self.shards)} of {len(shards)} shards" if world > 1 else f"{len(shards)} shards"
+        mine = bert_hdf5.rank_shards(shards, rank, world)
+        bert_hdf5.check_shards(mine, spec.seq_length, spec.predictions)
+        self.ctx = ctx
+        self.host_batches = bert_hdf5.batches(mine, spec.batch_size, np.random.default_rng([spec.seed, rank]))
+        share = f"{len(mine)} of {len(shards)} shards" if world > 1 else f"{len(shards)} shards"
         self.description = (f"h5py NVIDIA HDF5 ({share}, shuffled per shard), next shard read by a background "
                             f"thread; numpy batches -> mx.nd.array")
 
-    def _load_next(self) -> concurrent.futures.Future:
-        if not self.order:  # a new epoch over this rank's shards
-            self.order = [self.shards[i] for i in self.rng.permutation(len(self.shards))]
-        return self.pool.submit(read_hdf5_shard, self.order.pop(0), self.seq_length, self.predictions)
-
-    def _advance(self) -> None:
-        self.data = self.pending.result()
-        self.pending = self._load_next()
-        self.samples = self.rng.permutation(len(self.data["input_ids"]))
-        self.cursor = 0
-
     def next_numpy(self) -> dict[str, np.ndarray]:
         """The next batch as bert.synthetic_batch's dict of numpy arrays."""
-        parts: list[dict[str, np.ndarray]] = []
-        need = self.batch_size
-        while need:
-            if self.cursor >= len(self.samples):
-                self._advance()
-                continue
-            take = self.samples[self.cursor:self.cursor + need]
-            self.cursor += len(take)
-            need -= len(take)
-            parts.append({k: self.data[k][take] for k in bert.FEATURES})
-        if len(parts) == 1:
-            return parts[0]
-        return {k: np.concatenate([p[k] for p in parts]) for k in bert.FEATURES}
+        return next(self.host_batches)
 
     def next(self) -> tuple[list[mx.nd.NDArray], list[mx.nd.NDArray]]:
         return mx_bert.arrays(self.next_numpy(), self.ctx)
@@ -204,7 +148,7 @@ class BertPipeline:
         return self.description
 
     def close(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.host_batches.close()
 
 
 def bert_pipeline(spec: RunSpec, rank: int, world: int, device: mx.Context) -> BertPipeline:

@@ -31,19 +31,16 @@ from __future__ import annotations
 
 import queue
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
 
-from .. import bert, datasets
+from .. import bert, bert_hdf5, datasets
 from ..spec import RunSpec
 
 PREFETCH_DEPTH = 2  # batches prepared ahead of the step (DALI's default prefetch_queue_depth)
 CROP_AREA = (0.08, 1.0)  # fn.random_resized_crop's defaults, torchvision's RandomResizedCrop
 CROP_ASPECT = (3.0 / 4.0, 4.0 / 3.0)
-INT_FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
-                "next_sentence_labels")  # the HDF5 datasets
 
 
 def _cuda_index(device: torch.device) -> int:
@@ -131,21 +128,6 @@ def imagenet_pipeline(spec: RunSpec, rank: int, world: int, threads: int, device
 
 
 # ------------------------------------------------------------------------------------------------ BERT
-def _rank_shards(shards: list[str], rank: int, world: int) -> list[str]:
-    """Round-robin when there are enough shards for every rank to have its own; else all of them."""
-    return shards[rank::world] if len(shards) >= world else list(shards)
-
-
-def read_hdf5_shard(path: str) -> dict[str, np.ndarray]:
-    """One NVIDIA-layout shard, whole: the int arrays and masked_lm_weights from the positions."""
-    import h5py
-
-    with h5py.File(path, "r") as f:
-        arrays = {name: f[name][()] for name in INT_FEATURES}
-    arrays["masked_lm_weights"] = (arrays["masked_lm_positions"] != 0).astype(np.float32)
-    return arrays
-
-
 def _to_tensor(value: np.ndarray, pin: bool) -> torch.Tensor:
     # the dtypes torch_bert.batch_tensors gives the step: int64 ids (gather, cross_entropy), float32 weights
     tensor = torch.from_numpy(np.ascontiguousarray(value, np.float32 if value.dtype.kind == "f" else np.int64))
@@ -157,58 +139,21 @@ class BertPipeline:
     the shards and prepares the following batches."""
 
     def __init__(self, spec: RunSpec, rank: int, world: int, device: torch.device) -> None:
-        import h5py
-
         self.device = torch.device(device)
-        self.batch_size = spec.batch_size
-        self.shards = _rank_shards(datasets.bert_shards(spec, "hdf5"), rank, world)
-        self.records = 0
-        for path in self.shards:  # the manifest said so; the arrays must agree (metadata only, no data read)
-            with h5py.File(path, "r") as f:
-                shape = f["input_ids"].shape + f["masked_lm_positions"].shape[1:]
-            if shape[1:] != (spec.seq_length, spec.predictions):
-                raise ValueError(f"{path}: {shape[1]} tokens / {shape[2]} masked positions; this run needs "
-                                 f"{spec.seq_length} / {spec.predictions}")
-            self.records += shape[0]
-        if not self.records:
-            raise ValueError(f"BERT HDF5 shards {self.shards}: no records")
-        self.rng = np.random.default_rng([spec.seed, rank])
+        self.shards = bert_hdf5.rank_shards(datasets.bert_shards(spec, "hdf5"), rank, world)
+        self.records = bert_hdf5.check_shards(self.shards, spec.seq_length, spec.predictions)
+        self.host_batches = bert_hdf5.batches(self.shards, spec.batch_size, np.random.default_rng([spec.seed, rank]))
         self.pin = self.device.type == "cuda"
         self.queue: queue.Queue = queue.Queue(maxsize=PREFETCH_DEPTH)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._produce, name=f"bert-hdf5-rank{rank}", daemon=True)
         self.thread.start()
-        self.description = (f"h5py {h5py.__version__} NVIDIA HDF5 shards ({len(self.shards)} for this rank), "
-                            f"whole shard read ahead, shuffled per shard, background thread, "
-                            f"prefetch {PREFETCH_DEPTH} batches")
-
-    def _shard_order(self):
-        while True:
-            yield from self.rng.permutation(len(self.shards))
-
-    def batches(self):
-        """Endless host batches (numpy dicts): shards in a shuffled order per pass, records shuffled per shard;
-        the next shard is read (another thread) while this one's batches are served, as NVIDIA's loader does."""
-        left: dict[str, np.ndarray] | None = None
-        order = self._shard_order()
-        with ThreadPoolExecutor(1, thread_name_prefix="bert-hdf5-read") as pool:
-            pending = pool.submit(read_hdf5_shard, self.shards[next(order)])
-            while not self.stop.is_set():
-                arrays = pending.result()
-                pending = pool.submit(read_hdf5_shard, self.shards[next(order)])
-                shuffle = self.rng.permutation(len(arrays["input_ids"]))
-                arrays = {name: value[shuffle] for name, value in arrays.items()}
-                if left is not None:
-                    arrays = {name: np.concatenate([left[name], value]) for name, value in arrays.items()}
-                count = len(arrays["input_ids"])
-                full = count - count % self.batch_size
-                for start in range(0, full, self.batch_size):
-                    yield {name: value[start:start + self.batch_size] for name, value in arrays.items()}
-                left = {name: value[full:] for name, value in arrays.items()}
+        self.description = (f"h5py NVIDIA HDF5 shards ({len(self.shards)} for this rank), whole shard read "
+                            f"ahead, shuffled per shard, background thread, prefetch {PREFETCH_DEPTH} batches")
 
     def _produce(self) -> None:
         try:
-            for batch in self.batches():
+            for batch in self.host_batches:
                 item = {name: _to_tensor(batch[name], self.pin) for name in bert.FEATURES}
                 while not self.stop.is_set():
                     try:
