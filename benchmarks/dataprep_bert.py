@@ -12,9 +12,9 @@ process and its workers (this machine is shared: when wall >> CPU / cores, other
 getrusage in the process that runs the conversion; for ours also its worker processes (the largest one, and
 main + workers as an upper bound of the total). --skip-baseline for a quick run of ours alone.
 
-The baseline is create_pretraining_data.py's algorithm in plain Python with HF tokenizers' encode_batch and
-this repository's TFRecord encoder (tfrecord.example/TFRecordWriter): the reference's shape without TensorFlow,
-so that its figure and ours share the machine's state at the time of the run (this machine is shared).
+The baseline is create_pretraining_data.py's algorithm in plain Python (dlbench/dataprep/bert_reference.py: HF
+tokenizers' encode_batch, this repository's TFRecord encoder): the reference's shape without TensorFlow, so that
+its figure and ours share the machine's state at the time of the run (this machine is shared).
 """
 
 from __future__ import annotations
@@ -50,86 +50,11 @@ children_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 print(json.dumps({"code": code, "self_mb": self_mb, "children_mb": children_mb}), file=sys.stderr)
 """
 
-BASELINE = r"""
-import collections, json, random, resource, sys
-from tokenizers import BertWordPieceTokenizer
-from dlbench.dataprep import tfrecord
-text, vocab_path, out = sys.argv[1:4]
-L, P, prob, short_prob, dupe = 128, 20, 0.15, 0.1, 5
-tok = BertWordPieceTokenizer(vocab_path, lowercase=True)
-vocab = open(vocab_path, encoding="utf-8").read().split("\n")[:-1]
-CLS, SEP, MASK = vocab.index("[CLS]"), vocab.index("[SEP]"), vocab.index("[MASK]")
-docs, lines = [[]], []
-def flush():
-    for e in tok.encode_batch(lines, add_special_tokens=False):
-        if e.ids:
-            docs[-1].append(e.ids)
-    lines.clear()
-for line in open(text, encoding="utf-8"):
-    line = line.strip()
-    if not line:
-        flush()
-        docs.append([])
-    else:
-        lines.append(line)
-flush()
-docs = [d for d in docs if d]
-rng = random.Random(12345)
-rng.shuffle(docs)
-max_tokens = L - 3
-instances = []
-for _ in range(dupe):
-    for index, doc in enumerate(docs):
-        target = rng.randint(2, max_tokens) if rng.random() < short_prob else max_tokens
-        chunk, length, i = [], 0, 0
-        while i < len(doc):
-            chunk.append(doc[i])
-            length += len(doc[i])
-            if i == len(doc) - 1 or length >= target:
-                n_a = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
-                a = [t for s in chunk[:n_a] for t in s]
-                if len(chunk) == 1 or rng.random() < 0.5:
-                    nsp = 1
-                    for _ in range(10):
-                        other = rng.randint(0, len(docs) - 1)
-                        if other != index:
-                            break
-                    b = []
-                    for s in docs[other][rng.randint(0, len(docs[other]) - 1):]:
-                        b += s
-                        if len(b) >= target - len(a):
-                            break
-                    i -= len(chunk) - n_a
-                else:
-                    nsp, b = 0, [t for s in chunk[n_a:] for t in s]
-                while len(a) + len(b) > max_tokens:
-                    longer = a if len(a) > len(b) else b
-                    del longer[0 if rng.random() < 0.5 else -1]
-                ids = [CLS, *a, SEP, *b, SEP]
-                seg = [0] * (len(a) + 2) + [1] * (len(b) + 1)
-                cands = [j for j, t in enumerate(ids) if t not in (CLS, SEP)]
-                rng.shuffle(cands)
-                picked = sorted(cands[:min(P, max(1, round(len(ids) * prob)))])
-                labels = [ids[j] for j in picked]
-                for j in picked:
-                    if rng.random() < 0.8:
-                        ids[j] = MASK
-                    elif rng.random() >= 0.5:
-                        ids[j] = rng.randint(0, len(vocab) - 1)
-                instances.append((ids, seg, picked, labels, nsp))
-                chunk, length = [], 0
-            i += 1
-rng.shuffle(instances)
-with tfrecord.TFRecordWriter(out) as w:
-    for ids, seg, picked, labels, nsp in instances:
-        pad = L - len(ids)
-        k = len(picked)
-        w.write(tfrecord.example({
-            "input_ids": ids + [0] * pad, "input_mask": [1] * len(ids) + [0] * pad, "segment_ids": seg + [0] * pad,
-            "masked_lm_positions": picked + [0] * (P - k), "masked_lm_ids": labels + [0] * (P - k),
-            "masked_lm_weights": [1.0] * k + [0.0] * (P - k), "next_sentence_labels": [nsp]}))
-print(json.dumps({"instances": len(instances),
-                  "self_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}), file=sys.stderr)
+BASELINE = """
+import json, resource, sys
+from dlbench.dataprep.bert_reference import main
+main(sys.argv[1:])
+print(json.dumps({"self_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}), file=sys.stderr)
 """
 
 
@@ -215,15 +140,14 @@ def main() -> int:
                                             "--out", str(out), *SETTINGS, "--formats", formats,
                                             "--workers", str(args.workers)]))
             if not args.skip_baseline:
-                runs["baseline"].append(timed([py, "-c", BASELINE, str(source), str(vocab),
-                                               str(args.work / f"baseline-{label}.tfrecord")]))
+                runs["baseline"].append(timed([py, "-c", BASELINE, "--input", str(source), "--vocab", str(vocab),
+                                               "--out", str(args.work / f"baseline-{label}.tfrecord"), *SETTINGS]))
         ref = REFERENCE[label]
         for name, results in runs.items():
             if not results:
                 continue
             seconds = statistics.median(r[0] for r in results)
-            info = results[0][1]
-            instances = results[0][2]["instances"] if name != "baseline" else info["instances"]
+            instances = results[0][2]["instances"]
             peak = max(r[1]["self_mb"] for r in results) if name == "baseline" else \
                 max(max(r[1]["self_mb"], r[1]["children_mb"]) for r in results)
             total = max(r[1]["self_mb"] + args.workers * r[1]["children_mb"] for r in results) \

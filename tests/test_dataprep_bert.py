@@ -321,77 +321,11 @@ def test_hdf5_layout_and_every_instance_well_formed(full_run, inputs):
 
 
 # ----------------------------------------------------------------------------- statistics
-REFERENCE_ALGORITHM = r"""
-import json, random, sys
-from tokenizers import BertWordPieceTokenizer
-# create_pretraining_data.py's algorithm written plainly (one sentence, one token, one candidate at a time)
-text, vocab, dupe, short_prob = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
-tok = BertWordPieceTokenizer(vocab, lowercase=True)
-docs, lines = [], []
-for block in open(text, encoding="utf-8").read().split("\n\n"):
-    if block.strip():
-        lines.append([l for l in block.split("\n") if l.strip()])
-for doc_lines in lines:
-    sents = [e.ids for e in tok.encode_batch(doc_lines, add_special_tokens=False) if e.ids]
-    if sents:
-        docs.append(sents)
-rng = random.Random(12345)
-rng.shuffle(docs)
-L, P, prob = 128, 20, 0.15
-max_tokens = L - 3
-s = dict(instances=0, random_next=0, forced=0, truncated=0, tokens=0, predictions=0, mask=0, kept=0, passes=0,
-         short=0, short_instances=0)
-for _ in range(dupe):
-    for index, doc in enumerate(docs):
-        s["passes"] += 1
-        target, short = max_tokens, False
-        if rng.random() < short_prob:
-            target, short = rng.randint(2, max_tokens), True
-            s["short"] += 1
-        chunk, length, i = [], 0, 0
-        while i < len(doc):
-            chunk.append(doc[i])
-            length += len(doc[i])
-            if i == len(doc) - 1 or length >= target:
-                n_a = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
-                a = [t for sent in chunk[:n_a] for t in sent]
-                if len(chunk) == 1 or rng.random() < 0.5:
-                    s["random_next"] += 1
-                    s["forced"] += len(chunk) == 1
-                    for _ in range(10):
-                        other = rng.randint(0, len(docs) - 1)
-                        if other != index:
-                            break
-                    b = []
-                    for sent in docs[other][rng.randint(0, len(docs[other]) - 1):]:
-                        b += sent
-                        if len(b) >= target - len(a):
-                            break
-                    i -= len(chunk) - n_a
-                else:
-                    b = [t for sent in chunk[n_a:] for t in sent]
-                s["truncated"] += len(a) + len(b) > max_tokens
-                while len(a) + len(b) > max_tokens:
-                    longer = a if len(a) > len(b) else b
-                    del longer[0 if rng.random() < 0.5 else -1]
-                n = len(a) + len(b) + 3
-                candidates = list(range(1, len(a) + 1)) + list(range(len(a) + 2, n - 1))
-                rng.shuffle(candidates)
-                for _ in candidates[:min(P, max(1, int(round(n * prob))))]:
-                    s["predictions"] += 1
-                    if rng.random() < 0.8:
-                        s["mask"] += 1
-                    elif rng.random() < 0.5:
-                        s["kept"] += 1
-                    else:
-                        rng.randint(0, 30521)
-                s["instances"] += 1
-                s["short_instances"] += short
-                s["tokens"] += n
-                chunk, length = [], 0
-            i += 1
-print(json.dumps(s))
-"""
+def reference_algorithm(python: Path, text: Path, vocab: Path, dupe: str, short_prob: str) -> dict:
+    """Counts of create_pretraining_data.py's algorithm run plainly on the same text (dataprep/bert_reference.py)."""
+    result = run(python, "-m", "dlbench.dataprep.bert_reference", "--input", str(text), "--vocab", str(vocab),
+                 "--dupe-factor", dupe, "--short-seq-prob", short_prob)
+    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def test_statistics_of_a_real_run_match_the_issue_and_the_reference_algorithm(dataprep_python, full_run, inputs,
@@ -409,7 +343,7 @@ def test_statistics_of_a_real_run_match_the_issue_and_the_reference_algorithm(da
     # random). Short-target passes make the per-run figures noisy (a few passes with a tiny target give hundreds
     # of one-sentence, always-random-next instances: the reference's NSP fraction is ~52-55%, not 50%), so
     # full-length passes are compared here, and everything at --short-seq-prob 0 below.
-    ref = run_code(dataprep_python, REFERENCE_ALGORITHM, str(wiki[0]), str(inputs["vocab"]), "2", "0.1")
+    ref = reference_algorithm(dataprep_python, wiki[0], inputs["vocab"], "2", "0.1")
     full_passes = tot["document_passes"] - tot["short_target_passes"]
     per_pass = (tot["instances"] - tot["short_target_instances"]) / full_passes
     ref_per_pass = (ref["instances"] - ref["short_instances"]) / (ref["passes"] - ref["short"])
@@ -422,7 +356,7 @@ def test_statistics_of_a_real_run_match_the_issue_and_the_reference_algorithm(da
     create(dataprep_python, wiki[0], inputs["vocab"], flat, "--dupe-factor", "2", "--shards", "4",
            "--short-seq-prob", "0", "--formats", "tfrecord")
     ours = json.loads((flat / "manifest.json").read_text())["totals"]
-    ref = run_code(dataprep_python, REFERENCE_ALGORITHM, str(wiki[0]), str(inputs["vocab"]), "2", "0")
+    ref = reference_algorithm(dataprep_python, wiki[0], inputs["vocab"], "2", "0")
     n, m = ours["instances"], ref["instances"]
     assert abs(n / m - 1) < 0.02
     assert abs(ours["random_next"] / n - ref["random_next"] / m) < 0.02
