@@ -64,3 +64,25 @@ def bert_shards(spec: RunSpec, layout: str) -> list[str]:
     if not shards:
         raise FileNotFoundError(f"{root}: no BERT {layout} shards (<name>-00000-of-NNNNN)")
     return [str(p) for p in shards]
+
+
+class InputPipeline:
+    """What every backend's real-data pipeline offers: `next()` (the next batch, on the device, in the layout the
+    step takes), the iterator protocol, `describe()` for the environment line, and `close()`."""
+
+    description = ""
+
+    def next(self):
+        raise NotImplementedError
+
+    def __next__(self):
+        return self.next()
+
+    def __iter__(self):
+        return self
+
+    def describe(self) -> str:
+        return self.description
+
+    def close(self) -> None:
+        """Stop background readers (nothing to do by default)."""

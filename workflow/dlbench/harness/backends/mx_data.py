@@ -50,7 +50,7 @@ def _dali():
     return dali, fn, tfrecord, types
 
 
-class ImagenetPipeline:
+class ImagenetPipeline(datasets.InputPipeline):
     """A built DALI pipeline; `next()` returns (images, labels) on the context."""
 
     def __init__(self, spec: RunSpec, rank: int, world: int, threads: int, ctx: mx.Context,
@@ -99,14 +99,6 @@ class ImagenetPipeline:
             return mx.nd.from_dlpack(images.as_tensor().__dlpack__()), labels
         return mx.nd.array(images.as_array(), ctx=self.ctx, dtype=np.float32), labels
 
-    __next__ = next
-
-    def __iter__(self):
-        return self
-
-    def describe(self) -> str:
-        return self.description
-
     def close(self) -> None:
         self.pipe = None  # DALI stops its threads when the pipeline goes
 
@@ -118,7 +110,7 @@ def imagenet_pipeline(spec: RunSpec, rank: int, world: int, threads: int, device
     return ImagenetPipeline(spec, rank, world, threads, device, shuffle)
 
 
-class BertPipeline:
+class BertPipeline(datasets.InputPipeline):
     """Batches from this rank's HDF5 shards (harness/bert_hdf5.py); `next()` returns (inputs, targets) on the
     context."""
 
@@ -138,14 +130,6 @@ class BertPipeline:
 
     def next(self) -> tuple[list[mx.nd.NDArray], list[mx.nd.NDArray]]:
         return mx_bert.arrays(self.next_numpy(), self.ctx)
-
-    __next__ = next
-
-    def __iter__(self):
-        return self
-
-    def describe(self) -> str:
-        return self.description
 
     def close(self) -> None:
         self.host_batches.close()

@@ -52,7 +52,7 @@ CROP_ATTEMPTS = 10
 BOX_KEYS = ("image/object/bbox/ymin", "image/object/bbox/xmin", "image/object/bbox/ymax", "image/object/bbox/xmax")
 
 
-class Pipeline:
+class Pipeline(datasets.InputPipeline):
     """An iterator over a tf.data pipeline's batches, created once; `next()` returns the next batch."""
 
     def __init__(self, make_dataset, world: int, strategy: tf.distribute.Strategy | None, device: str | None,
@@ -70,14 +70,6 @@ class Pipeline:
 
     def next(self):
         return next(self.iterator)
-
-    __next__ = next
-
-    def __iter__(self):
-        return self
-
-    def describe(self) -> str:
-        return self.description
 
 
 def _options(threads: int) -> tf.data.Options:

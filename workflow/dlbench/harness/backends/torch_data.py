@@ -48,7 +48,7 @@ def _cuda_index(device: torch.device) -> int:
 
 
 # ------------------------------------------------------------------------------------------------ ImageNet
-class ImagenetPipeline:
+class ImagenetPipeline(datasets.InputPipeline):
     """`next()` -> (images, labels) on the device: the next batch of the DALI pipeline."""
 
     def __init__(self, spec: RunSpec, rank: int, world: int, threads: int, device: torch.device,
@@ -106,14 +106,6 @@ class ImagenetPipeline:
         labels = out["labels"].view(-1) - datasets.LABEL_OFFSET
         return images, labels
 
-    __next__ = next
-
-    def __iter__(self):
-        return self
-
-    def describe(self) -> str:
-        return self.description
-
     def close(self) -> None:
         self.iterator = None
         self.pipe = None
@@ -134,7 +126,7 @@ def _to_tensor(value: np.ndarray, pin: bool) -> torch.Tensor:
     return tensor.pin_memory() if pin else tensor
 
 
-class BertPipeline:
+class BertPipeline(datasets.InputPipeline):
     """`next()` -> the next batch (a dict of bert.FEATURES tensors on the device); a background thread reads
     the shards and prepares the following batches."""
 
@@ -173,14 +165,6 @@ class BertPipeline:
         if self.device.type == "cpu":
             return item
         return {name: value.to(self.device, non_blocking=True) for name, value in item.items()}
-
-    __next__ = next
-
-    def __iter__(self):
-        return self
-
-    def describe(self) -> str:
-        return self.description
 
     def close(self) -> None:
         self.stop.set()
