@@ -309,7 +309,9 @@ def test_out_of_memory_is_a_record(tf_python, tmp_path):
 def test_bert_options_for_resnet50_are_unsupported(api_facts):
     """Backend.setup() refuses them before building anything (rank.py records `unsupported` with the reason)."""
     assert api_facts["resnet50"] == {
-        "{'optimizer': 'lamb'}": "unsupported: optimizer 'lamb' is for BERT; ResNet-50 trains with SGD and momentum",
-        "{'optimizer': 'adam'}": "unsupported: optimizer 'adam' is for BERT; ResNet-50 trains with SGD and momentum",
-        "{'grad_clip': True}": "unsupported: grad_clip is for BERT; ResNet-50 trains without gradient clipping",
+        "{'optimizer': 'lamb'}":
+            "unsupported: optimizer 'lamb' is a BERT setting; ResNet-50 trains with SGD and momentum",
+        "{'optimizer': 'adam'}":
+            "unsupported: optimizer 'adam' is a BERT setting; ResNet-50 trains with SGD and momentum",
+        "{'grad_clip': True}": "unsupported: grad_clip is a BERT setting; ResNet-50 trains without gradient clipping",
     }

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..spec import RunSpec, is_bert
+from ..spec import RunSpec, Unsupported, is_bert
 
 
 class BackendBase:
@@ -16,3 +16,13 @@ class BackendBase:
     @property
     def unit(self) -> str:
         return "sequences/s" if is_bert(self.spec.model) else "images/s"
+
+    def check_model_settings(self) -> None:
+        """The BERT-only settings must not reach ResNet-50, where they would be ignored (called by setup())."""
+        if is_bert(self.spec.model):
+            return
+        if self.spec.optimizer != "auto":
+            raise Unsupported(f"optimizer {self.spec.optimizer!r} is a BERT setting; ResNet-50 trains with SGD and "
+                              "momentum")
+        if self.spec.grad_clip:
+            raise Unsupported("grad_clip is a BERT setting; ResNet-50 trains without gradient clipping")

@@ -126,9 +126,7 @@ class Backend(BackendBase):
     # ---- building
     def setup(self) -> None:
         spec = self.spec
-        if not self._bert and spec.optimizer != "auto":
-            raise Unsupported(f"optimizer {spec.optimizer!r} is a BERT setting; ResNet-50 trains with SGD "
-                              "with momentum (optimizer auto)")
+        self.check_model_settings()
         self.amp_dtype = self._amp_dtype() if spec.precision == "amp" else None
         if self.world > 1:
             self._init_distributed()

@@ -55,9 +55,7 @@ class Backend(BackendBase):
     # ---- building
     def setup(self) -> None:
         spec = self.spec
-        if not self._bert and spec.optimizer != "auto":
-            raise Unsupported(f"optimizer {spec.optimizer!r} is a BERT setting; ResNet-50 trains with SGD "
-                              "with momentum (optimizer auto)")
+        self.check_model_settings()
         if self.world > 1:
             dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo",
                                     rank=self.rank, world_size=self.world)

@@ -121,10 +121,7 @@ class Backend(BackendBase):
     # ---- building
     def setup(self) -> None:
         spec = self.spec
-        if not bert.is_bert(spec.model) and spec.optimizer != "auto":
-            raise Unsupported(f"optimizer {spec.optimizer!r} is for BERT; ResNet-50 trains with SGD and momentum")
-        if not bert.is_bert(spec.model) and spec.grad_clip:
-            raise Unsupported("grad_clip is for BERT; ResNet-50 trains without gradient clipping")
+        self.check_model_settings()
         if self.world > 1:
             # Must come before any other op: it starts this worker's gRPC server and the collectives.
             implementation = tf.distribute.experimental.CommunicationImplementation
