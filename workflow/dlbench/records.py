@@ -13,7 +13,9 @@ from typing import Any
 import jsonschema
 import yaml
 
-from .harness.spec import default_max_predictions, is_bert
+from . import identity
+from .harness.spec import default_max_predictions
+from .identity import is_bert
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "record.schema.yaml"
 FIELDS: list[str] = list(yaml.safe_load(SCHEMA_PATH.read_text())["properties"])
@@ -64,25 +66,8 @@ def model_inputs(cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def _config_from_path(path: Path) -> dict[str, Any]:
-    """What the path says when the log itself is unreadable: results/runs/<model>/<fw>/<topo>/<variant>/repN,
-    variant = bs<B>-<precision>-<compile|nocompile>-<data>[-img<S>]; BERT: ...-seq<L>-<optimizer>-<clip|noclip>."""
-    model, framework, topology, variant, rep = path.parts[-5:]
-    nodes, per_node = (int(x) for x in topology.split("x"))
-    bs, precision, compiler, data, *rest = variant.split("-")
-    cfg = {"model": model, "framework": framework, "topology": topology, "nodes": nodes,
-           "devices_per_node": per_node, "batch_size": int(bs[2:]), "precision": precision,
-           "compiler": compiler == "compile", "data": data, "repeat": int(rep[3:].split(".")[0]),
-           "config_id": f"{model}/{framework}/{topology}/{variant}"}
-    for part in rest:
-        if part.startswith("img"):
-            cfg["image_size"] = int(part[3:])
-        elif part.startswith("seq"):
-            cfg["seq_length"] = int(part[3:])
-        elif part in ("clip", "noclip"):
-            cfg["grad_clip"] = part == "clip"
-        else:
-            cfg["optimizer"] = part
-    cfg.setdefault("image_size", 224)
+    """What the path says when the log itself is unreadable (dlbench.identity.parse_run_log)."""
+    cfg = identity.parse_run_log(path)
     return {**cfg, **model_inputs(cfg)}
 
 
@@ -92,7 +77,7 @@ def parse_run_log(path: str | Path) -> dict[str, Any]:
         parts = _read_lines(path)
     except (OSError, LogError) as exc:
         cfg = _config_from_path(path)
-        record = {**cfg, "run_id": f"{cfg['config_id']}/rep{cfg['repeat']}",
+        record = {**cfg,
                   "devices": cfg["nodes"] * cfg["devices_per_node"], "status": "error",
                   "error": f"unreadable log: {exc}", "hosts": "", "source": "dlbench", "log_path": str(path)}
         return _complete(record)

@@ -15,14 +15,15 @@ from typing import Any
 import jsonschema
 import yaml
 
-from .harness.spec import FRAMEWORKS, is_bert
+from . import identity
+from .harness.spec import FRAMEWORKS
+from .identity import is_bert
 
 AXES = ("framework", "model", "topology", "precision", "compiler", "data", "batch_size",
         "seq_length", "grad_clip", "optimizer")
 BERT_AXES = ("seq_length", "grad_clip", "optimizer")  # apply to BERT models only (None for ResNet-50)
 BERT_AXIS_DEFAULTS = {"seq_length": 128, "grad_clip": False, "optimizer": "adam"}
 SETTINGS = ("repeats", "warmup_steps", "measured_steps", "image_size", "timeout_minutes")
-DEFAULT_IMAGE_SIZE = 224  # ids mention the image size only when it differs
 
 
 class ConfigError(ValueError):
@@ -67,20 +68,15 @@ class Configuration:
 
     @property
     def variant(self) -> str:
-        parts = [f"bs{self.batch_size}", self.precision, "compile" if self.compiler else "nocompile", self.data]
-        if self.is_bert:
-            parts += [f"seq{self.seq_length}", str(self.optimizer), "clip" if self.grad_clip else "noclip"]
-        elif self.image_size != DEFAULT_IMAGE_SIZE:
-            parts.append(f"img{self.image_size}")
-        return "-".join(parts)
+        return identity.variant(self.as_dict())
 
     @property
     def config_id(self) -> str:
-        """Stable, readable id used in every path: model/framework/topology/variant."""
-        return f"{self.model}/{self.framework}/{self.topology}/{self.variant}"
+        """Stable, readable id used in every path: model/framework/topology/variant (dlbench.identity)."""
+        return identity.config_id(self.as_dict())
 
     def run_log(self, repeat: int) -> str:
-        return f"results/runs/{self.config_id}/rep{repeat}.jsonl"
+        return identity.run_log(self.config_id, repeat)
 
     def run_logs(self) -> list[str]:
         return [self.run_log(r) for r in range(1, self.repeats + 1)]

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .harness.spec import LOG_SCHEMA_VERSION, append_line, is_bert
+from . import identity
+from .harness.runlog import LOG_SCHEMA_VERSION, append_line
+from .identity import is_bert
 
 
 def write_run_log(path: Path, *, framework: str = "pytorch", model: str = "resnet50", topology: str = "1x1",
@@ -16,15 +18,12 @@ def write_run_log(path: Path, *, framework: str = "pytorch", model: str = "resne
                   status: str = "ok", error: str = "", measured_steps: int = 10, warmup_steps: int = 2,
                   seq_length: int = 128, optimizer: str = "adam", grad_clip: bool = False) -> Path:
     """A complete log whose measured steps give exactly `throughput` (None: no summary line)."""
-    nodes, per_node = (int(x) for x in topology.split("x"))
+    nodes, per_node = identity.parse_topology(topology)
     world = nodes * per_node
-    variant = f"bs{batch_size}-{precision}-{'compile' if compiler else 'nocompile'}-{data}"
     bert = is_bert(model)
-    if bert:
-        variant += f"-seq{seq_length}-{optimizer}-{'clip' if grad_clip else 'noclip'}"
-    elif image_size != 224:
-        variant += f"-img{image_size}"
-    config_id = f"{model}/{framework}/{topology}/{variant}"
+    config_id = identity.config_id(dict(model=model, framework=framework, topology=topology, batch_size=batch_size,
+                                        precision=precision, compiler=compiler, data=data, image_size=image_size,
+                                        seq_length=seq_length, optimizer=optimizer, grad_clip=grad_clip))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.unlink(missing_ok=True)
     config = {"framework": framework, "model": model, "nodes": nodes, "devices_per_node": per_node,
@@ -33,8 +32,9 @@ def write_run_log(path: Path, *, framework: str = "pytorch", model: str = "resne
               "repeat": repeat, "config_id": config_id, "topology": topology, "world_size": world,
               "seq_length": seq_length, "max_predictions": 0, "grad_clip": grad_clip,
               "optimizer": optimizer if bert else "auto"}
-    append_line(path, {"type": "header", "schema_version": LOG_SCHEMA_VERSION, "run_id": f"{config_id}/rep{repeat}",
-                       "config_id": config_id, "config": config, "hostname": "node001", "python": "3.11.7",
+    run_id = identity.run_id(config_id, repeat)
+    append_line(path, {"type": "header", "schema_version": LOG_SCHEMA_VERSION, "run_id": run_id, "config_id": config_id,
+                       "config": config, "hostname": "node001", "python": "3.11.7",
                        "cpu_model": "Test CPU", "threads_per_rank": 2, "git_commit": "0" * 40,
                        "started_at": "2026-01-01T00:00:00Z", "slurm": None})
     append_line(path, {"type": "environment", "framework": framework, "framework_version": "1.0",

@@ -7,15 +7,11 @@ rule benchmark_run:
         env=lambda wildcards: [] if USE_CONDA else env_marker(wildcards.framework),
         data=dataset_ready,
     output:
-        "results/runs/{model}/{framework}/{topology}/{variant}/rep{repeat}.jsonl",
+        RUN_LOG_PATTERN,
     log:
         "logs/runs/{model}/{framework}/{topology}/{variant}/rep{repeat}.log",
     wildcard_constraints:
-        model="[a-z0-9_]+",
-        framework="[a-z]+",
-        topology="[0-9]+x[0-9]+",
-        variant="[A-Za-z0-9_.-]+",
-        repeat="[0-9]+",
+        **RUN_WILDCARDS,
     params:
         python=lambda wildcards: framework_python(wildcards.framework),
         args=run_arguments,

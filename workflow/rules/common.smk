@@ -11,6 +11,8 @@ PACKAGE_DIR = str(Path(workflow.basedir, "workflow"))
 sys.path.insert(0, PACKAGE_DIR)
 
 from dlbench import retries  # noqa: E402
+from dlbench.identity import RUN_LOG_PATTERN, config_id_of  # noqa: E402
+from dlbench.identity import WILDCARDS as RUN_WILDCARDS  # noqa: E402
 from dlbench.study import ConfigError, dataset_of, load_study  # noqa: E402
 from dlbench.venvs import env_prefix, MARKER  # noqa: E402
 
@@ -51,7 +53,7 @@ def framework_python(framework):
 
 
 def configuration(wildcards):
-    config_id = f"{wildcards.model}/{wildcards.framework}/{wildcards.topology}/{wildcards.variant}"
+    config_id = config_id_of(wildcards)
     try:
         return STUDY.configurations[config_id]
     except KeyError:

@@ -25,7 +25,8 @@ import time
 from pathlib import Path
 
 from . import sysinfo
-from .spec import LOG_SCHEMA_VERSION, RunSpec, append_line, last_line_type, parser, spec_from_args, utc_now
+from .runlog import LOG_SCHEMA_VERSION, append_line, failure_summary, last_line_type, utc_now
+from .spec import RunSpec, parser, spec_from_args
 
 GRACE_S = 30.0  # after one rank fails, how long the others get to finish on their own
 RETRIED = ("timeout", "failed")  # statuses worth another try; oom/unsupported/error are deterministic
@@ -78,10 +79,6 @@ def header(spec: RunSpec, launcher: str, cpus: list[int], shares: list[list[int]
         "git_commit": sysinfo.git_commit(),
         "argv": sys.argv,
     }
-
-
-def failure_summary(status: str, message: str, **extra: object) -> dict:
-    return {"type": "summary", "status": status, "error": message, "finished_at": utc_now(), **extra}
 
 
 def rank_failures(rank_dir: Path) -> list[dict]:

@@ -20,7 +20,8 @@ from pathlib import Path
 from statistics import median
 
 from . import flops, sysinfo
-from .spec import RunSpec, Unsupported, append_line, parser, spec_from_args, utc_now
+from .runlog import append_line, failure_summary, utc_now
+from .spec import RunSpec, Unsupported, parser, spec_from_args
 
 
 def rank_from_env() -> tuple[int, int, int, int]:
@@ -149,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
         report = {"rank": rank, "status": status, "error": message}
         if log is not None:
-            append_line(log, {"type": "summary", "status": status, "error": message, "finished_at": utc_now()})
+            append_line(log, failure_summary(status, message))
     finally:
         if backend is not None:
             backend.shutdown()

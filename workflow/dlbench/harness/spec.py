@@ -1,18 +1,14 @@
-"""One run's configuration and the JSON-lines log format (standard library only)."""
+"""One run's configuration: the RunSpec and the harness command line (standard library only)."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import Any
 
-LOG_SCHEMA_VERSION = 1
+from ..identity import BERT_MODELS, IdentityError, is_bert, parse_topology, run_id
+
 FRAMEWORKS = ("pytorch", "tensorflow", "mxnet")  # a backend module each: backends/<name>.py
-BERT_MODELS = ("bert_base", "bert_tiny")  # dimensions: harness/bert.py
 MODELS = ("resnet50", *BERT_MODELS)
 PRECISIONS = ("fp32", "amp")
 DATA = ("synthetic", "real")  # real: prepared shards under --data-dir (workflow/rules/data.smk)
@@ -20,11 +16,6 @@ OPTIMIZERS = ("auto", "adam", "lamb")
 
 # Status of a finished run. Everything but "ok" is a failure that still makes a record.
 STATUSES = ("ok", "oom", "unsupported", "error", "timeout", "failed")
-
-
-def is_bert(model: str) -> bool:
-    """BERT pretraining (sequences, the BERT axes) rather than ResNet-50 (images)."""
-    return model in BERT_MODELS
 
 
 def default_max_predictions(seq_length: int) -> int:
@@ -87,7 +78,7 @@ class RunSpec:
 
     @property
     def run_id(self) -> str:
-        return f"{self.config_id}/rep{self.repeat}"
+        return run_id(self.config_id, self.repeat)
 
     def to_args(self) -> list[str]:
         """Command-line arguments that rebuild this spec (used to start the ranks)."""
@@ -102,10 +93,10 @@ class RunSpec:
 
 
 def _topology(text: str) -> tuple[int, int]:
-    nodes, sep, per_node = text.partition("x")
-    if not (sep and nodes.isdigit() and per_node.isdigit() and int(nodes) > 0 and int(per_node) > 0):
-        raise argparse.ArgumentTypeError(f"topology {text!r} is not <nodes>x<devices per node>, e.g. 1x8")
-    return int(nodes), int(per_node)
+    try:
+        return parse_topology(text)
+    except IdentityError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _on_off(text: str) -> bool:
@@ -159,28 +150,3 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
     values = vars(args).copy()
     values["nodes"], values["devices_per_node"] = values.pop("topology")
     return RunSpec(**values)
-
-
-def utc_now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-def append_line(path: str | Path, record: dict[str, Any]) -> None:
-    """Append one JSON line and flush it to disk (a crash later loses nothing written)."""
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(record, separators=(",", ":")) + "\n")
-        f.flush()
-
-
-def last_line_type(path: str | Path) -> str | None:
-    """`type` of the log's last complete line, or None."""
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return None
-    for line in reversed(lines):
-        try:
-            return json.loads(line).get("type")
-        except ValueError:
-            return None
-    return None

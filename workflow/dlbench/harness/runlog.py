@@ -1,0 +1,56 @@
+"""The dlbench run log: JSON lines written by the harness (standard library only).
+
+One line per JSON object, each with a `type`:
+  header       written by the supervisor before any rank starts: schema_version, run_id, config_id, config
+               (the RunSpec's fields + topology, world_size), started_at, hostname, python, cpu_model, cpus,
+               cpu_shares, threads_per_rank, launcher, attempt, slurm (job id, node list, partition), git_commit
+  environment  rank 0 after setup: framework, framework_version, device names, threads, CUDA/cuDNN/NCCL, ...
+  step         rank 0: phase (warmup | measure), step, seconds (a measured step: the gap between consecutive
+               step ends, so they add up to the measured wall time), loss (warm-up steps)
+  summary      the last line, always: status (ok | oom | unsupported | error | timeout | failed), and for ok
+               samples, elapsed_s, throughput, unit, world_size, step_time_s, loss_final, FLOPs, ranks, hosts;
+               for a failure its error message (and SLURM state / attempts where the supervisor knows them)
+
+Parsed back by dlbench.logformats.dlbench (core environment). Lines are appended and flushed one at a time,
+so a crash later loses nothing already written.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+LOG_SCHEMA_VERSION = 1
+LINE_TYPES = ("header", "environment", "step", "summary")
+
+
+def utc_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def append_line(path: str | Path, record: dict[str, Any]) -> None:
+    """Append one JSON line and flush it to disk (a crash later loses nothing written)."""
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(record, separators=(",", ":")) + "\n")
+        f.flush()
+
+
+def failure_summary(status: str, message: str, **extra: object) -> dict[str, Any]:
+    """The summary line of a run that did not complete."""
+    return {"type": "summary", "status": status, "error": message, "finished_at": utc_now(), **extra}
+
+
+def last_line_type(path: str | Path) -> str | None:
+    """`type` of the log's last complete line, or None."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            return json.loads(line).get("type")
+        except ValueError:
+            return None
+    return None

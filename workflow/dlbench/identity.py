@@ -1,0 +1,125 @@
+"""Run identity: the one place that makes and parses variants, config ids, run ids and run-log paths.
+
+Standard library only: the study (core environment), the Snakemake rules, the harness (framework
+environments), the log parsers and the test fixtures all call it, so the five of them cannot disagree.
+
+    config id    <model>/<framework>/<topology>/<variant>           resnet50/pytorch/1x2/bs64-amp-nocompile-synthetic
+    variant      bs<B>-<precision>-<compile|nocompile>-<data>[-img<S>]             (ResNet-50; img only when not 224)
+                 bs<B>-<precision>-<compile|nocompile>-<data>-seq<L>-<optimizer>-<clip|noclip>      (BERT)
+    run id       <config id>/rep<N>
+    run log      results/runs/<config id>/rep<N>.jsonl
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import PurePath
+from typing import Any
+
+DEFAULT_IMAGE_SIZE = 224  # ids mention the image size only when it differs
+RUNS_DIR = "results/runs"
+BERT_MODELS = ("bert_base", "bert_tiny")  # dimensions: harness/bert.py
+
+# The Snakemake output pattern of a run and the shape of each part (benchmark.smk's wildcard_constraints).
+RUN_LOG_PATTERN = RUNS_DIR + "/{model}/{framework}/{topology}/{variant}/rep{repeat}.jsonl"
+WILDCARDS = {
+    "model": "[a-z0-9_]+",
+    "framework": "[a-z0-9_]+",
+    "topology": "[0-9]+x[0-9]+",
+    "variant": "[A-Za-z0-9_.-]+",
+    "repeat": "[0-9]+",
+}
+
+
+class IdentityError(ValueError):
+    """A path or id that is not in dlbench's run-identity format."""
+
+
+def is_bert(model: str) -> bool:
+    """BERT pretraining (sequences, the BERT axes) rather than ResNet-50 (images)."""
+    return model in BERT_MODELS
+
+
+def variant(axes: Mapping[str, Any]) -> str:
+    """The variant of a configuration from its axes (model, batch_size, precision, compiler, data, and
+    image_size for ResNet-50 or seq_length, optimizer, grad_clip for BERT)."""
+    parts = [f"bs{axes['batch_size']}", axes["precision"], "compile" if axes["compiler"] else "nocompile",
+             axes["data"]]
+    if is_bert(axes["model"]):
+        parts += [f"seq{axes['seq_length']}", str(axes["optimizer"]), "clip" if axes["grad_clip"] else "noclip"]
+    elif (axes.get("image_size") or DEFAULT_IMAGE_SIZE) != DEFAULT_IMAGE_SIZE:
+        parts.append(f"img{axes['image_size']}")
+    return "-".join(parts)
+
+
+def config_id(axes: Mapping[str, Any]) -> str:
+    """model/framework/topology/variant."""
+    return f"{axes['model']}/{axes['framework']}/{axes['topology']}/{variant(axes)}"
+
+
+def run_id(config: str, repeat: int) -> str:
+    return f"{config}/rep{repeat}"
+
+
+def run_log(config: str, repeat: int, runs_dir: str = RUNS_DIR) -> str:
+    return f"{runs_dir}/{config}/rep{repeat}.jsonl"
+
+
+def config_id_of(wildcards: Any) -> str:
+    """The config id from the run rule's wildcards (or any object with those attributes)."""
+    return f"{wildcards.model}/{wildcards.framework}/{wildcards.topology}/{wildcards.variant}"
+
+
+def parse_topology(topology: str) -> tuple[int, int]:
+    """'2x8' -> (2 nodes, 8 devices per node)."""
+    nodes, sep, per_node = topology.partition("x")
+    if not (sep and nodes.isdigit() and per_node.isdigit() and int(nodes) > 0 and int(per_node) > 0):
+        raise IdentityError(f"topology {topology!r} is not <nodes>x<devices per node>, e.g. 1x8")
+    return int(nodes), int(per_node)
+
+
+def parse_variant(model: str, text: str) -> dict[str, Any]:
+    """The axes a variant encodes (the inverse of `variant`)."""
+    parts = text.split("-")
+    if len(parts) < 4 or not re.fullmatch(r"bs[0-9]+", parts[0]) or parts[2] not in ("compile", "nocompile"):
+        raise IdentityError(f"variant {text!r} is not bs<B>-<precision>-<compile|nocompile>-<data>[-...]")
+    bs, precision, compiler, data, *rest = parts
+    axes: dict[str, Any] = {"batch_size": int(bs[2:]), "precision": precision, "compiler": compiler == "compile",
+                            "data": data}
+    # Axes that do not apply to the model are None (as in the study's configurations).
+    axes |= {"image_size": None if is_bert(model) else DEFAULT_IMAGE_SIZE, "seq_length": None, "optimizer": None,
+             "grad_clip": None}
+    for part in rest:
+        if part.startswith("img") and part[3:].isdigit():
+            axes["image_size"] = int(part[3:])
+        elif part.startswith("seq") and part[3:].isdigit():
+            axes["seq_length"] = int(part[3:])
+        elif part in ("clip", "noclip"):
+            axes["grad_clip"] = part == "clip"
+        else:
+            axes["optimizer"] = part
+    return axes
+
+
+def parse_config_id(text: str) -> dict[str, Any]:
+    """model, framework, topology, nodes, devices_per_node, config_id and the variant's axes."""
+    parts = text.split("/")
+    if len(parts) != 4:
+        raise IdentityError(f"config id {text!r} is not <model>/<framework>/<topology>/<variant>")
+    model, framework, topology, variant_text = parts
+    nodes, per_node = parse_topology(topology)
+    return {"model": model, "framework": framework, "topology": topology, "nodes": nodes,
+            "devices_per_node": per_node, "config_id": text, **parse_variant(model, variant_text)}
+
+
+def parse_run_log(path: str | PurePath) -> dict[str, Any]:
+    """What a run log's path says (…/<model>/<framework>/<topology>/<variant>/rep<N>.jsonl): the
+    configuration's axes, repeat and run id. Used when the log itself cannot be read."""
+    parts = PurePath(path).parts[-5:]
+    match = re.fullmatch(r"rep([0-9]+)(\..*)?", parts[-1]) if len(parts) == 5 else None
+    if not match:
+        raise IdentityError(f"{path}: not a run log path (<model>/<framework>/<topology>/<variant>/rep<N>.jsonl)")
+    axes = parse_config_id("/".join(parts[:4]))
+    repeat = int(match.group(1))
+    return {**axes, "repeat": repeat, "run_id": run_id(axes["config_id"], repeat)}
