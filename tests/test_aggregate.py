@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from dlbench.aggregate import summarise, write_all
-from dlbench.records import parse_run_log
+from dlbench.logformats.dlbench import parse as parse_run_log
 from dlbench.synthetic_logs import write_run_log
 
 

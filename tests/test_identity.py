@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO
 
+from conftest import REPO
 from dlbench import identity
 from dlbench.study import load_study
 

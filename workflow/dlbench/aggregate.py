@@ -14,7 +14,9 @@ from typing import Any
 
 import pandas as pd
 
-from .records import FIELDS, parse_run_log, read_header
+from . import logformats
+from .logformats.dlbench import read_header
+from .records import FIELDS
 
 CONFIG_COLUMNS = ["config_id", "framework", "model", "topology", "nodes", "devices_per_node", "devices",
                   "batch_size", "precision", "compiler", "data", "image_size", "seq_length", "max_predictions",
@@ -27,7 +29,7 @@ SUMMARY_COLUMNS = [*CONFIG_COLUMNS, "unit", "n_total", "n_ok", "n_failed", "stat
 
 
 def records_frame(log_paths: list[str]) -> pd.DataFrame:
-    return pd.DataFrame([parse_run_log(p) for p in log_paths], columns=FIELDS)
+    return pd.DataFrame([logformats.parse(p) for p in log_paths], columns=FIELDS)
 
 
 def _summarise(group: pd.DataFrame) -> dict[str, Any]:

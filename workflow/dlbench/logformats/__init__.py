@@ -1,0 +1,46 @@
+"""Log formats: one module per format, one registry (core environment).
+
+Reading a log = pick the parser for its `source`, get a record:
+
+    from dlbench import logformats
+    record = logformats.parse(path, source="dlbench", labels={})
+
+Each format module declares
+    NAME                     the record's `source` (key of the registry)
+    THROUGHPUT_DEFINITION    what its `throughput` means (shown in the report)
+    parse(path, labels) -> dict
+                             one log file -> one validated record (dlbench.records.complete). `labels` supply
+                             what the log cannot say (framework label, model, topology, precision, ...). A log
+                             that cannot be read gives an `error` record naming the file and line where the
+                             labels or the path say enough to place it, else raises records.LogError.
+and documents its project's rules in its docstring.
+
+Adding a format: a module here, one line in FORMATS, its tests (tests/test_logformats_<name>.py), and its name
+in the record schema's `source` enum (tests/test_architecture.py checks the two agree).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from . import dlbench
+
+FORMATS: dict[str, ModuleType] = {module.NAME: module for module in (dlbench,)}
+
+
+class UnknownFormat(ValueError):
+    """A `source` no parser is registered for."""
+
+
+def get(source: str) -> ModuleType:
+    try:
+        return FORMATS[source]
+    except KeyError:
+        raise UnknownFormat(f"unknown log format {source!r} (known: {', '.join(FORMATS)})") from None
+
+
+def parse(path: str | Path, source: str = "dlbench", labels: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The record of one log file in the given format."""
+    return get(source).parse(Path(path), labels or {})
