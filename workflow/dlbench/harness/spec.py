@@ -55,6 +55,7 @@ class RunSpec:
     launcher: str = "auto"  # auto | local | srun
     attempt: int = 1  # this try of the run (Snakemake's attempt), 1-based
     max_attempts: int = 1  # tries Snakemake makes in all (retries + 1)
+    runner: str = ""  # an external benchmark command to run instead of our ranks (JSON; harness/runner.py)
 
     @property
     def topology(self) -> str:
@@ -114,7 +115,7 @@ def _positive(text: str) -> int:
 
 def parser(prog: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description="Run one training-throughput benchmark.")
-    p.add_argument("--framework", choices=FRAMEWORKS, required=True)
+    p.add_argument("--framework", required=True, help=f"{', '.join(FRAMEWORKS)}, or a runner's name (--runner)")
     p.add_argument("--model", choices=MODELS, required=True)
     p.add_argument("--topology", type=_topology, required=True, help="<nodes>x<devices per node>")
     p.add_argument("--batch-size", type=_positive, required=True, help="per device")
@@ -141,6 +142,8 @@ def parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--launcher", choices=("auto", "local", "srun"), default="auto",
                    help="start ranks as local processes or with srun (auto: srun inside a SLURM job, world > 1)")
     p.add_argument("--attempt", type=_positive, default=1, help="this try of the run (1-based)")
+    p.add_argument("--runner", default="", help="an external benchmark command (JSON definition, see "
+                   "dlbench/harness/runner.py) run instead of the framework's ranks")
     p.add_argument("--max-attempts", type=_positive, default=1, help="tries in all; the last one after "
                    "failed tries only writes the failure record")
     return p
@@ -148,5 +151,7 @@ def parser(prog: str) -> argparse.ArgumentParser:
 
 def spec_from_args(args: argparse.Namespace) -> RunSpec:
     values = vars(args).copy()
+    if not values["runner"] and values["framework"] not in FRAMEWORKS:
+        raise SystemExit(f"--framework {values['framework']!r}: choose from {', '.join(FRAMEWORKS)} (or give --runner)")
     values["nodes"], values["devices_per_node"] = values.pop("topology")
     return RunSpec(**values)

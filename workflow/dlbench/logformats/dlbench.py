@@ -47,31 +47,36 @@ def _read_lines(path: Path) -> dict[str, Any]:
     return {"header": header, "environment": environment, "summary": summary, "measured": measured}
 
 
-def _config_from_path(path: Path, problem: Exception) -> dict[str, Any]:
-    """What the path says when the log itself is unreadable (dlbench.identity.parse_run_log)."""
+def _placed(path: Path, problem: Exception, labels: dict[str, Any]) -> dict[str, Any]:
+    """Where an unreadable log belongs: what its path says (results/runs/...), else what its labels say."""
     try:
         cfg = identity.parse_run_log(path)
-    except identity.IdentityError as error:
-        raise LogError(f"{problem}; and {error}") from None
+    except identity.IdentityError:
+        try:
+            cfg = identity.from_labels(labels)
+        except identity.IdentityError as error:
+            raise LogError(f"{problem}; {error}") from None
     return {**cfg, **model_inputs(cfg)}
 
 
 def parse(path: str | Path, labels: dict[str, Any] | None = None) -> dict[str, Any]:
-    """One run log -> one validated record (labels: unused, a dlbench log says everything itself)."""
+    """One run log -> one validated record. A readable log says everything itself; labels only place an unreadable
+    one that is not under results/runs/ (an import)."""
     path = Path(path)
     try:
         parts = _read_lines(path)
     except (OSError, LogError) as exc:
-        cfg = _config_from_path(path, exc)
+        cfg = _placed(path, exc, labels or {})
         record = {**cfg,
                   "devices": cfg["nodes"] * cfg["devices_per_node"], "status": "error",
                   "error": f"unreadable log: {exc}", "hosts": "", "source": "dlbench", "log_path": str(path)}
         return complete(record)
     header, env, summary = parts["header"], parts["environment"], parts["summary"]
     cfg = header["config"]
+    if summary is not None and summary.get("external_log"):
+        return runner_record(path, header, summary)
     if summary is None:
         summary = {"status": "error", "error": f"{path}: the log has no summary line (run interrupted?)"}
-    devices = cfg["nodes"] * cfg["devices_per_node"]
     ok = summary.get("status") == "ok"
     error = summary.get("error", "")
     if ok and parts["measured"]:
@@ -80,14 +85,7 @@ def parse(path: str | Path, labels: dict[str, Any] | None = None) -> dict[str, A
             ok, error = False, (f"{path}: summary throughput {summary['throughput']:.6g} disagrees with "
                                 f"its step records ({from_steps:.6g})")
     record = {
-        "run_id": header["run_id"], "config_id": header["config_id"],
-        "framework": cfg["framework"], "model": cfg["model"], "topology": cfg["topology"],
-        "nodes": cfg["nodes"], "devices_per_node": cfg["devices_per_node"], "devices": devices,
-        "batch_size": cfg["batch_size"], "global_batch_size": cfg["batch_size"] * devices,
-        "precision": cfg["precision"], "compiler": cfg["compiler"], "data": cfg["data"],
-        **model_inputs(cfg),
-        "warmup_steps": cfg.get("warmup_steps"), "measured_steps": cfg.get("measured_steps"),
-        "repeat": cfg["repeat"],
+        **run_fields(path, header, summary),
         "status": summary["status"] if summary["status"] != "ok" or ok else "error",
         "error": error,
         "throughput": summary.get("throughput") if ok else None,
@@ -97,22 +95,59 @@ def parse(path: str | Path, labels: dict[str, Any] | None = None) -> dict[str, A
         "loss_final": summary.get("loss_final"), "world_size": summary.get("world_size"),
         "train_flops_per_sample": summary.get("train_flops_per_sample"),
         "achieved_tflops": summary.get("achieved_tflops") if ok else None,
-        "hosts": ";".join(summary.get("hosts") or [header.get("hostname", "")]),
         "framework_version": env.get("framework_version"), "device_name": env.get("device_name"),
-        "cpu_model": header.get("cpu_model"), "threads_per_rank": header.get("threads_per_rank"),
         "peak_memory_bytes": max((r.get("peak_memory_bytes") or 0 for r in summary.get("ranks", [])),
                                  default=None) or None,
-        "git_commit": header.get("git_commit"),
-        "slurm_job_id": (header.get("slurm") or {}).get("job_id"),
-        "slurm_nodelist": (header.get("slurm") or {}).get("nodelist"),
-        "slurm_partition": (header.get("slurm") or {}).get("partition"),
         "slurm_state": summary.get("slurm_state") or next(
             (s for s in reversed(summary.get("slurm_states") or []) if s), None),
-        "attempts": summary.get("attempts") or header.get("attempt"),
-        "started_at": header.get("started_at"), "finished_at": summary.get("finished_at"),
-        "source": "dlbench", "log_path": str(path),
+        "source": NAME,
     }
     return complete(record)
+
+
+# What a run's header says about it, whatever measured it: it wins over what a runner's log says.
+RUN_FIELDS = ("run_id", "config_id", "framework", "model", "topology", "nodes", "devices_per_node", "devices",
+              "batch_size", "global_batch_size", "precision", "compiler", "data", "image_size", "seq_length",
+              "max_predictions", "optimizer", "grad_clip", "warmup_steps", "measured_steps", "repeat", "hosts",
+              "cpu_model", "threads_per_rank", "git_commit", "slurm_job_id", "slurm_nodelist", "slurm_partition",
+              "attempts", "started_at", "finished_at", "log_path")
+
+
+def run_fields(path: Path, header: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
+    cfg = header["config"]
+    devices = cfg["nodes"] * cfg["devices_per_node"]
+    slurm = header.get("slurm") or {}
+    return {
+        "run_id": header["run_id"], "config_id": header["config_id"], "framework": cfg["framework"],
+        "model": cfg["model"], "topology": cfg["topology"], "nodes": cfg["nodes"],
+        "devices_per_node": cfg["devices_per_node"], "devices": devices, "batch_size": cfg["batch_size"],
+        "global_batch_size": cfg["batch_size"] * devices, "precision": cfg["precision"],
+        "compiler": cfg["compiler"], "data": cfg["data"], **model_inputs(cfg),
+        "warmup_steps": cfg.get("warmup_steps"), "measured_steps": cfg.get("measured_steps"),
+        "repeat": cfg["repeat"], "hosts": ";".join(summary.get("hosts") or [header.get("hostname", "")]),
+        "cpu_model": header.get("cpu_model"), "threads_per_rank": header.get("threads_per_rank"),
+        "git_commit": header.get("git_commit"), "slurm_job_id": slurm.get("job_id"),
+        "slurm_nodelist": slurm.get("nodelist"), "slurm_partition": slurm.get("partition"),
+        "attempts": summary.get("attempts") or header.get("attempt"), "started_at": header.get("started_at"),
+        "finished_at": summary.get("finished_at"), "log_path": str(path),
+    }
+
+
+def runner_record(path: Path, header: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
+    """A runner's run (harness/runner.py): the measurement comes from its own log, read by its format's
+    parser with the run's axes as labels; the run's identity and provenance come from our header."""
+    from . import get  # the registry imports this module
+
+    cfg = header["config"]
+    definition = json.loads(cfg.get("runner") or "{}")
+    fields = run_fields(path, header, summary)
+    labels = {**definition.get("labels", {}), **{k: fields[k] for k in RUN_FIELDS if k != "log_path"}}
+    try:
+        record = get(summary["external_format"]).parse(Path(summary["external_log"]), labels)
+    except (OSError, LogError) as exc:
+        return complete({**fields, "status": "error", "error": f"runner log unreadable: {exc}",
+                         "source": summary["external_format"]})
+    return complete({**record, **fields, "external_log": summary["external_log"]})
 
 
 def read_header(path: str | Path) -> dict[str, Any] | None:

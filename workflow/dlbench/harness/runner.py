@@ -1,0 +1,184 @@
+"""Runners: an external benchmark command (an official script) run as a framework of the study (stdlib only).
+
+The supervisor (`python -m dlbench.harness`) runs a runner instead of our ranks when the run spec carries one.
+Everything else stays as for our harness: the header, the time limit, signals, the attempts notes, and a
+summary line that always ends the log. What the command measured is read later, in the core environment, by
+the parser of the runner's log format (dlbench.logformats): the summary names that log (`external_log`).
+
+A runner definition (the study's `runners:` entry, as JSON):
+    command    the argv template: a list (or one string, split like a shell would, never run by one). Each
+               item is formatted with the run's values ({batch_size}, {global_batch_size}, {devices},
+               {devices_per_node}, {nodes}, {warmup_steps}, {measured_steps}, {steps}, {image_size},
+               {seq_length}, {max_predictions}, {data_dir}, {seed}, {precision}, {model}, {repeat},
+               {run_dir}, {python}, {workdir}); an item that is exactly {precision_args}, {compiler_args} or
+               {data_args} becomes the list `flags` gives for the run's value (zero or more arguments).
+    flags      {precision: {fp32: [...], amp: [...]}, compiler: {nocompile: [...], compile: [...]},
+               data: {synthetic: [...], real: [...]}}. A value the runner has no flags for is `unsupported`
+               (an axis without flags supports only fp32 / nocompile / synthetic).
+    models     the models the command trains (others are `unsupported`).
+    launcher   none (the command starts its own processes), torchrun, mpirun or srun.
+    format     the log format of what it writes (dlbench.logformats), read from `log`.
+    log        stdout (its standard output and error, saved as <run_dir>/output.log) or a path template.
+    workdir    the directory it runs in ({workdir}); default: the run's directory.
+    oom_markers  extra text that marks an out-of-memory failure in its output.
+Values are substituted into single arguments, never through a shell, so no configuration value is executed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import string
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from .spec import RunSpec, Unsupported
+
+LAUNCHERS = ("none", "torchrun", "mpirun", "srun")
+AXIS_DEFAULTS = {"precision": "fp32", "compiler": "nocompile", "data": "synthetic"}
+# Text of the frameworks' and allocators' out-of-memory failures (CUDA, cuDNN, TensorFlow, MXNet, the host).
+OOM_MARKERS = ("out of memory", "CUDA_ERROR_OUT_OF_MEMORY", "ResourceExhaustedError", "OOM when allocating",
+               "Cannot allocate memory", "std::bad_alloc", "MemoryError")
+OUTPUT_NAME = "output.log"
+PLACEHOLDERS = ("batch_size", "global_batch_size", "devices", "devices_per_node", "nodes", "warmup_steps",
+                "measured_steps", "steps", "image_size", "seq_length", "max_predictions", "data_dir", "seed",
+                "precision", "model", "repeat", "run_dir", "python", "workdir")
+FLAG_GROUPS = tuple(f"{axis}_args" for axis in AXIS_DEFAULTS)
+
+
+def placeholders(item: str) -> set[str]:
+    return {field for _, field, _, _ in string.Formatter().parse(item) if field is not None}
+
+
+def load(text: str) -> dict[str, Any]:
+    definition = json.loads(text)
+    command = definition["command"]
+    definition["command"] = shlex.split(command) if isinstance(command, str) else list(command)
+    return definition
+
+
+def run_dir(log: Path) -> Path:
+    """Where a runner's own files go: beside the run log, <log stem>.runner/."""
+    return log.with_name(log.name.removesuffix(".jsonl") + ".runner")
+
+
+def axis_values(spec: RunSpec) -> dict[str, str]:
+    return {"precision": spec.precision, "compiler": "compile" if spec.compiler else "nocompile", "data": spec.data}
+
+
+def values(spec: RunSpec, definition: dict[str, Any], directory: Path) -> dict[str, str]:
+    """The placeholders of a command template for this run."""
+    world = spec.world_size
+    found = {k: str(v) for k, v in {
+        "batch_size": spec.batch_size, "global_batch_size": spec.batch_size * world, "devices": world,
+        "devices_per_node": spec.devices_per_node, "nodes": spec.nodes, "warmup_steps": spec.warmup_steps,
+        "measured_steps": spec.measured_steps, "steps": spec.warmup_steps + spec.measured_steps,
+        "image_size": spec.image_size, "seq_length": spec.seq_length, "max_predictions": spec.predictions,
+        "data_dir": os.path.abspath(spec.data_dir) if spec.data_dir else "", "seed": spec.seed,
+        "precision": spec.precision, "model": spec.model, "repeat": spec.repeat, "run_dir": directory.resolve(),
+        "python": sys.executable, "workdir": definition.get("workdir") or directory.resolve(),
+    }.items()}
+    assert tuple(found) == PLACEHOLDERS, "PLACEHOLDERS documents every value"
+    return found
+
+
+def _format(item: str, known: dict[str, str], name: str) -> str:
+    unknown = sorted(placeholders(item) - set(known))
+    if unknown:
+        raise Unsupported(f"runner {name}: unknown placeholder {{{unknown[0]}}} in {item!r} "
+                          f"(known: {', '.join(sorted(known))})")
+    return item.format_map(known)
+
+
+def render(spec: RunSpec, definition: dict[str, Any], directory: Path) -> list[str]:
+    """The command's argv for this run; Unsupported when the runner cannot express the run."""
+    name = spec.framework
+    if spec.model not in definition.get("models", []):
+        raise Unsupported(f"runner {name} does not train {spec.model} (it trains: "
+                          f"{', '.join(definition.get('models', [])) or 'nothing declared'})")
+    flags = definition.get("flags", {})
+    expanded: dict[str, list[str]] = {}
+    for axis, value in axis_values(spec).items():
+        choices = flags.get(axis)
+        if choices is None:
+            if value != AXIS_DEFAULTS[axis]:
+                raise Unsupported(f"runner {name} has no flags for {axis} {value} (only {AXIS_DEFAULTS[axis]})")
+            expanded[f"{axis}_args"] = []
+        elif value not in choices:
+            raise Unsupported(f"runner {name} cannot express {axis} {value} (it has: {', '.join(choices)})")
+        else:
+            expanded[f"{axis}_args"] = list(choices[value])
+    known = values(spec, definition, directory)
+    argv: list[str] = []
+    for item in definition["command"]:
+        group = item.strip("{}") if item.startswith("{") and item.endswith("}") else None
+        if group in expanded:
+            argv += [_format(arg, known, name) for arg in expanded[group]]
+        else:
+            argv.append(_format(item, known, name))
+    return argv
+
+
+def launch(spec: RunSpec, definition: dict[str, Any], argv: list[str], in_slurm: bool) -> list[str]:
+    """The argv with the runner's launcher in front (one process per device, or the command's own)."""
+    launcher = definition.get("launcher", "none")
+    if spec.nodes > 1 and not in_slurm:
+        raise Unsupported(f"topology {spec.topology} spans {spec.nodes} nodes: multi-node runs need a SLURM "
+                          "allocation (snakemake --profile slurm)")
+    if launcher == "none":
+        return argv
+    if launcher == "torchrun":
+        nodes = ["--standalone"] if spec.nodes == 1 else [f"--nnodes={spec.nodes}", "--rdzv-backend=c10d",
+                                                           f"--rdzv-endpoint={os.environ.get('MASTER_ADDR', '')}:29400"]
+        return [sys.executable, "-m", "torch.distributed.run", *nodes,
+                f"--nproc-per-node={spec.devices_per_node}", *argv]
+    if launcher == "mpirun":
+        return ["mpirun", "-np", str(spec.world_size), *argv]
+    if launcher == "srun":
+        if not in_slurm:
+            raise Unsupported("runner launcher srun needs a SLURM allocation (snakemake --profile slurm)")
+        return ["srun", f"--nodes={spec.nodes}", f"--ntasks={spec.world_size}",
+                f"--ntasks-per-node={spec.devices_per_node}", "--kill-on-bad-exit=1", *argv]
+    raise Unsupported(f"runner launcher {launcher!r} is not one of {', '.join(LAUNCHERS)}")
+
+
+def start(spec: RunSpec, definition: dict[str, Any], directory: Path, threads: int) -> subprocess.Popen:
+    """Start the command in its own process group, its output to <run_dir>/output.log."""
+    argv = launch(spec, definition, render(spec, definition, directory), "SLURM_JOB_ID" in os.environ)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "command.json").write_text(json.dumps(argv) + "\n")
+    print("[dlbench] runner: " + shlex.join(argv), file=sys.stderr)
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    output = open(directory / OUTPUT_NAME, "wb")  # noqa: SIM115 - the child writes it; closed by our exit
+    cwd = definition.get("workdir") or directory
+    return subprocess.Popen(argv, cwd=cwd, env=env, stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True)
+
+
+def external_log(spec: RunSpec, definition: dict[str, Any], directory: Path) -> Path:
+    where = definition.get("log", "stdout")
+    if where == "stdout":
+        return directory / OUTPUT_NAME
+    path = Path(_format(where, values(spec, definition, directory), spec.framework))
+    return path if path.is_absolute() else Path(definition.get("workdir") or directory, path)
+
+
+def outcome(spec: RunSpec, definition: dict[str, Any], directory: Path, returncode: int) -> dict[str, Any]:
+    """The summary fields of a finished command: ok with the log to parse, or oom/error with its reason."""
+    text = (directory / OUTPUT_NAME).read_text(encoding="utf-8", errors="replace")
+    log = external_log(spec, definition, directory)
+    if returncode == 0:
+        if not log.exists():
+            return {"status": "error", "error": f"runner {spec.framework} exited 0 but wrote no log at {log}"}
+        return {"status": "ok", "external_log": str(log), "external_format": definition["format"],
+                "runner": spec.framework}
+    markers = (*OOM_MARKERS, *definition.get("oom_markers", []))
+    found = next((m for m in markers if m.lower() in text.lower()), None)
+    how = f"was killed by signal {-returncode}" if returncode < 0 else f"exited with code {returncode}"
+    tail = " | ".join(text.strip().splitlines()[-3:])[-600:]
+    if found:
+        return {"status": "oom", "error": f"runner {spec.framework} {how}; its output says {found!r}: {tail}"}
+    return {"status": "error", "error": f"runner {spec.framework} {how}: {tail}"}

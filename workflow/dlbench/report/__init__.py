@@ -1,0 +1,18 @@
+"""The versioned benchmark report (core environment).
+
+    load.py     records.csv / summary.csv / environment.json -> typed frames
+    format.py   how values read (numbers, speedups, failure labels, Markdown escaping)
+    notes.py    caveats shown at the top (reduced image size, CPU runs, compiler meanings, ...)
+    tables.py   DLPerf-style tables, details, failures, environment
+    plots.py    throughput and speedup plots
+    render.py   one report directory: data copies, plots, index.html (templates/report.html.j2), README.md
+    publish.py  versioned publishing (never overwrites; latest, latest.json)
+
+A new report section: its rows in tables.py (or a module of its own), its place in render.py's context and
+the template, its Markdown in render.markdown.
+"""
+
+from .publish import ReportVersionExists, publish_report
+from .render import render_report
+
+__all__ = ["ReportVersionExists", "publish_report", "render_report"]

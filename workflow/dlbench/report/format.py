@@ -1,0 +1,129 @@
+"""How values read in a report: numbers, speedups, percentages, failure labels, Markdown escaping."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+DASH = "—"
+STATUS_LABELS = {"oom": "OOM"}
+
+
+def missing(value: Any) -> bool:
+    if value is None or value is pd.NA:
+        return True
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def fmt_num(value: Any) -> str:
+    """Throughput-style number: 1 decimal for large values, 3 significant digits for small."""
+    if missing(value):
+        return DASH
+    v = float(value)
+    if abs(v) >= 100:
+        return f"{v:.1f}"
+    if abs(v) >= 1:
+        return f"{v:.2f}"
+    return f"{v:.3g}"
+
+
+def fmt_speedup(value: Any) -> str:
+    return DASH if missing(value) else f"{float(value):.2f}×"
+
+
+def fmt_pct(value: Any, digits: int = 0) -> str:
+    return DASH if missing(value) else f"{float(value) * 100:.{digits}f}%"
+
+
+def fmt_int(value: Any) -> str:
+    return DASH if missing(value) else str(int(value))
+
+
+def fmt_text(value: Any) -> str:
+    return "" if missing(value) else str(value)
+
+
+def parse_statuses(text: Any) -> list[tuple[str, int]]:
+    """'ok:2;oom:1' -> [('ok', 2), ('oom', 1)]; a bare 'oom' counts as 1."""
+    out: list[tuple[str, int]] = []
+    for part in fmt_text(text).split(";"):
+        part = part.strip()
+        if not part:
+            continue
+        name, _, count = part.partition(":")
+        try:
+            n = int(count) if count else 1
+        except ValueError:
+            n = 1
+        out.append((name.strip().lower(), n))
+    return out
+
+
+def failure_text(row: pd.Series) -> str:
+    """Human label for the failed repeats of a configuration, e.g. 'OOM (3/3)'."""
+    n_total = row.get("n_total")
+    failures = [(s, c) for s, c in parse_statuses(row.get("statuses")) if s != "ok"]
+    if missing(n_total):
+        n_total = sum(c for _, c in parse_statuses(row.get("statuses"))) or None
+    if not failures:
+        n_failed = row.get("n_failed")
+        count = 0 if missing(n_failed) else int(n_failed)
+        failures = [("failed", count or (int(n_total) if n_total else 1))]
+    failures.sort(key=lambda sc: (-sc[1], sc[0]))
+    parts = []
+    for status, count in failures:
+        if status == "unsupported":
+            parts.append("unsupported")
+        else:
+            label = STATUS_LABELS.get(status, status)
+            parts.append(f"{label} ({count}/{int(n_total)})" if n_total else label)
+    return "; ".join(parts)
+
+
+def throughput_text(row: pd.Series) -> str:
+    """'1234.5 [1220.0–1250.1]' (median [q25–q75]); just the median when q25 == q75."""
+    med, q25, q75 = row.get("median"), row.get("q25"), row.get("q75")
+    text = fmt_num(med)
+    if not missing(q25) and not missing(q75) and fmt_num(q25) != fmt_num(q75):
+        text += f" [{fmt_num(q25)}–{fmt_num(q75)}]"
+    return text
+
+
+def ok_counts(row: pd.Series) -> tuple[int, int]:
+    n_ok, n_total = row.get("n_ok"), row.get("n_total")
+    n_ok = 0 if missing(n_ok) else int(n_ok)
+    if missing(n_total):
+        n_total = n_ok + (0 if missing(row.get("n_failed")) else int(row.get("n_failed")))
+    return n_ok, int(n_total)
+
+
+def md_escape(text: str, limit: int | None = None, table: bool = True) -> str:
+    """Make a string safe for Markdown: one line, no raw HTML, no pipes inside table cells."""
+    text = " ".join(text.split())
+    if limit and len(text) > limit:
+        text = text[: limit - 1] + "…"
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return text.replace("|", "\\|") if table else text
+
+
+def input_label(image_size: Any, seq_length: Any, max_predictions: Any = None, optimizer: Any = None,
+                 grad_clip: Any = None) -> str:
+    parts = []
+    if not missing(image_size):
+        parts.append(f"{int(image_size)}×{int(image_size)} px")
+    if not missing(seq_length):
+        masked = "" if missing(max_predictions) else f"/{int(max_predictions)} masked"
+        parts.append(f"seq {int(seq_length)}{masked}")
+    if not missing(optimizer):
+        parts.append(fmt_text(optimizer))
+    if not missing(grad_clip):
+        parts.append("clip" if bool(grad_clip) else "no clip")
+    return ", ".join(parts) or DASH
+
+
+def compiler_label(value: Any) -> str:
+    return DASH if missing(value) else ("compiled" if bool(value) else "eager")

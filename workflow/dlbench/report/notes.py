@@ -1,0 +1,42 @@
+"""Caveats a reader must see before comparing a report's numbers with anything (read from the records)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+NEEDED = ("image_size", "device_name", "cpu_model", "framework", "compiler", "train_flops_per_sample",
+          "seq_length", "model", "max_predictions", "warmup_steps", "measured_steps")
+
+
+def caveats(records: pd.DataFrame) -> list[str]:
+    """Caveats a reader must see before comparing the numbers with anything."""
+    records = records.reindex(columns=list(dict.fromkeys([*records.columns, *NEEDED])))  # records of any source
+    out = []
+    sizes = sorted({int(s) for s in records["image_size"].dropna()})
+    if sizes and sizes != [224]:
+        out.append(f"Images are {', '.join(f'{s}x{s}' for s in sizes)} pixels, not 224x224: throughput is "
+                   "not comparable with published ResNet-50 figures.")
+    if records["device_name"].dropna().eq(records["cpu_model"].dropna()).any() or records["device_name"].isna().all():
+        out.append("Runs on CPU: the ranks of a topology share one node's cores (threads_per_rank each), so "
+                   "1xN splits the same cores N ways rather than adding devices.")
+    meanings = {"pytorch": "PyTorch: torch.compile", "tensorflow": "TensorFlow: XLA (tf.function jit_compile=True)",
+                "mxnet": "MXNet: hybridize(static_alloc=True, static_shape=True)"}
+    present = [meanings[f] for f in sorted(set(records["framework"])) if f in meanings]
+    if present and records["compiler"].astype(bool).any():
+        out.append("Compiler on means " + "; ".join(present) + ". Off: eager / imperative execution.")
+    if records["train_flops_per_sample"].notna().any():
+        out.append("TFLOP/s = throughput x the model's training FLOPs per sample, counted from the architecture: "
+                   "3 x the forward pass, 2 FLOPs per multiply-accumulate (ResNet-50 forward: 4.09 GMAC at 224x224; "
+                   "BERT: the encoder's projections, attention and feed-forward per token, the masked-LM head at the "
+                   "masked positions only, about 6 x parameters x tokens plus attention).")
+    bert = records[records["seq_length"].notna()]
+    if len(bert):
+        shapes = bert[["model", "seq_length", "max_predictions"]].drop_duplicates()
+        out.append("BERT pretraining (masked LM + next sentence), throughput in sequences/s: " + "; ".join(
+            f"{r.model} at {int(r.seq_length)} tokens with {int(r.max_predictions)} masked positions"
+            for r in shapes.itertuples()) + ". Optimizer adam = Adam with decoupled weight decay and linear warm-up "
+            "(Google's); lamb = LAMB (NVIDIA's); clip = gradients clipped by global norm 1.0.")
+    steps = records[["warmup_steps", "measured_steps"]].drop_duplicates().dropna()
+    for _, s in steps.iterrows():
+        out.append(f"{int(s['warmup_steps'])} warm-up steps skipped, {int(s['measured_steps'])} steps timed.")
+    return out

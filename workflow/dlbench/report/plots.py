@@ -1,0 +1,131 @@
+"""The report's plots (seaborn on an explicit Agg canvas): throughput and speedup vs. devices."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import NullLocator
+
+from .format import fmt_text
+from .tables import group_key
+
+
+def new_figure(width: float, height: float) -> Figure:
+    fig = Figure(figsize=(width, height), dpi=110, layout="constrained")
+    FigureCanvasAgg(fig)  # explicit Agg canvas: no pyplot state, no GUI backend
+    return fig
+
+
+def placeholder_png(path: Path, title: str, message: str) -> None:
+    fig = new_figure(6, 3)
+    ax = fig.add_subplot()
+    ax.set_axis_off()
+    ax.set_title(f"{title} — {message}")
+    ax.text(0.5, 0.5, message, ha="center", va="center", fontsize=14, color="0.35",
+            transform=ax.transAxes)
+    fig.savefig(path, format="png")
+    fig.clear()
+
+
+def log2_devices_axis(ax: Any, devices: list[int]) -> None:
+    if len(devices) > 1:
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(devices)
+    ax.set_xticklabels([str(d) for d in devices])
+    ax.xaxis.set_minor_locator(NullLocator())
+
+
+def log2_speedup_axis(ax: Any, values: list[float]) -> None:
+    """Log2 y axis (so ideal speedup y = x is a straight diagonal) with plain tick labels."""
+    lo = math.floor(math.log2(max(min(values), 1e-3)))
+    hi = math.ceil(math.log2(max(values)))
+    hi = max(hi, lo + 1)
+    ax.set_yscale("log", base=2)
+    ticks = [2.0**e for e in range(lo, hi + 1)]
+    ax.set_yticks(ticks)
+    ax.set_yticklabels([f"{t:g}" for t in ticks])
+    ax.yaxis.set_minor_locator(NullLocator())
+    ax.set_ylim(ticks[0] / 1.15, ticks[-1] * 1.15)
+
+
+def plot_data(summary: pd.DataFrame, value: str) -> pd.DataFrame:
+    df = summary[summary[value].notna() & summary["devices"].notna()].copy()
+    if df.empty:
+        return df
+    df["devices"] = df["devices"].astype(int)
+    df[value] = df[value].astype(float)
+    df["framework"] = df["framework"].map(fmt_text)
+    df["precision"] = df["precision"].map(lambda p: fmt_text(p) or "?")
+    df["model"] = df["model"].map(lambda m: fmt_text(m) or "?")
+    # One line per configuration series, so batch sizes etc. are never averaged together.
+    df["series"] = [f"{group_key(r)}|{r['framework']}" for _, r in df.iterrows()]
+    return df.sort_values(["series", "devices"])
+
+
+def faceted_plot(path: Path, df: pd.DataFrame, value: str, ylabel: str, title: str,
+                  palette: dict[str, Any], ideal: bool) -> None:
+    models = sorted(df["model"].unique())
+    ncols = min(len(models), 3)
+    nrows = math.ceil(len(models) / ncols)
+    fig = new_figure(4.6 * ncols + 1.6, 3.6 * nrows + 0.4)
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    precisions = sorted(df["precision"].unique())
+    for i, (ax, model) in enumerate(zip(axes, models, strict=False)):
+        sub = df[df["model"] == model]
+        devices = sorted(sub["devices"].unique().tolist())
+        if ideal:
+            xs = np.geomspace(1, max(devices + [1]), 64)
+            ax.plot(xs, xs, linestyle="--", color="0.4", linewidth=1.2, label="ideal (linear)")
+        sns.lineplot(data=sub, x="devices", y=value, hue="framework", style="precision",
+                     hue_order=sorted(palette), style_order=precisions, palette=palette,
+                     units="series", estimator=None, markers=True, dashes=False,
+                     legend=i == 0, ax=ax)
+        log2_devices_axis(ax, sorted(set(devices) | ({1} if ideal else set())))
+        ax.set_title(model)
+        ax.set_xlabel("devices")
+        units = sorted({fmt_text(u) for u in sub["unit"]} - {""})
+        ax.set_ylabel(ylabel.format(unit=" or ".join(units) or "samples/s"))
+        ax.grid(True, which="major", alpha=0.3)
+        if ideal:
+            log2_speedup_axis(ax, sub[value].tolist() + [1.0, float(max(devices))])
+        else:
+            ax.set_ylim(bottom=0)
+    for ax in axes[len(models):]:
+        ax.set_visible(False)
+    legend = axes[0].get_legend()
+    if legend is not None:  # one shared legend outside the facets
+        handles, labels = axes[0].get_legend_handles_labels()
+        legend.remove()
+        fig.legend(handles, labels, loc="outside right center", fontsize="small", frameon=False)
+    fig.suptitle(title)
+    fig.savefig(path, format="png")
+    fig.clear()
+
+
+def write_plots(summary: pd.DataFrame, out_dir: Path) -> None:
+    frameworks = sorted({fmt_text(f) for f in summary["framework"]} - {""})
+    palette = dict(zip(frameworks, sns.color_palette("tab10", max(len(frameworks), 1)), strict=False))
+
+    thr = plot_data(summary, "median")
+    with sns.axes_style("whitegrid"):
+        if thr.empty:
+            placeholder_png(out_dir / "throughput.png", "Throughput", "no successful runs")
+        else:
+            faceted_plot(out_dir / "throughput.png", thr, "median",
+                          "median throughput ({unit})", "Training throughput vs. devices",
+                          palette, ideal=False)
+        spd = plot_data(summary, "speedup")
+        if spd.empty:
+            message = "no successful runs" if thr.empty else "no speedup data (no 1×1 baseline)"
+            placeholder_png(out_dir / "speedup.png", "Speedup", message)
+        else:
+            faceted_plot(out_dir / "speedup.png", spd, "speedup", "speedup vs. 1×1",
+                          "Scaling: speedup vs. devices (dashed: ideal linear)",
+                          palette, ideal=True)

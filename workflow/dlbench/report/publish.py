@@ -1,0 +1,94 @@
+"""Versioned publishing: every report is a new directory under results/reports/ that is never overwritten;
+`latest` (symlink) and `latest.json` name the newest."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+from .render import render_report
+
+VERSION_RE = re.compile(r"^[A-Za-z0-9._-]+$")
+AUTO_VERSION_RE = re.compile(r"^v(\d+)$")
+
+
+class ReportVersionExists(Exception):
+    """Raised when a report version directory already exists (it is never overwritten)."""
+
+
+def validate_version(version: str) -> None:
+    if (not version or not VERSION_RE.match(version) or version == "latest"
+            or version.startswith(".")):
+        raise ValueError(
+            f"invalid report.version {version!r}: use letters, digits, '.', '_' and '-' "
+            "(not starting with '.'), not 'latest', or 'auto'")
+
+
+def next_auto_version(reports_dir: Path) -> str:
+    numbers = [int(m.group(1)) for p in reports_dir.iterdir()
+               if (m := AUTO_VERSION_RE.match(p.name))]
+    return f"v{max(numbers, default=0) + 1}"
+
+
+def exists_error(target: Path) -> ReportVersionExists:
+    return ReportVersionExists(
+        f"report version directory {target} already exists and is never overwritten; "
+        "pick another report.version (or 'auto') or remove that directory")
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def publish_report(records_csv: Path, summary_csv: Path, environment_json: Path,
+                   reports_dir: Path, version: str) -> Path:
+    """Render a new report version under reports_dir and return its directory.
+
+    version == "auto" picks v<N+1> for the highest existing vN. Existing versions are never
+    overwritten (ReportVersionExists). Rendering happens in reports_dir/.tmp-* and is renamed
+    into place; then reports_dir/latest (relative symlink) and latest.json are updated."""
+    reports_dir = Path(reports_dir)
+    reports_dir.mkdir(parents=True, exist_ok=True)
+    if version == "auto":
+        version = next_auto_version(reports_dir)
+    else:
+        validate_version(version)
+    target = reports_dir / version
+    if target.exists() or target.is_symlink():
+        raise exists_error(target)
+
+    tmp_dir = Path(tempfile.mkdtemp(prefix=".tmp-", dir=reports_dir))
+    try:
+        os.chmod(tmp_dir, 0o755)  # mkdtemp makes it 0700; reports are meant to be shared
+        render_report(records_csv, summary_csv, environment_json, tmp_dir, version=version)
+        if target.exists() or target.is_symlink():  # appeared while rendering
+            raise exists_error(target)
+        try:
+            os.rename(tmp_dir, target)  # fails on a non-empty existing directory
+        except OSError as exc:
+            if target.exists():
+                raise exists_error(target) from exc
+            raise
+    except BaseException:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+        raise
+
+    latest = reports_dir / "latest"
+    if latest.exists() and not latest.is_symlink():
+        raise RuntimeError(f"{latest} exists and is not a symlink; refusing to replace it")
+    tmp_link = reports_dir / f".latest.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    os.symlink(version, tmp_link)
+    os.replace(tmp_link, latest)
+
+    info = {"version": version, "path": str(target), "index": str(target / "index.html"),
+            "generated_at": datetime.now(UTC).isoformat(timespec="seconds")}
+    atomic_write_text(reports_dir / "latest.json", json.dumps(info, indent=2) + "\n")
+    return target

@@ -1,0 +1,121 @@
+"""Render one report directory: data copies, plots, index.html (jinja2 template) and README.md."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from ..aggregate import SUMMARY_COLUMNS
+from .format import DASH, fmt_text, md_escape
+from .load import RECORD_COLUMNS, load_environment, read_table
+from .notes import caveats
+from .plots import write_plots
+from .tables import build_groups, detail_rows, environment_view, failure_rows, group_markdown, overview, rows_markdown
+
+TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "templates"
+TEMPLATE_NAME = "report.html.j2"
+DATA_FILES = ("records.csv", "summary.csv", "records.parquet", "summary.parquet",
+              "environment.json")
+
+
+def markdown(ctx: dict[str, Any]) -> str:
+    lines = [f"# {md_escape(ctx['title'], table=False)}", ""]
+    meta = [f"- Generated: {ctx['generated_at']}", f"- Git commit: `{ctx['git_commit']}`"]
+    if ctx["version"]:
+        meta.insert(0, f"- Report version: {ctx['version']}")
+    lines += meta + [""]
+    for note in ctx["notes"]:
+        lines += [f"> **Note:** {md_escape(note, table=False)}", ">"]
+    if ctx["notes"]:
+        lines[-1] = ""
+    o = ctx["overview"]
+    lines += [
+        (f"{o['configs']} configurations: {o['configs_ok']} fully successful, "
+         f"{o['configs_partial']} partially failed, {o['configs_failed']} failed; "
+         f"{o['runs_ok']}/{o['runs']} runs ok."), "",
+        "## Throughput", "",
+    ]
+    if not ctx["groups"]:
+        lines += ["_No configurations._", ""]
+    for group in ctx["groups"]:
+        lines += [f"### {md_escape(group['title'], table=False)}", "",
+                  f"_{md_escape(group['caption'], table=False)}_", "",
+                  group["markdown"], ""]
+    lines += ["## Plots", "", "![Throughput vs. devices](throughput.png)", "",
+              "![Speedup vs. devices](speedup.png)", "",
+              "## Failures", "", rows_markdown(ctx["failures"], limit=300), "",
+              "## Per-configuration details", "", rows_markdown(ctx["details"]), ""]
+    env = ctx["env"]
+    lines += ["## Environment", "",
+              f"- Hosts: {md_escape(', '.join(env['hosts']), table=False) or DASH}",
+              f"- CPU models: {md_escape('; '.join(env['cpu_models']), table=False) or DASH}",
+              f"- Devices: {md_escape('; '.join(env['devices']), table=False) or DASH}",
+              f"- Git commit: `{ctx['git_commit']}`", ""]
+    if env["frameworks"]:
+        fw_rows = [{"Framework": f["name"], "Version": f["version"], "Python": f["python"],
+                    "CUDA": f["cuda"], "cuDNN": f["cudnn"],
+                    "Packages": ", ".join(f["packages"]) or DASH} for f in env["frameworks"]]
+        lines += [rows_markdown(fw_rows), ""]
+    if env["config_yaml"]:
+        lines += ["### Study configuration", "", "```yaml", env["config_yaml"].rstrip(), "```", ""]
+    lines += ["## Data files", "", ", ".join(f"[{f}]({f})" for f in DATA_FILES), ""]
+    return "\n".join(lines)
+
+
+def render_report(records_csv: Path, summary_csv: Path, environment_json: Path,
+                  out_dir: Path, version: str | None = None) -> None:
+    """Write into out_dir (created; must not exist yet or be empty): index.html, README.md,
+    records.csv, summary.csv, records.parquet, summary.parquet, environment.json (copies),
+    throughput.png, speedup.png. `version` is only shown in the page header."""
+    records_csv, summary_csv = Path(records_csv), Path(summary_csv)
+    environment_json, out_dir = Path(environment_json), Path(out_dir)
+    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
+        raise FileExistsError(f"report directory {out_dir} exists and is not empty")
+
+    records = read_table(records_csv, RECORD_COLUMNS)
+    summary = read_table(summary_csv, SUMMARY_COLUMNS)
+    env = load_environment(environment_json)
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    # Raw copies (byte-identical) plus typed Parquet versions.
+    shutil.copyfile(records_csv, out_dir / "records.csv")
+    shutil.copyfile(summary_csv, out_dir / "summary.csv")
+    shutil.copyfile(environment_json, out_dir / "environment.json")
+    records.to_parquet(out_dir / "records.parquet", index=False)
+    summary.to_parquet(out_dir / "summary.parquet", index=False)
+
+    write_plots(summary, out_dir)
+
+    groups = build_groups(summary)
+    for group in groups:
+        group["markdown"] = group_markdown(group)
+    study = fmt_text(env.get("study")) or "dlbench"
+    extra_notes = env.get("notes") or []  # environment.json may carry notes of its own
+    notes = caveats(records) + [str(n) for n in (extra_notes if isinstance(extra_notes, list) else [extra_notes])]
+    ctx: dict[str, Any] = {
+        "title": f"{study} — training throughput report",
+        "study": study,
+        "version": version or "",
+        "generated_at": fmt_text(env.get("generated_at"))
+        or datetime.now(UTC).isoformat(timespec="seconds"),
+        "rendered_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "git_commit": fmt_text(env.get("git_commit")) or "unknown",
+        "notes": notes,
+        "overview": overview(summary, records),
+        "groups": groups,
+        "failures": failure_rows(summary, records),
+        "details": detail_rows(summary),
+        "env": environment_view(env),
+        "data_files": DATA_FILES,
+    }
+
+    jenv = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
+                              autoescape=True, undefined=jinja2.StrictUndefined,
+                              trim_blocks=True, lstrip_blocks=True)
+    html = jenv.get_template(TEMPLATE_NAME).render(**ctx)
+    (out_dir / "index.html").write_text(html, encoding="utf-8")
+    (out_dir / "README.md").write_text(markdown(ctx), encoding="utf-8")

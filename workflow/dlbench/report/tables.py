@@ -1,0 +1,228 @@
+"""The report's tables: DLPerf-style throughput tables, per-configuration details, failures, overview and
+environment, as rows for the HTML template and as Markdown."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from .format import (
+    DASH,
+    compiler_label,
+    failure_text,
+    fmt_int,
+    fmt_num,
+    fmt_pct,
+    fmt_speedup,
+    fmt_text,
+    input_label,
+    md_escape,
+    missing,
+    ok_counts,
+    parse_statuses,
+    throughput_text,
+)
+
+# Identity of a DLPerf table: everything but framework and topology.
+INPUT_KEYS = ("image_size", "seq_length", "max_predictions", "optimizer", "grad_clip")  # per model; None if n/a
+GROUP_KEYS = ("model", "precision", "batch_size", "compiler", "data", *INPUT_KEYS)
+
+
+def framework_cell(row: pd.Series | None) -> dict[str, str]:
+    """One framework cell of a DLPerf table. Failed cells always carry their status."""
+    if row is None:
+        return {"text": "not run", "css": "missing", "speedup": DASH, "efficiency": DASH,
+                "tooltip": "no configuration for this topology"}
+    n_ok, n_total = ok_counts(row)
+    tooltip = f"{fmt_text(row.get('config_id'))}: {fmt_text(row.get('statuses'))}".strip(": ")
+    if n_ok == 0 or missing(row.get("median")):
+        text = failure_text(row)
+        css = "unsupported" if text == "unsupported" else "failed"
+        return {"text": text, "css": css, "speedup": DASH, "efficiency": DASH, "tooltip": tooltip}
+    text = throughput_text(row)
+    css = "ok"
+    if n_ok < n_total:
+        text += f" ({n_ok}/{n_total} ok)"
+        css = "partial"
+        tooltip += f" — failed: {failure_text(row)}"
+    return {"text": text, "css": css, "speedup": fmt_speedup(row.get("speedup")),
+            "efficiency": fmt_pct(row.get("efficiency")), "tooltip": tooltip}
+
+
+def group_key(row: pd.Series) -> tuple[Any, ...]:
+    return tuple(None if missing(row.get(k)) else row.get(k) for k in GROUP_KEYS)
+
+
+def sort_key(key: tuple[Any, ...]) -> tuple[Any, ...]:
+    # Missing values sort first and are never compared with a value of another type.
+    return tuple((v is not None, v if v is not None else 0) for v in key)
+
+
+def topology_sort(row: pd.Series) -> tuple[int, int, str]:
+    nodes, dpn = row.get("nodes"), row.get("devices_per_node")
+    return (10**9 if missing(nodes) else int(nodes),
+            10**9 if missing(dpn) else int(dpn), fmt_text(row.get("topology")))
+
+
+def build_groups(summary: pd.DataFrame) -> list[dict[str, Any]]:
+    """One DLPerf-style table per (model, precision, batch, compiler, data, input size)."""
+    frameworks = sorted({fmt_text(f) for f in summary["framework"]})
+    keyed: dict[tuple[Any, ...], list[pd.Series]] = {}
+    for _, row in summary.iterrows():
+        keyed.setdefault(group_key(row), []).append(row)
+
+    groups = []
+    for key in sorted(keyed, key=sort_key):
+        rows = keyed[key]
+        model, precision, batch, compiler, data, *inputs = key
+        group_fws = [f for f in frameworks if any(fmt_text(r["framework"]) == f for r in rows)]
+        units = sorted({fmt_text(r.get("unit")) for r in rows} - {""})
+        by_topo: dict[str, dict[str, pd.Series]] = {}
+        topo_rows: dict[str, pd.Series] = {}
+        for r in sorted(rows, key=topology_sort):
+            topo = fmt_text(r.get("topology"))
+            topo_rows.setdefault(topo, r)
+            by_topo.setdefault(topo, {}).setdefault(fmt_text(r["framework"]), r)
+
+        table_rows = []
+        for topo, first in topo_rows.items():
+            cells = [framework_cell(by_topo[topo].get(fw)) for fw in group_fws]
+            table_rows.append({
+                "topology": topo, "nodes": fmt_int(first.get("nodes")),
+                "devices_per_node": fmt_int(first.get("devices_per_node")),
+                "devices": fmt_int(first.get("devices")), "cells": cells,
+            })
+
+        title_parts = [
+            fmt_text(model) or "?", fmt_text(precision) or "?",
+            f"batch {fmt_int(batch)}/device", compiler_label(compiler),
+            f"{fmt_text(data) or '?'} data", input_label(*inputs),
+        ]
+        unit = ", ".join(units) or "samples/s"
+        groups.append({
+            "title": " · ".join(title_parts),
+            "unit": unit,
+            "caption": (f"Throughput in {unit}: median [q25–q75] over successful repeats; "
+                        "speedup vs. 1×1 of the same framework; efficiency = speedup / devices."),
+            "frameworks": group_fws,
+            "rows": table_rows,
+        })
+    return groups
+
+
+def group_markdown(group: dict[str, Any]) -> str:
+    records = []
+    for row in group["rows"]:
+        rec = {"Topology": md_escape(row["topology"]), "Nodes": row["nodes"],
+               "Devices/node": row["devices_per_node"], "Devices": row["devices"]}
+        for fw, cell in zip(group["frameworks"], row["cells"], strict=True):
+            name = md_escape(fw)
+            rec[f"{name} throughput"] = md_escape(cell["text"])
+            rec[f"{name} speedup"] = cell["speedup"]
+            rec[f"{name} efficiency"] = cell["efficiency"]
+        records.append(rec)
+    return pd.DataFrame(records).to_markdown(index=False, disable_numparse=True)
+
+
+# The details table: (heading, summary column, how it reads); Input and OK are computed from several columns.
+DETAIL_COLUMNS = (
+    ("Config", "config_id", fmt_text), ("Framework", "framework", fmt_text), ("Model", "model", fmt_text),
+    ("Topology", "topology", fmt_text), ("Devices", "devices", fmt_int), ("Batch/device", "batch_size", fmt_int),
+    ("Precision", "precision", fmt_text), ("Compiler", "compiler", compiler_label), ("Data", "data", fmt_text),
+    ("Statuses", "statuses", fmt_text), ("Median", "median", fmt_num), ("Min", "min", fmt_num),
+    ("Max", "max", fmt_num), ("Q25", "q25", fmt_num), ("Q75", "q75", fmt_num), ("IQR", "iqr", fmt_num),
+    ("CV%", "cv", lambda v: fmt_pct(v, 1)), ("Speedup", "speedup", fmt_speedup),
+    ("Efficiency", "efficiency", fmt_pct), ("TFLOP/s", "tflops", fmt_num), ("Unit", "unit", fmt_text),
+)
+DETAIL_ORDER = ("Config", "Framework", "Model", "Topology", "Devices", "Batch/device", "Precision", "Compiler",
+                "Data", "Input", "OK", "Statuses", "Median", "Min", "Max", "Q25", "Q75", "IQR", "CV%", "Speedup",
+                "Efficiency", "TFLOP/s", "Unit")
+
+
+def detail_rows(summary: pd.DataFrame) -> list[dict[str, str]]:
+    """All summary columns, formatted, sorted like the DLPerf tables."""
+    rows = []
+    ordered = sorted(
+        (r for _, r in summary.iterrows()),
+        key=lambda r: (sort_key(group_key(r)), fmt_text(r.get("framework")), topology_sort(r)),
+    )
+    for r in ordered:
+        n_ok, n_total = ok_counts(r)
+        row = {label: fmt(r.get(column)) for label, column, fmt in DETAIL_COLUMNS}
+        row["Input"] = input_label(*(r.get(k) for k in INPUT_KEYS))
+        row["OK"] = f"{n_ok}/{n_total}"
+        rows.append({label: row[label] for label in DETAIL_ORDER})
+    return rows
+
+
+def failure_rows(summary: pd.DataFrame, records: pd.DataFrame) -> list[dict[str, str]]:
+    """Configurations with at least one failed repeat, with the first failure message."""
+    logs: dict[str, str] = {}
+    failed_runs = records[records["status"].map(lambda s: fmt_text(s).lower() not in ("", "ok"))]
+    for _, rec in failed_runs.iterrows():
+        logs.setdefault(fmt_text(rec.get("config_id")), fmt_text(rec.get("log_path")))
+    rows = []
+    for _, r in summary.iterrows():
+        n_ok, n_total = ok_counts(r)
+        if n_ok >= n_total and all(s == "ok" for s, _ in parse_statuses(r.get("statuses"))):
+            continue
+        cid = fmt_text(r.get("config_id"))
+        rows.append({
+            "Config": cid,
+            "Status": failure_text(r),
+            "Message": fmt_text(r.get("error")) or DASH,
+            "Log": logs.get(cid, "") or DASH,
+        })
+    rows.sort(key=lambda x: x["Config"])
+    return rows
+
+
+def rows_markdown(rows: list[dict[str, str]], limit: int | None = None) -> str:
+    if not rows:
+        return "_None._"
+    df = pd.DataFrame([{k: md_escape(v, limit) for k, v in row.items()} for row in rows])
+    return df.to_markdown(index=False, disable_numparse=True)
+
+
+def environment_view(env: dict[str, Any]) -> dict[str, Any]:
+    frameworks = []
+    for name, info in sorted((env.get("frameworks") or {}).items()):
+        info = info if isinstance(info, dict) else {"version": info}
+        frameworks.append({
+            "name": str(name),
+            "version": fmt_text(info.get("framework_version") or info.get("version")) or DASH,
+            "python": fmt_text(info.get("python")) or DASH,
+            "cuda": fmt_text(info.get("cuda")) or DASH,
+            "cudnn": fmt_text(info.get("cudnn")) or DASH,
+            "packages": [str(p) for p in info.get("packages") or []],
+        })
+
+    def as_list(value: Any) -> list[str]:
+        if value is None:
+            return []
+        return [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)]
+
+    config = env.get("config")
+    return {
+        "hosts": as_list(env.get("hosts")),
+        "cpu_models": as_list(env.get("cpu_models")),
+        "devices": as_list(env.get("devices")),
+        "frameworks": frameworks,
+        "config_yaml": yaml.safe_dump(config, sort_keys=False, allow_unicode=True,
+                                      default_flow_style=False) if config else "",
+    }
+
+
+def overview(summary: pd.DataFrame, records: pd.DataFrame) -> dict[str, int]:
+    counts = [ok_counts(r) for _, r in summary.iterrows()]
+    statuses = records["status"].map(lambda s: fmt_text(s).lower())
+    return {
+        "configs": len(counts),
+        "configs_ok": sum(1 for ok, total in counts if total and ok == total),
+        "configs_partial": sum(1 for ok, total in counts if 0 < ok < total),
+        "configs_failed": sum(1 for ok, _ in counts if ok == 0),
+        "runs": len(records),
+        "runs_ok": int((statuses == "ok").sum()),
+    }

@@ -1,0 +1,21 @@
+# Existing logs (other tools', or earlier dlbench runs) parsed into records by their format's parser
+# (dlbench.logformats); one job per `imports:` entry, so changing one entry re-parses only that one.
+
+
+rule import_logs:
+    input:
+        import_files,
+    output:
+        "results/imports/{name}.jsonl",
+    log:
+        "logs/imports/{name}.log",
+    wildcard_constraints:
+        name="[A-Za-z0-9][A-Za-z0-9_.-]*",
+    params:
+        run=run_module("core", "dlbench.imports"),
+        entry=lambda wildcards: json.dumps(IMPORTS[wildcards.name], sort_keys=True),
+    localrule: True
+    conda:
+        "../../envs/core.yaml"
+    shell:
+        "{params.run} --entry {params.entry:q} --out {output:q} > {log:q} 2>&1"
