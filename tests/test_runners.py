@@ -53,12 +53,15 @@ def test_values_never_reach_a_shell(tmp_path):
 
 def test_launchers():
     assert runner.launch(spec(), {"launcher": "torchrun"}, ["train.py"], in_slurm=False)[:5] == [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+        sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "--standalone"]
     assert runner.launch(spec(), {"launcher": "mpirun"}, ["a"], in_slurm=False) == ["mpirun", "-np", "2", "a"]
     with pytest.raises(Unsupported, match="needs a SLURM allocation"):
         runner.launch(spec(), {"launcher": "srun"}, ["a"], in_slurm=False)
     with pytest.raises(Unsupported, match="spans 2 nodes"):
         runner.launch(spec(nodes=2), {"launcher": "none"}, ["a"], in_slurm=False)
+    # Several nodes: one torchrun per node, started by srun, meeting at one endpoint.
+    several = runner.launch(spec(nodes=2), {"launcher": "torchrun"}, ["t.py"], in_slurm=True)
+    assert several[:3] == ["srun", "--nodes=2", "--ntasks-per-node=1"] and "--nnodes=2" in several
 
 
 def supervised(tmp_path: Path, code: str, *args: str) -> dict:

@@ -10,13 +10,16 @@ A runner definition (the study's `runners:` entry, as JSON):
                item is formatted with the run's values ({batch_size}, {global_batch_size}, {devices},
                {devices_per_node}, {nodes}, {warmup_steps}, {measured_steps}, {steps}, {image_size},
                {seq_length}, {max_predictions}, {data_dir}, {seed}, {precision}, {model}, {repeat},
-               {run_dir}, {python}, {workdir}); an item that is exactly {precision_args}, {compiler_args} or
-               {data_args} becomes the list `flags` gives for the run's value (zero or more arguments).
+               {run_dir}, {python}, {workdir}); an item that is exactly {precision_args}, {compiler_args},
+               {data_args}, {optimizer_args} or {grad_clip_args} becomes the list `flags` gives for the run's
+               value (zero or more arguments).
     flags      {precision: {fp32: [...], amp: [...]}, compiler: {nocompile: [...], compile: [...]},
-               data: {synthetic: [...], real: [...]}}. A value the runner has no flags for is `unsupported`
-               (an axis without flags supports only fp32 / nocompile / synthetic).
+               data: {synthetic: [...], real: [...]}, and for BERT optimizer: {adam: [...], lamb: [...]},
+               grad_clip: {noclip: [...], clip: [...]}}. A value the runner has no flags for is `unsupported`
+               (an axis without flags supports only fp32 / nocompile / synthetic / adam / noclip).
     models     the models the command trains (others are `unsupported`).
-    launcher   none (the command starts its own processes), torchrun, mpirun or srun.
+    launcher   none (the command starts its own processes), torchrun (several nodes: one torchrun per node,
+               started by srun), mpirun or srun.
     format     the log format of what it writes (dlbench.logformats), read from `log`.
     log        stdout (its standard output and error, saved as <run_dir>/output.log) or a path template.
     workdir    the directory it runs in ({workdir}); default: the run's directory.
@@ -35,10 +38,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .spec import RunSpec, Unsupported
+from .spec import RunSpec, Unsupported, is_bert
 
 LAUNCHERS = ("none", "torchrun", "mpirun", "srun")
-AXIS_DEFAULTS = {"precision": "fp32", "compiler": "nocompile", "data": "synthetic"}
+# Axes a runner expresses through flags, and the value a runner without flags for that axis stands for.
+AXIS_DEFAULTS = {"precision": "fp32", "compiler": "nocompile", "data": "synthetic", "optimizer": "adam",
+                 "grad_clip": "noclip"}
+BERT_AXES = ("optimizer", "grad_clip")
 # Text of the frameworks' and allocators' out-of-memory failures (CUDA, cuDNN, TensorFlow, MXNet, the host).
 OOM_MARKERS = ("out of memory", "CUDA_ERROR_OUT_OF_MEMORY", "ResourceExhaustedError", "OOM when allocating",
                "Cannot allocate memory", "std::bad_alloc", "MemoryError")
@@ -66,7 +72,11 @@ def run_dir(log: Path) -> Path:
 
 
 def axis_values(spec: RunSpec) -> dict[str, str]:
-    return {"precision": spec.precision, "compiler": "compile" if spec.compiler else "nocompile", "data": spec.data}
+    """The run's value of every axis a runner expresses by flags (BERT's optimizer and clipping for BERT only)."""
+    values = {"precision": spec.precision, "compiler": "compile" if spec.compiler else "nocompile", "data": spec.data}
+    if is_bert(spec.model):
+        values |= {"optimizer": spec.optimizer_name, "grad_clip": "clip" if spec.grad_clip else "noclip"}
+    return values
 
 
 def values(spec: RunSpec, definition: dict[str, Any], directory: Path) -> dict[str, str]:
@@ -111,6 +121,8 @@ def render(spec: RunSpec, definition: dict[str, Any], directory: Path) -> list[s
             raise Unsupported(f"runner {name} cannot express {axis} {value} (it has: {', '.join(choices)})")
         else:
             expanded[f"{axis}_args"] = list(choices[value])
+    for axis in BERT_AXES:
+        expanded.setdefault(f"{axis}_args", [])
     known = values(spec, definition, directory)
     argv: list[str] = []
     for item in definition["command"]:
@@ -131,10 +143,13 @@ def launch(spec: RunSpec, definition: dict[str, Any], argv: list[str], in_slurm:
     if launcher == "none":
         return argv
     if launcher == "torchrun":
-        nodes = ["--standalone"] if spec.nodes == 1 else [f"--nnodes={spec.nodes}", "--rdzv-backend=c10d",
-                                                           f"--rdzv-endpoint={os.environ.get('MASTER_ADDR', '')}:29400"]
-        return [sys.executable, "-m", "torch.distributed.run", *nodes,
-                f"--nproc-per-node={spec.devices_per_node}", *argv]
+        torchrun = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={spec.devices_per_node}"]
+        if spec.nodes == 1:
+            return [*torchrun, "--standalone", *argv]
+        # One torchrun per node (srun starts them), meeting at the allocation's first node.
+        endpoint = f"{os.environ.get('MASTER_ADDR', '')}:{os.environ.get('MASTER_PORT', '29400')}"
+        return ["srun", f"--nodes={spec.nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1", *torchrun,
+                f"--nnodes={spec.nodes}", "--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}", *argv]
     if launcher == "mpirun":
         return ["mpirun", "-np", str(spec.world_size), *argv]
     if launcher == "srun":
