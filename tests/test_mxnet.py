@@ -68,7 +68,7 @@ def test_env_is_mxnet_1_9_1_with_numpy_below_1_24(mx_python):
 
 def test_resnet50_v1_5_has_the_reference_parameter_count_and_strides(mx_python):
     code = (
-        "from dlbench.harness.backends.mx_models import ResNet50, parameter_count\n"
+        "from dlbench.harness.backends.mxnet.resnet import ResNet50, parameter_count\n"
         "m = ResNet50()\n"
         "m.initialize()\n"
         "down = [b for b in m.layers if b.downsample is not None]\n"
@@ -203,7 +203,7 @@ TORCH_REFERENCE = """
 import sys
 import numpy as np
 import torch
-from dlbench.harness.backends.torch_models import ResNet50
+from dlbench.harness.backends.pytorch.resnet import ResNet50
 
 torch.manual_seed(0)
 model = ResNet50()
@@ -233,7 +233,7 @@ import sys
 import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
-from dlbench.harness.backends.mx_models import ResNet50, load_torch_state, torch_named_parameters
+from dlbench.harness.backends.mxnet.resnet import ResNet50, load_torch_state, torch_named_parameters
 
 ref = np.load(sys.argv[1])
 net = ResNet50()
@@ -283,7 +283,7 @@ def test_same_weights_give_the_pytorch_model_s_outputs(mx_python, torch_python, 
 def test_load_torch_state_rejects_a_mismatched_state(mx_python):
     code = (
         "import numpy as np\n"
-        "from dlbench.harness.backends.mx_models import ResNet50, load_torch_state, torch_named_parameters\n"
+        "from dlbench.harness.backends.mxnet.resnet import ResNet50, load_torch_state, torch_named_parameters\n"
         "net = ResNet50()\n"
         "net.initialize()\n"
         "state = {k: np.zeros(p.shape, 'float32') for k, p in torch_named_parameters(net).items()}\n"

@@ -7,5 +7,5 @@ Contract shared by every framework (see README "The harness contract"):
 - `__main__` supervises: writes the log header, starts one process per device (locally) or the
   ranks through `srun` (SLURM), enforces the time limit, and always ends the log with a summary.
 - `rank` is what each rank runs: threads and core share, warm-up, timed steps, the summary.
-- `backends/<framework>.py` builds model, optimizer and data and performs one training step.
+- `backends/<framework>/backend.py` builds model, optimizer and data and performs one training step.
 """

@@ -50,7 +50,7 @@ def pin_cores() -> list[int]:
 
 
 def load_backend(spec: RunSpec, rank: int, world: int, local_rank: int, threads: int):
-    module = importlib.import_module(f"dlbench.harness.backends.{spec.framework}")
+    module = importlib.import_module(f"dlbench.harness.backends.{spec.framework}.backend")
     return module.Backend(spec, rank=rank, world=world, local_rank=local_rank, threads=threads)
 
 

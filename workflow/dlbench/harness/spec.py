@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 LOG_SCHEMA_VERSION = 1
-FRAMEWORKS = ("pytorch", "tensorflow", "mxnet")  # a backend module each: backends/<name>.py
+FRAMEWORKS = ("pytorch", "tensorflow", "mxnet")  # a backend package each: backends/<name>/
 BERT_MODELS = ("bert_base", "bert_tiny")  # dimensions: harness/bert.py
 MODELS = ("resnet50", *BERT_MODELS)
 PRECISIONS = ("fp32", "amp")

@@ -1,4 +1,4 @@
-"""What every framework backend shares (standard library only). The interface is described in pytorch.py."""
+"""What every framework backend shares (standard library only). The interface is described in pytorch/backend.py."""
 
 from __future__ import annotations
 

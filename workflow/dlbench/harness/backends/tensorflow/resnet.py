@@ -1,4 +1,4 @@
-"""ResNet-50 v1.5 in Keras (TensorFlow 2), written here: the twin of `torch_models.ResNet50`.
+"""ResNet-50 v1.5 in Keras (TensorFlow 2), written here: the twin of pytorch/resnet.py's `ResNet50`.
 
 `keras.applications.ResNet50` is v1 (stride on the first 1x1 of a downsampling bottleneck) and pads
 differently, so it is not used. This model has the same layers, in the same order and with the same
@@ -34,7 +34,7 @@ import tensorflow as tf  # noqa: E402
 
 keras = tf.keras
 
-# (bottleneck width, blocks, stride of the first block) per stage: as torch_models.RESNET50_STAGES
+# (bottleneck width, blocks, stride of the first block) per stage: as pytorch/resnet.py's RESNET50_STAGES
 RESNET50_STAGES = ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2))
 BN_EPSILON = 1e-5
 BN_MOMENTUM = 1.0 - 0.1  # Keras convention for PyTorch's momentum=0.1
@@ -152,7 +152,7 @@ def torch_state_names(model: ResNet50) -> list[str]:
 
 
 def load_torch_state(model: ResNet50, arrays: dict[str, np.ndarray]) -> None:
-    """Load weights given with the names and layouts of `torch_models.ResNet50().state_dict()`.
+    """Load weights given with the names and layouts of pytorch/resnet.py's `ResNet50().state_dict()`.
 
     conv OIHW -> HWIO, linear [out, in] -> [in, out], BN weight/bias/running_mean/running_var ->
     gamma/beta/moving_mean/moving_variance; `num_batches_tracked` is ignored. Every other name must

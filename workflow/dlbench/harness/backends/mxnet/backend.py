@@ -1,5 +1,5 @@
 """MXNet 1.9 backend: ResNet-50 v1.5 (Gluon, SGD with momentum) and BERT pretraining (Gluon, AdamWeightDecay
-or LAMB, mx_bert.py), synthetic data resident on the context or real data (mx_data.py: DALI for ImageNet, h5py
+or LAMB, bert.py), synthetic data resident on the context or real data (data.py: DALI for ImageNet, h5py
 for BERT's HDF5 shards; each step takes the pipeline's next batch, so reading, decoding and augmenting are in it).
 
 Same interface and semantics as the PyTorch backend (see its docstring):
@@ -39,11 +39,12 @@ import mxnet as mx  # noqa: E402
 import numpy as np  # noqa: E402
 from mxnet import autograd, gluon  # noqa: E402
 
-from .. import bert, sysinfo  # noqa: E402
-from ..spec import RunSpec, Unsupported  # noqa: E402
-from . import mx_bert, mx_data  # noqa: E402
-from .base import BackendBase  # noqa: E402
-from .mx_models import ResNet50, parameter_count  # noqa: E402
+from ... import bert, sysinfo  # noqa: E402
+from ...spec import RunSpec, Unsupported  # noqa: E402
+from ..base import BackendBase  # noqa: E402
+from . import bert as mx_bert  # noqa: E402 - this framework's BERT (bert: what every backend shares)
+from . import data as mx_data  # noqa: E402
+from .resnet import ResNet50, parameter_count  # noqa: E402
 
 OOM_MARKERS = ("out of memory", "cannot allocate memory", "std::bad_alloc", "failed to allocate",
                "can't allocate memory")

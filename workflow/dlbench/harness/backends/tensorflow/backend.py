@@ -1,18 +1,18 @@
-"""TensorFlow 2 backend: ResNet-50 v1.5 (Keras, tf_models) with SGD and momentum, and BERT pretraining (Keras,
-tf_bert) with AdamW or LAMB; synthetic data on the device.
+"""TensorFlow 2 backend: ResNet-50 v1.5 (Keras, resnet.py) with SGD and momentum, and BERT pretraining (Keras,
+bert.py) with AdamW or LAMB; synthetic data on the device.
 
-Same interface and semantics as the PyTorch backend (see backends/pytorch.py):
+Same interface and semantics as the PyTorch backend (see backends/pytorch/backend.py):
   setup() · step() · loss() · sync() · barrier() · all_gather(obj) · environment() · device_name()
   peak_memory_bytes() · classify(exc) -> status · shutdown() · attributes `threads`, `unit`.
 
 - The training step is a custom `tf.function` (forward, cross-entropy, gradients, SGD momentum 0.9,
   lr 0.1, weight decay 5e-5 as in the PyTorch backend); compiler on = XLA (`jit_compile=True`).
-- BERT (bert_base, bert_tiny): the step of `tf_bert.make_train_step` (masked-LM + next-sentence loss, dropout
-  on, clipping by global norm 1.0 with grad_clip on), optimizer by spec.optimizer_name (`tf_bert.make_optimizer`:
+- BERT (bert_base, bert_tiny): the step of `bert.make_train_step` (masked-LM + next-sentence loss, dropout
+  on, clipping by global norm 1.0 with grad_clip on), optimizer by spec.optimizer_name (`bert.make_optimizer`:
   AdamW or LAMB with bert.OPTIMIZERS' settings and learning-rate schedule); one bert.synthetic_batch per rank.
   AMP, XLA and several ranks as for ResNet-50, except that the step all-reduces the gradients itself (so
   that clipping sees the global norm).
-- data real (--data-dir): tf.data pipelines of `tf_data` (ImageNet TFRecords: random crop, flip, normalise;
+- data real (--data-dir): tf.data pipelines of `data.py` (ImageNet TFRecords: random crop, flip, normalise;
   BERT TFRecords: run_pretraining.py's records), built in setup(); each step takes the next batch from their
   iterator (read, decode and augment overlap the steps through prefetching, as in training).
 - amp: Keras policy `mixed_bfloat16` on CPU; `mixed_float16` with a `LossScaleOptimizer` on GPU.
@@ -39,10 +39,12 @@ os.environ["KERAS_BACKEND"] = "tensorflow"  # tf.keras is Keras 3: make sure it 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from .. import bert, sysinfo  # noqa: E402
-from ..spec import RunSpec, Unsupported  # noqa: E402
-from . import tf_bert, tf_data, tf_models  # noqa: E402
-from .base import BackendBase
+from ... import bert, sysinfo  # noqa: E402
+from ...spec import RunSpec, Unsupported  # noqa: E402
+from ..base import BackendBase  # noqa: E402
+from . import bert as tf_bert  # noqa: E402 - this framework's BERT (bert: what every backend shares)
+from . import data as tf_data  # noqa: E402
+from . import resnet as tf_models  # noqa: E402
 
 keras = tf.keras
 

@@ -1,5 +1,5 @@
-"""PyTorch backend: ResNet-50 v1.5 (SGD with momentum) and BERT pretraining (AdamW or LAMB, torch_bert.py),
-synthetic data resident on the device or real data (torch_data.py: DALI for the ImageNet TFRecords, h5py for
+"""PyTorch backend: ResNet-50 v1.5 (SGD with momentum) and BERT pretraining (AdamW or LAMB, bert.py),
+synthetic data resident on the device or real data (data.py: DALI for the ImageNet TFRecords, h5py for
 BERT's HDF5 shards; each step takes the pipeline's next batch, so reading, decoding and augmenting are in it).
 
 Interface every backend implements (used by dlbench.harness.rank):
@@ -17,11 +17,12 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from .. import bert, sysinfo
-from ..spec import RunSpec, Unsupported
-from . import torch_bert, torch_data
-from .base import BackendBase
-from .torch_models import ResNet50, parameter_count
+from ... import bert, sysinfo
+from ...spec import RunSpec, Unsupported
+from ..base import BackendBase
+from . import bert as torch_bert  # this framework's BERT (bert: what every backend shares)
+from . import data as torch_data
+from .resnet import ResNet50, parameter_count
 
 OOM_MARKERS = ("out of memory", "can't allocate memory", "not enough memory", "failed to allocate")
 
