@@ -20,6 +20,7 @@ from pathlib import Path
 from statistics import median
 
 from . import flops, sysinfo
+from .frameworks import REGISTRY
 from .spec import RunSpec, Unsupported, append_line, parser, spec_from_args, utc_now
 
 
@@ -50,7 +51,7 @@ def pin_cores() -> list[int]:
 
 
 def load_backend(spec: RunSpec, rank: int, world: int, local_rank: int, threads: int):
-    module = importlib.import_module(f"dlbench.harness.backends.{spec.framework}.backend")
+    module = importlib.import_module(REGISTRY[spec.framework].backend_module)
     return module.Backend(spec, rank=rank, world=world, local_rank=local_rank, threads=threads)
 
 

@@ -10,8 +10,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from .frameworks import NAMES
+
 LOG_SCHEMA_VERSION = 1
-FRAMEWORKS = ("pytorch", "tensorflow", "mxnet")  # a backend package each: backends/<name>/
+FRAMEWORKS = NAMES  # registered in frameworks.py: a backend package each, backends/<name>/
 BERT_MODELS = ("bert_base", "bert_tiny")  # dimensions: harness/bert.py
 MODELS = ("resnet50", *BERT_MODELS)
 PRECISIONS = ("fp32", "amp")
