@@ -15,7 +15,7 @@ import mxnet as mx
 from mxnet import autograd, gluon
 
 from dlbench.harness import bert
-from dlbench.harness.backends import mx_bert
+from dlbench.harness.backends.mxnet import bert as mx_bert
 from dlbench.harness.spec import default_max_predictions
 
 

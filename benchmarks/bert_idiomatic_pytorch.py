@@ -14,7 +14,7 @@ def idiomatic(model: str, batch: int, seq_length: int, threads: int) -> Callable
     import torch
 
     from dlbench.harness import bert
-    from dlbench.harness.backends.torch_bert import BertForPreTraining
+    from dlbench.harness.backends.pytorch.bert import BertForPreTraining
     from dlbench.harness.spec import default_max_predictions
 
     torch.set_num_threads(threads)

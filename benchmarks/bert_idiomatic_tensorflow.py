@@ -26,7 +26,7 @@ def idiomatic(model: str, batch: int, seq_length: int, threads: int, compiler: b
     import tensorflow as tf
 
     from dlbench.harness import bert
-    from dlbench.harness.backends import tf_bert
+    from dlbench.harness.backends.tensorflow import bert as tf_bert
     from dlbench.harness.spec import default_max_predictions
 
     try:  # a harness backend created first has set them already (the runtime takes them only once)

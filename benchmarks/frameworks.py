@@ -35,7 +35,7 @@ from dlbench.harness.spec import RunSpec
 def pytorch_idiomatic(batch: int, size: int, threads: int) -> Callable[[int], float]:
     import torch
 
-    from dlbench.harness.backends.torch_models import ResNet50
+    from dlbench.harness.backends.pytorch.resnet import ResNet50
 
     torch.set_num_threads(threads)
     model = ResNet50()
@@ -70,7 +70,7 @@ def tensorflow_idiomatic(batch: int, size: int, threads: int) -> Callable[[int],
     import numpy as np
     import tensorflow as tf
 
-    from dlbench.harness.backends.tf_models import ResNet50, build
+    from dlbench.harness.backends.tensorflow.resnet import ResNet50, build
 
     model = build(ResNet50(), size)  # threads: set by the harness backend, created first
     model.compile(optimizer=tf.keras.optimizers.SGD(0.1, momentum=0.9),
@@ -104,7 +104,7 @@ def mxnet_idiomatic(batch: int, size: int, threads: int) -> Callable[[int], floa
     import mxnet as mx
     from mxnet import autograd, gluon
 
-    from dlbench.harness.backends.mx_models import ResNet50
+    from dlbench.harness.backends.mxnet.resnet import ResNet50
 
     net = ResNet50()
     net.initialize(mx.init.Xavier())

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from dlbench.harness import rank
-from dlbench.harness.backends.pytorch import Backend
+from dlbench.harness.backends.pytorch.backend import Backend
 from dlbench.harness.spec import RunSpec
 
 

@@ -15,8 +15,8 @@ import pytest
 
 from conftest import env_python, harness_env
 from dlbench.harness import bert
+from dlbench.harness.frameworks import NAMES as FRAMEWORKS
 
-FRAMEWORKS = ("pytorch", "tensorflow", "mxnet")
 TOLERANCE = 1e-4
 
 

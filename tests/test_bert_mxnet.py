@@ -39,7 +39,7 @@ def test_parameter_counts_are_bert_s(mx_python):
     code = (
         "import json\n"
         "from dlbench.harness import bert\n"
-        "from dlbench.harness.backends import mx_bert\n"
+        "from dlbench.harness.backends.mxnet import bert as mx_bert\n"
         "counts = {}\n"
         "for name in ('bert_tiny', 'bert_base'):\n"
         "    net = mx_bert.build(bert.CONFIGS[name])\n"
@@ -110,7 +110,7 @@ HYBRID_CHECK = """
 import json, sys
 import mxnet as mx, numpy as np
 from dlbench.harness import bert
-from dlbench.harness.backends import mx_bert
+from dlbench.harness.backends.mxnet import bert as mx_bert
 cfg = bert.CONFIGS["bert_tiny"]
 with np.load(sys.argv[1]) as w, np.load(sys.argv[2]) as b:
     weights, batch = dict(w), dict(b)
@@ -223,7 +223,7 @@ import dataclasses, json
 import mxnet as mx, numpy as np
 from mxnet import autograd
 from dlbench.harness import bert, rank
-from dlbench.harness.backends import mx_bert
+from dlbench.harness.backends.mxnet import bert as mx_bert
 from dlbench.harness.spec import RunSpec
 
 def backend(**kw):

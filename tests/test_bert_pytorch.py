@@ -30,7 +30,7 @@ def api(torch_python) -> dict:
     each CHECKS entry is the body of a function whose returned dict is api[its name]."""
     code = ("import dataclasses, json, torch\n"
             "from dlbench.harness import bert\n"
-            "from dlbench.harness.backends import torch_bert\n")
+            "from dlbench.harness.backends.pytorch import bert as torch_bert\n")
     for name, body in CHECKS.items():
         code += f"def check_{name}():\n{textwrap.indent(body, '    ')}\n"
     code += f"print(json.dumps({{name: globals()['check_' + name]() for name in {list(CHECKS)}}}))\n"
@@ -231,7 +231,7 @@ def test_weight_decay_is_decoupled_and_skips_layernorm_and_biases(api):
 
 
 CHECKS["backend"] = """
-from dlbench.harness.backends.pytorch import Backend
+from dlbench.harness.backends.pytorch.backend import Backend
 from dlbench.harness.spec import RunSpec, Unsupported
 
 def make_backend(model, **settings):

@@ -38,8 +38,8 @@ API_FACTS = """
     import numpy as np
     import tensorflow as tf
     from dlbench.harness import bert
-    from dlbench.harness.backends import tf_bert
-    from dlbench.harness.backends.tensorflow import Backend
+    from dlbench.harness.backends.tensorflow import bert as tf_bert
+    from dlbench.harness.backends.tensorflow.backend import Backend
     from dlbench.harness.spec import RunSpec, Unsupported
 
     keras = tf.keras

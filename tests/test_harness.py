@@ -20,7 +20,7 @@ TINY = ["--image-size", "32", "--batch-size", "2", "--warmup-steps", "1", "--mea
 
 def test_resnet50_v1_5_has_the_reference_parameter_count_and_strides(torch_python):
     code = (
-        "from dlbench.harness.backends.torch_models import ResNet50, parameter_count\n"
+        "from dlbench.harness.backends.pytorch.resnet import ResNet50, parameter_count\n"
         "m = ResNet50()\n"
         "down = [b for b in m.layers if b.downsample is not None]\n"
         "print(parameter_count(m), [b.conv1.stride[0] for b in down], [b.conv2.stride[0] for b in down])\n"
@@ -37,7 +37,7 @@ def test_flop_count_matches_pytorchs_flop_counter(torch_python):
     code = (
         "import torch\n"
         "from torch.utils.flop_counter import FlopCounterMode\n"
-        "from dlbench.harness.backends.torch_models import ResNet50\n"
+        "from dlbench.harness.backends.pytorch.resnet import ResNet50\n"
         "from dlbench.harness.flops import model_flops\n"
         "for size in (64, 224):\n"
         "    with FlopCounterMode(display=False) as counter:\n"

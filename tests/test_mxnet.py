@@ -68,7 +68,7 @@ def test_env_is_mxnet_1_9_1_with_numpy_below_1_24(mx_python):
 
 def test_resnet50_v1_5_has_the_reference_parameter_count_and_strides(mx_python):
     code = (
-        "from dlbench.harness.backends.mx_models import ResNet50, parameter_count\n"
+        "from dlbench.harness.backends.mxnet.resnet import ResNet50, parameter_count\n"
         "m = ResNet50()\n"
         "m.initialize()\n"
         "down = [b for b in m.layers if b.downsample is not None]\n"
@@ -93,7 +93,9 @@ def test_throughput_is_samples_over_measured_wall_time(mx_python, tmp_path):
     assert summary["samples"] == 2 * 3 and summary["unit"] == "images/s" and summary["world_size"] == 1
     assert summary["throughput"] == pytest.approx(summary["samples"] / summary["elapsed_s"], rel=1e-12)
     assert summary["throughput"] == pytest.approx(summary["samples"] / sum(measured), rel=1e-9)
-    assert summary["loss_final"] > 0
+    # Cross-entropy is >= 0 up to float rounding: two images are memorised within a few steps, and MXNet's
+    # softmax cross-entropy then reads about -1e-6.
+    assert summary["loss_final"] > -1e-4 and summary["loss_final"] == summary["loss_final"]
     assert env["framework"] == "mxnet" and env["framework_version"] == "1.9.1"
     assert env["parameters"] == 25_557_032
     assert env["device_type"] == "cpu" and env["cuda"] is None and env["cudnn"] is None
@@ -203,7 +205,7 @@ TORCH_REFERENCE = """
 import sys
 import numpy as np
 import torch
-from dlbench.harness.backends.torch_models import ResNet50
+from dlbench.harness.backends.pytorch.resnet import ResNet50
 
 torch.manual_seed(0)
 model = ResNet50()
@@ -233,7 +235,7 @@ import sys
 import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
-from dlbench.harness.backends.mx_models import ResNet50, load_torch_state, torch_named_parameters
+from dlbench.harness.backends.mxnet.resnet import ResNet50, load_torch_state, torch_named_parameters
 
 ref = np.load(sys.argv[1])
 net = ResNet50()
@@ -283,7 +285,7 @@ def test_same_weights_give_the_pytorch_model_s_outputs(mx_python, torch_python, 
 def test_load_torch_state_rejects_a_mismatched_state(mx_python):
     code = (
         "import numpy as np\n"
-        "from dlbench.harness.backends.mx_models import ResNet50, load_torch_state, torch_named_parameters\n"
+        "from dlbench.harness.backends.mxnet.resnet import ResNet50, load_torch_state, torch_named_parameters\n"
         "net = ResNet50()\n"
         "net.initialize()\n"
         "state = {k: np.zeros(p.shape, 'float32') for k, p in torch_named_parameters(net).items()}\n"

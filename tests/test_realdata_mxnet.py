@@ -1,4 +1,4 @@
-"""Real data in the MXNet backend, for real on CPU: the DALI ImageNet and h5py BERT pipelines of backends/mx_data.py
+"""Real data in the MXNet backend, for real on CPU: the DALI ImageNet and h5py BERT pipelines of backends/mxnet/data.py
 on shards made by the workflow's own tools (conftest's real_data fixture: 4 ImageNet classes x 8 train images in 2
 shards, BERT shards at 128 tokens / 20 masked positions), checked against the records themselves (read with the
 workflow's own TFRecord reader, dlbench.dataprep.tfrecord, in the dataprep environment), and harness runs."""
@@ -67,7 +67,7 @@ PIPELINE_FACTS = """
     import mxnet as mx
     import numpy as np
     from dlbench.harness import bert, datasets
-    from dlbench.harness.backends import mx_bert, mx_data
+    from dlbench.harness.backends.mxnet import bert as mx_bert, data as mx_data
     from dlbench.harness.spec import RunSpec
 
     imagenet, bert_dir, npz = sys.argv[1:4]

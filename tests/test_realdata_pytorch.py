@@ -1,4 +1,4 @@
-"""Real data in the PyTorch backend, for real on CPU: backends/torch_data.py (DALI for ImageNet, h5py for the BERT
+"""Real data in the PyTorch backend, for real on CPU: backends/pytorch/data.py (DALI for ImageNet, h5py for the BERT
 HDF5 shards) on shards made by the workflow's own tools (conftest's real_data fixture: 4 ImageNet classes x 8 train
 images in 2 shards, BERT shards at 128 tokens / 20 masked positions), checked against the records themselves as
 read independently in the dataprep environment (dlbench.dataprep.tfrecord, no DALI or h5py involved); then
@@ -73,7 +73,7 @@ PIPELINE_FACTS = """
     import numpy as np
     import torch
     from dlbench.harness import bert
-    from dlbench.harness.backends import torch_bert, torch_data
+    from dlbench.harness.backends.pytorch import bert as torch_bert, data as torch_data
     from dlbench.harness.spec import RunSpec
 
     imagenet, bert_dir, npz, n_images = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])

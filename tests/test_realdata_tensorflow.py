@@ -1,4 +1,4 @@
-"""Real data in the TensorFlow backend, for real on CPU: the tf.data pipelines of backends/tf_data.py on shards
+"""Real data in the TensorFlow backend, for real on CPU: the tf.data pipelines of backends/tensorflow/data.py on shards
 made by the workflow's own tools (conftest's real_data fixture: 4 ImageNet classes x 8 train images in 2
 shards, BERT shards at 128 tokens / 20 masked positions), checked against the records themselves."""
 
@@ -30,10 +30,10 @@ FACTS = """
     import os
     import sys
     import numpy as np
-    from dlbench.harness.backends.tensorflow import Backend  # first: it sets TensorFlow's threads
+    from dlbench.harness.backends.tensorflow.backend import Backend  # first: it sets TensorFlow's threads
     import tensorflow as tf
     from dlbench.harness import bert, datasets
-    from dlbench.harness.backends import tf_data
+    from dlbench.harness.backends.tensorflow import data as tf_data
     from dlbench.harness.spec import RunSpec, Unsupported
 
     imagenet, bert_dir, tree = sys.argv[1:4]

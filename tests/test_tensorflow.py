@@ -38,7 +38,7 @@ def test_resnet50_v1_5_has_the_pytorch_parameters_layers_and_strides(tf_python, 
     tf_facts = last_json(run_python(tf_python, """
         import json
         import numpy as np
-        from dlbench.harness.backends import tf_models
+        from dlbench.harness.backends.tensorflow import resnet as tf_models
         m = tf_models.build(tf_models.ResNet50())
         down = [b for b in m.blocks if b.downsample is not None]
         print(json.dumps({
@@ -52,7 +52,7 @@ def test_resnet50_v1_5_has_the_pytorch_parameters_layers_and_strides(tf_python, 
     """))
     torch_facts = last_json(run_python(pytorch_python, """
         import json
-        from dlbench.harness.backends.torch_models import ResNet50
+        from dlbench.harness.backends.pytorch.resnet import ResNet50
         m = ResNet50()
         state = {k: list(v.shape) for k, v in m.state_dict().items() if not k.endswith("num_batches_tracked")}
         print(json.dumps({"names": list(state), "shapes": list(state.values()),
@@ -78,7 +78,7 @@ TORCH_REFERENCE = """
     import sys
     import numpy as np
     import torch
-    from dlbench.harness.backends.torch_models import ResNet50
+    from dlbench.harness.backends.pytorch.resnet import ResNet50
     torch.manual_seed(0)
     model = ResNet50()
     g = torch.Generator().manual_seed(1)
@@ -111,7 +111,7 @@ TF_CHECK = """
     import sys
     import numpy as np
     import tensorflow as tf
-    from dlbench.harness.backends import tf_models
+    from dlbench.harness.backends.tensorflow import resnet as tf_models
     ref = np.load(sys.argv[1])
     state = {k[len("state/"):]: ref[k] for k in ref.files if k.startswith("state/")}
     model = tf_models.ResNet50()
@@ -151,7 +151,7 @@ def test_same_weights_give_the_pytorch_outputs(tf_python, pytorch_python, tmp_pa
 def test_load_torch_state_rejects_a_state_that_does_not_fit(tf_python):
     out = run_python(tf_python, """
         import numpy as np
-        from dlbench.harness.backends import tf_models
+        from dlbench.harness.backends.tensorflow import resnet as tf_models
         m = tf_models.build(tf_models.ResNet50(num_classes=10))
         try:
             tf_models.load_torch_state(m, {"conv1.weight": np.zeros((64, 3, 7, 7), np.float32)})

@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from dlbench.harness.backends.torch_models import ResNet50
+from dlbench.harness.backends.pytorch.resnet import ResNet50
 
 CLASSES = 4
 

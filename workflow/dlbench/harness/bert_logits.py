@@ -16,9 +16,8 @@ import importlib
 import numpy as np
 
 from . import bert
+from .frameworks import REGISTRY
 from .spec import FRAMEWORKS
-
-MODULES = {"pytorch": "torch_bert", "tensorflow": "tf_bert", "mxnet": "mx_bert"}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -29,7 +28,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--batch", required=True, help=".npz with the features of bert.synthetic_batch")
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
-    module = importlib.import_module(f"dlbench.harness.backends.{MODULES[args.framework]}")
+    module = importlib.import_module(REGISTRY[args.framework].module("bert"))
     with np.load(args.weights) as w, np.load(args.batch) as b:
         weights, batch = dict(w), dict(b)
     mlm, nsp, loss = module.pretraining_outputs(bert.CONFIGS[args.model], weights, batch)

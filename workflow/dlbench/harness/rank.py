@@ -20,6 +20,7 @@ from pathlib import Path
 from statistics import median
 
 from . import flops, sysinfo
+from .frameworks import REGISTRY
 from .runlog import append_line, failure_summary, utc_now
 from .spec import RunSpec, Unsupported, parser, spec_from_args
 
@@ -51,7 +52,7 @@ def pin_cores() -> list[int]:
 
 
 def load_backend(spec: RunSpec, rank: int, world: int, local_rank: int, threads: int):
-    module = importlib.import_module(f"dlbench.harness.backends.{spec.framework}")
+    module = importlib.import_module(REGISTRY[spec.framework].backend_module)
     return module.Backend(spec, rank=rank, world=world, local_rank=local_rank, threads=threads)
 
 

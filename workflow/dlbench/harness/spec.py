@@ -7,8 +7,9 @@ import math
 from dataclasses import asdict, dataclass
 
 from ..identity import BERT_MODELS, IdentityError, is_bert, parse_topology, run_id
+from .frameworks import NAMES
 
-FRAMEWORKS = ("pytorch", "tensorflow", "mxnet")  # a backend module each: backends/<name>.py
+FRAMEWORKS = NAMES  # registered in frameworks.py: a backend package each, backends/<name>/
 MODELS = ("resnet50", *BERT_MODELS)
 PRECISIONS = ("fp32", "amp")
 DATA = ("synthetic", "real")  # real: prepared shards under --data-dir (workflow/rules/data.smk)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..harness.frameworks import REGISTRY
+
 NEEDED = ("image_size", "device_name", "cpu_model", "framework", "compiler", "train_flops_per_sample",
           "seq_length", "model", "max_predictions", "warmup_steps", "measured_steps")
 
@@ -19,9 +21,7 @@ def caveats(records: pd.DataFrame) -> list[str]:
     if records["device_name"].dropna().eq(records["cpu_model"].dropna()).any() or records["device_name"].isna().all():
         out.append("Runs on CPU: the ranks of a topology share one node's cores (threads_per_rank each), so "
                    "1xN splits the same cores N ways rather than adding devices.")
-    meanings = {"pytorch": "PyTorch: torch.compile", "tensorflow": "TensorFlow: XLA (tf.function jit_compile=True)",
-                "mxnet": "MXNet: hybridize(static_alloc=True, static_shape=True)"}
-    present = [meanings[f] for f in sorted(set(records["framework"])) if f in meanings]
+    present = [REGISTRY[f].compiler_meaning for f in sorted(set(records["framework"])) if f in REGISTRY]
     if present and records["compiler"].astype(bool).any():
         out.append("Compiler on means " + "; ".join(present) + ". Off: eager / imperative execution.")
     if records["train_flops_per_sample"].notna().any():

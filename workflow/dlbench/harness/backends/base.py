@@ -1,28 +1,164 @@
-"""What every framework backend shares (standard library only). The interface is described in pytorch.py."""
+"""The contract every framework backend fulfils, and what they share (standard library only).
+
+A framework is a package backends/<framework>/ (registered in harness/frameworks.py) whose backend.py defines
+`Backend`, a subclass of `BackendBase` below that implements every abstract method. dlbench.harness.rank
+drives it, in this order, on every rank:
+
+    backend = Backend(spec, rank, world, local_rank, threads)   # after this process is pinned to its cores
+    rank.run checks spec.model in backend.models and spec.data in backend.data   (else: unsupported)
+    backend.setup()
+    backend.environment()                                        # rank 0: the log's environment line
+    warm-up:   backend.step(); backend.loss()                    # each step timed alone (loss() waits for it)
+    backend.sync(); backend.barrier()
+    measured:  backend.step() x measured_steps                   # timed back to back, no host synchronisation
+    backend.sync(); backend.barrier()                            # the last step ends when every rank is done
+    backend.loss(); backend.all_gather({... device_name(), threads, peak_memory_bytes() ...})
+    finally:   backend.shutdown()                                # also after a failure, then classify(exc)
+
+Timing discipline: step() only queues work (on GPUs, asynchronously; it must not read a value back), so the
+measured steps run back to back and each one's time is the gap between step ends. Only sync() waits for the
+device, and only loss() reads a value back. What a step does is what training does: with real data it takes
+the input pipeline's next batch, so reading, decoding and augmenting count.
+"""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
+from ..datasets import InputPipeline
 from ..spec import RunSpec, Unsupported, is_bert
 
 
-class BackendBase:
+class BackendBase(ABC):
+    """One rank's training of spec.model in one framework. Subclasses set the class attributes below and
+    implement the abstract methods; `setup()` and `step()` call the model kind's hooks (ResNet-50 or BERT)."""
+
     models: tuple[str, ...] = ("resnet50",)  # what rank.run accepts before setup()
     data: tuple[str, ...] = ("synthetic",)
+    # classify(): the framework's out-of-memory exceptions (MemoryError always counts) and the lower-case
+    # fragments of an error message that mean out of memory, or a limit of this build ("unsupported").
+    oom_errors: tuple[type[BaseException], ...] = ()
+    oom_markers: tuple[str, ...] = ()
+    unsupported_markers: tuple[str, ...] = ()
 
     def __init__(self, spec: RunSpec, rank: int, world: int, local_rank: int, threads: int) -> None:
+        """Called once the process is pinned to its share of the node's cores (`threads` of them, the count the
+        summary reports): set the framework's thread pools and pick this rank's device (raise Unsupported when
+        it is missing). No collective and no model yet: rank.run still checks `models` and `data`."""
         self.spec, self.rank, self.world, self.local_rank = spec, rank, world, local_rank
         self.threads = threads
+        self.is_bert = is_bert(spec.model)  # BERT pretraining, else ResNet-50
+        self.pipeline: InputPipeline | None = None  # data real: the input pipeline, built by setup()
 
     @property
     def unit(self) -> str:
-        return "sequences/s" if is_bert(self.spec.model) else "images/s"
+        return "sequences/s" if self.is_bert else "images/s"
+
+    # ---- building
+    def setup(self) -> None:
+        """Everything before the first step: refuse settings of the other model, start the runtime shared by
+        both models (setup_runtime), then build model, optimizer and inputs (setup_resnet or setup_bert)."""
+        self.check_model_settings()
+        self.setup_runtime()
+        if self.is_bert:
+            self.setup_bert()
+        else:
+            self.setup_resnet()
 
     def check_model_settings(self) -> None:
-        """The BERT-only settings must not reach ResNet-50, where they would be ignored (called by setup())."""
-        if is_bert(self.spec.model):
+        """The BERT-only settings must not reach ResNet-50, where they would be ignored."""
+        if self.is_bert:
             return
         if self.spec.optimizer != "auto":
             raise Unsupported(f"optimizer {self.spec.optimizer!r} is a BERT setting; ResNet-50 trains with SGD and "
                               "momentum")
         if self.spec.grad_clip:
             raise Unsupported("grad_clip is a BERT setting; ResNet-50 trains without gradient clipping")
+
+    @abstractmethod
+    def setup_runtime(self) -> None:
+        """What both models need first: with several ranks the collectives (process group, strategy, kvstore:
+        this may block until every rank has joined), the precision (AMP) settings, seeds (spec.seed + rank)."""
+
+    @abstractmethod
+    def setup_resnet(self) -> None:
+        """ResNet-50 v1.5, SGD with momentum, and its inputs: one synthetic batch resident on the device, or
+        (data real) `self.pipeline` over the ImageNet shards."""
+
+    @abstractmethod
+    def setup_bert(self) -> None:
+        """BERT pretraining (bert.CONFIGS[spec.model]), spec.optimizer_name's optimizer and schedule, and its
+        inputs: one bert.synthetic_batch resident on the device, or (data real) `self.pipeline`."""
+
+    # ---- the measured work
+    def step(self) -> None:
+        """One training step of spec.batch_size samples on this rank: forward, loss, backward, gradients
+        combined over the ranks, update. Queued only: no read-back, no host synchronisation."""
+        if self.is_bert:
+            self.bert_step()
+        else:
+            self.resnet_step()
+
+    @abstractmethod
+    def resnet_step(self) -> None:
+        """step() for ResNet-50 (softmax cross-entropy, the mean over the global batch)."""
+
+    @abstractmethod
+    def bert_step(self) -> None:
+        """step() for BERT (masked-LM + next-sentence loss, dropout on, the learning-rate schedule advanced,
+        with spec.grad_clip the gradients clipped by their global norm over the ranks)."""
+
+    @abstractmethod
+    def loss(self) -> float:
+        """The last step's loss on this rank, read back to the host (so it waits for that step)."""
+
+    @abstractmethod
+    def sync(self) -> None:
+        """Wait until everything queued on this rank's device, the last update included, has finished."""
+
+    @abstractmethod
+    def barrier(self) -> None:
+        """Return once every rank has reached it (nothing to do with one rank)."""
+
+    @abstractmethod
+    def all_gather(self, obj: dict) -> list[dict]:
+        """Every rank's JSON-able `obj`, in rank order, on every rank (called once, after the measured steps)."""
+
+    # ---- facts for the log
+    @abstractmethod
+    def environment(self) -> dict:
+        """The log's environment line (rank 0, after setup): framework and library versions, device, world
+        size and distributed backend, threads, precision, compiler, parameters, input pipeline; for BERT also
+        bert_environment()'s keys."""
+
+    def bert_environment(self, optimizer: str, clip_norm: float) -> dict:
+        """The BERT keys of environment(): the optimizer as this framework implements it, clipping, shapes."""
+        spec = self.spec
+        return {"optimizer": optimizer, "grad_clip": spec.grad_clip,
+                "clip_norm": clip_norm if spec.grad_clip else None,
+                "seq_length": spec.seq_length, "max_predictions": spec.predictions}
+
+    @abstractmethod
+    def device_name(self) -> str:
+        """The device's name (the GPU's, or the CPU model)."""
+
+    @abstractmethod
+    def peak_memory_bytes(self) -> int | None:
+        """Peak device memory of this rank; None on CPU (the harness then reports the process's peak RSS)."""
+
+    # ---- the end
+    def classify(self, exc: BaseException) -> str:
+        """The status a failure records (Unsupported never reaches here): oom, unsupported or error."""
+        if isinstance(exc, (MemoryError, *self.oom_errors)):
+            return "oom"
+        text = str(exc).lower()
+        if any(marker in text for marker in self.unsupported_markers):
+            return "unsupported"
+        if any(marker in text for marker in self.oom_markers):
+            return "oom"
+        return "error"
+
+    @abstractmethod
+    def shutdown(self) -> None:
+        """Release pipelines, collectives and helper processes. Always called once the backend exists, also
+        after a failure in setup() or a step; then the other ranks may be gone, so it must not wait for them."""

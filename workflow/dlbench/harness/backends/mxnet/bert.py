@@ -19,7 +19,7 @@ import numpy as np
 from mxnet import gluon, init
 from mxnet.gluon import nn
 
-from .. import bert
+from ... import bert
 
 GELU_SCALE = math.sqrt(2.0 / math.pi)
 MASK_ADDER = -10000.0  # added to the attention scores at padding, as Google's BERT

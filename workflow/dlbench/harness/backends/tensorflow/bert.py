@@ -28,8 +28,8 @@ os.environ["KERAS_BACKEND"] = "tensorflow"  # tf.keras is Keras 3: make sure it 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from .. import bert  # noqa: E402
-from ..bert import BertConfig  # noqa: E402
+from ... import bert  # noqa: E402
+from ...bert import BertConfig  # noqa: E402
 
 keras = tf.keras
 

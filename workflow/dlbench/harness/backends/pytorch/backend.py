@@ -1,11 +1,7 @@
-"""PyTorch backend: ResNet-50 v1.5 (SGD with momentum) and BERT pretraining (AdamW or LAMB, torch_bert.py),
-synthetic data resident on the device or real data (torch_data.py: DALI for the ImageNet TFRecords, h5py for
+"""PyTorch backend: ResNet-50 v1.5 (SGD with momentum) and BERT pretraining (AdamW or LAMB, bert.py),
+synthetic data resident on the device or real data (data.py: DALI for the ImageNet TFRecords, h5py for
 BERT's HDF5 shards; each step takes the pipeline's next batch, so reading, decoding and augmenting are in it).
-
-Interface every backend implements (used by dlbench.harness.rank):
-  setup() · step() · loss() · sync() · barrier() · all_gather(obj) · environment() · device_name()
-  peak_memory_bytes() · classify(exc) -> status · shutdown() · attributes `threads`, `unit`, and the
-  `models` and `data` it implements (checked by rank.run before setup()).
+The contract, and when the harness calls what: backends/base.py.
 """
 
 from __future__ import annotations
@@ -17,18 +13,19 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from .. import bert, sysinfo
-from ..spec import RunSpec, Unsupported
-from . import torch_bert, torch_data
-from .base import BackendBase
-from .torch_models import ResNet50, parameter_count
-
-OOM_MARKERS = ("out of memory", "can't allocate memory", "not enough memory", "failed to allocate")
+from ... import bert, sysinfo
+from ...spec import RunSpec, Unsupported
+from ..base import BackendBase
+from . import bert as torch_bert  # this framework's BERT (bert: what every backend shares)
+from . import data as torch_data
+from .resnet import ResNet50, parameter_count
 
 
 class Backend(BackendBase):
     models = ("resnet50", "bert_base", "bert_tiny")
     data = ("synthetic", "real")
+    oom_errors = (torch.OutOfMemoryError,)
+    oom_markers = ("out of memory", "can't allocate memory", "not enough memory", "failed to allocate")
 
     def __init__(self, spec: RunSpec, rank: int, world: int, local_rank: int, threads: int) -> None:
         super().__init__(spec, rank, world, local_rank, threads)
@@ -37,8 +34,6 @@ class Backend(BackendBase):
         self.model: nn.Module | None = None
         self._loss = torch.zeros(())
         self._distributed = False
-        self._bert = bert.is_bert(spec.model)
-        self.pipeline: torch_data.ImagenetPipeline | torch_data.BertPipeline | None = None  # data real
 
     def _pick_device(self, request: str) -> torch.device:
         if request == "cuda" or (request == "auto" and torch.cuda.is_available()):
@@ -53,9 +48,8 @@ class Backend(BackendBase):
         return torch.device("cpu")
 
     # ---- building
-    def setup(self) -> None:
+    def setup_runtime(self) -> None:
         spec = self.spec
-        self.check_model_settings()
         if self.world > 1:
             dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo",
                                     rank=self.rank, world_size=self.world)
@@ -65,10 +59,6 @@ class Backend(BackendBase):
         cuda = self.device.type == "cuda"
         self.amp_dtype = (torch.float16 if cuda else torch.bfloat16) if spec.precision == "amp" else None
         self.scaler = torch.amp.GradScaler("cuda") if self.amp_dtype is torch.float16 else None
-        if self._bert:
-            self._setup_bert()
-        else:
-            self._setup_resnet()
 
     def _wrap(self, model: nn.Module) -> nn.Module:
         """DDP over the ranks, then the compiler: the same for every model."""
@@ -79,7 +69,7 @@ class Backend(BackendBase):
             model = torch.compile(model)
         return model
 
-    def _setup_resnet(self) -> None:
+    def setup_resnet(self) -> None:
         spec = self.spec
         cuda = self.device.type == "cuda"
         # channels_last pays off with tensor cores; on CPU the oneDNN default layout is as fast.
@@ -98,7 +88,7 @@ class Backend(BackendBase):
             self.labels = torch.randint(0, 1000, (spec.batch_size,), device=self.device)
         self.loss_fn = nn.CrossEntropyLoss()
 
-    def _setup_bert(self) -> None:
+    def setup_bert(self) -> None:
         spec = self.spec
         cfg = bert.CONFIGS[spec.model]
         if spec.seq_length > cfg.max_position_embeddings:
@@ -119,45 +109,40 @@ class Backend(BackendBase):
             self.batch = torch_bert.batch_tensors(batch, self.device)
 
     # ---- the measured work
-    def step(self) -> None:
-        if self._bert:
-            self._bert_step()
-            return
+    def resnet_step(self) -> None:
         if self.pipeline is not None:
             self.images, self.labels = self.pipeline.next()
-        with torch.autocast(self.device.type, dtype=self.amp_dtype or torch.float32,
-                            enabled=self.amp_dtype is not None):
+        with self._autocast():
             loss = self.loss_fn(self.model(self.images), self.labels)
-        self.optimizer.zero_grad(set_to_none=True)
-        if self.scaler is not None:
-            self.scaler.scale(loss).backward()
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-        else:
-            loss.backward()
-            self.optimizer.step()
-        self._loss = loss.detach()
+        self._update(loss)
 
-    def _bert_step(self) -> None:
+    def bert_step(self) -> None:
         if self.pipeline is not None:
             self.batch = self.pipeline.next()
-        with torch.autocast(self.device.type, dtype=self.amp_dtype or torch.float32,
-                            enabled=self.amp_dtype is not None):
+        with self._autocast():
             _, _, loss = self.model(**self.batch)
+        self._update(loss, clip=self.spec.grad_clip)
+        self.scheduler.step()
+
+    def _autocast(self) -> torch.autocast:
+        return torch.autocast(self.device.type, dtype=self.amp_dtype or torch.float32,
+                              enabled=self.amp_dtype is not None)
+
+    def _update(self, loss: torch.Tensor, clip: bool = False) -> None:
+        """Backward (loss-scaled with fp16), optionally clip, optimizer step."""
         self.optimizer.zero_grad(set_to_none=True)
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
-            if self.spec.grad_clip:
+            if clip:
                 self.scaler.unscale_(self.optimizer)  # clip the true gradients, not the scaled ones
                 self._clip()
             self.scaler.step(self.optimizer)
             self.scaler.update()
         else:
             loss.backward()
-            if self.spec.grad_clip:
+            if clip:
                 self._clip()
             self.optimizer.step()
-        self.scheduler.step()
         self._loss = loss.detach()
 
     def _clip(self) -> None:
@@ -216,23 +201,10 @@ class Backend(BackendBase):
             "input_pipeline": self.pipeline.describe() if self.pipeline is not None
             else "synthetic: one random batch resident on the device, reused every step",
         }
-        if self._bert:
-            env |= {
-                "optimizer": torch_bert.OPTIMIZER_NAMES[self.spec.optimizer_name],
-                "grad_clip": self.spec.grad_clip,
-                "clip_norm": self.settings.clip_norm if self.spec.grad_clip else None,
-                "seq_length": self.spec.seq_length,
-                "max_predictions": self.spec.predictions,
-                "attention": "scaled_dot_product_attention",
-            }
+        if self.is_bert:
+            env |= self.bert_environment(torch_bert.OPTIMIZER_NAMES[self.spec.optimizer_name], self.settings.clip_norm)
+            env["attention"] = "scaled_dot_product_attention"
         return env
-
-    def classify(self, exc: BaseException) -> str:
-        if isinstance(exc, (torch.OutOfMemoryError, MemoryError)):
-            return "oom"
-        if any(marker in str(exc).lower() for marker in OOM_MARKERS):
-            return "oom"
-        return "error"
 
     def shutdown(self) -> None:
         if self.pipeline is not None:

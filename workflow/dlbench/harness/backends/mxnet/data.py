@@ -22,7 +22,7 @@ shard rank % count), each epoch in a seeded shuffled order; a shard is read whol
 in a seeded shuffled order, batches running on into the next shard; the next shard is read by a background
 thread while the current one is used (as NVIDIA's loader does). NVIDIA's layout has no weights:
 masked_lm_weights = (masked_lm_positions != 0) ([CLS] at position 0 is never masked, padding positions are 0).
-Batches: mx_bert.arrays of bert.synthetic_batch's dtypes (int32 ids, mask, segments, positions, labels and
+Batches: bert.arrays (mxnet/bert.py) of bert.synthetic_batch's dtypes (int32 ids, mask, segments, positions, labels and
 next_sentence_labels [B], float32 weights), i.e. (inputs, targets) in the order the BERT step takes them.
 
 Runs inside the MXNet environment: imports the standard library, numpy, MXNet, and DALI / h5py when built.
@@ -33,9 +33,9 @@ from __future__ import annotations
 import mxnet as mx
 import numpy as np
 
-from .. import bert_hdf5, datasets
-from ..spec import RunSpec, Unsupported
-from . import mx_bert
+from ... import bert_hdf5, datasets
+from ...spec import RunSpec, Unsupported
+from . import bert as mx_bert
 
 PREFETCH_QUEUE_DEPTH = 2  # DALI's default: iterations run ahead of the one handed out
 

@@ -37,8 +37,8 @@ os.environ["KERAS_BACKEND"] = "tensorflow"  # tf.keras is Keras 3: make sure it 
 
 import tensorflow as tf  # noqa: E402
 
-from .. import bert, datasets  # noqa: E402
-from ..spec import RunSpec  # noqa: E402
+from ... import bert, datasets  # noqa: E402
+from ...spec import RunSpec  # noqa: E402
 
 AUTOTUNE = tf.data.AUTOTUNE
 SHUFFLE_BUFFER = 10_000  # records: the Model Garden's ImageNet shuffle_buffer_size

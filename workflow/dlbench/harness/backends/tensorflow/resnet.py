@@ -1,4 +1,4 @@
-"""ResNet-50 v1.5 in Keras (TensorFlow 2), written here: the twin of `torch_models.ResNet50`.
+"""ResNet-50 v1.5 in Keras (TensorFlow 2), written here: the twin of pytorch/resnet.py's `ResNet50`.
 
 `keras.applications.ResNet50` is v1 (stride on the first 1x1 of a downsampling bottleneck) and pads
 differently, so it is not used. This model has the same layers, in the same order and with the same
@@ -19,6 +19,8 @@ Differences that matter for exactness, and how they are handled:
 - Initialisation follows PyTorch: Kaiming-normal (fan_out, ReLU) convolutions, BN gamma 1 / beta 0
   except the last BN of each residual branch (gamma 0), PyTorch's default uniform Linear init.
 
+`make_train_step` is the custom tf.function step the TensorFlow backend times.
+
 Runs inside the TensorFlow environment: imports only the standard library, numpy and TensorFlow.
 """
 
@@ -34,7 +36,7 @@ import tensorflow as tf  # noqa: E402
 
 keras = tf.keras
 
-# (bottleneck width, blocks, stride of the first block) per stage: as torch_models.RESNET50_STAGES
+# (bottleneck width, blocks, stride of the first block) per stage: as pytorch/resnet.py's RESNET50_STAGES
 RESNET50_STAGES = ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2))
 BN_EPSILON = 1e-5
 BN_MOMENTUM = 1.0 - 0.1  # Keras convention for PyTorch's momentum=0.1
@@ -152,7 +154,7 @@ def torch_state_names(model: ResNet50) -> list[str]:
 
 
 def load_torch_state(model: ResNet50, arrays: dict[str, np.ndarray]) -> None:
-    """Load weights given with the names and layouts of `torch_models.ResNet50().state_dict()`.
+    """Load weights given with the names and layouts of pytorch/resnet.py's `ResNet50().state_dict()`.
 
     conv OIHW -> HWIO, linear [out, in] -> [in, out], BN weight/bias/running_mean/running_var ->
     gamma/beta/moving_mean/moving_variance; `num_batches_tracked` is ignored. Every other name must
@@ -178,3 +180,48 @@ def load_torch_state(model: ResNet50, arrays: dict[str, np.ndarray]) -> None:
             if have.shape != new.shape:
                 raise ValueError(f"{name}: shape {new.shape} does not fit the Keras weight {have.shape}")
         layer.set_weights([np.ascontiguousarray(v, dtype=h.dtype) for h, v in zip(current, values, strict=True)])
+
+
+# ------------------------------------------------------------------------- the training step
+def make_train_step(model: ResNet50, optimizer: keras.optimizers.Optimizer, *, world: int = 1,
+                    strategy: tf.distribute.Strategy | None = None, jit_compile: bool = False):
+    """The step `(images, labels) -> loss` (a tf.function): forward in training mode, softmax cross-entropy
+    (the batch mean), gradients, update.
+
+    One worker: the whole step is one function (XLA-compiled with jit_compile). Several workers
+    (MultiWorkerMirroredStrategy): each replica's loss is scaled by 1/world and the optimizer sums the
+    workers' gradients (= their mean, as DDP); only forward + backward are compiled then (XLA on CPU has no
+    cross-worker collectives).
+    """
+    scaling = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+
+    def gradients(images, labels):
+        with tf.GradientTape() as tape:
+            logits = tf.cast(model(images, training=True), tf.float32)
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+            # the optimizer sums the workers' gradients: 1/world makes it their mean (as DDP)
+            objective = loss / world if world > 1 else loss
+            if scaling:
+                objective = optimizer.scale_loss(objective)
+        return loss, tape.gradient(objective, model.trainable_variables)
+
+    if world == 1:
+        def train_step(images, labels):
+            loss, grads = gradients(images, labels)
+            optimizer.apply(grads, model.trainable_variables)
+            return loss
+
+        return tf.function(train_step, jit_compile=jit_compile)
+
+    compute = tf.function(gradients, jit_compile=True) if jit_compile else gradients
+
+    def replica_step(images, labels):
+        loss, grads = compute(images, labels)
+        optimizer.apply(grads, model.trainable_variables)  # all-reduces the gradients, then updates
+        return loss
+
+    @tf.function
+    def train_step(images, labels):
+        return strategy.run(replica_step, args=(images, labels))
+
+    return train_step

@@ -1,18 +1,16 @@
-"""TensorFlow 2 backend: ResNet-50 v1.5 (Keras, tf_models) with SGD and momentum, and BERT pretraining (Keras,
-tf_bert) with AdamW or LAMB; synthetic data on the device.
+"""TensorFlow 2 backend: ResNet-50 v1.5 (Keras, resnet.py) with SGD and momentum, and BERT pretraining (Keras,
+bert.py) with AdamW or LAMB; synthetic data on the device.
 
-Same interface and semantics as the PyTorch backend (see backends/pytorch.py):
-  setup() · step() · loss() · sync() · barrier() · all_gather(obj) · environment() · device_name()
-  peak_memory_bytes() · classify(exc) -> status · shutdown() · attributes `threads`, `unit`.
+The contract, and when the harness calls what: backends/base.py. Here:
 
-- The training step is a custom `tf.function` (forward, cross-entropy, gradients, SGD momentum 0.9,
-  lr 0.1, weight decay 5e-5 as in the PyTorch backend); compiler on = XLA (`jit_compile=True`).
-- BERT (bert_base, bert_tiny): the step of `tf_bert.make_train_step` (masked-LM + next-sentence loss, dropout
-  on, clipping by global norm 1.0 with grad_clip on), optimizer by spec.optimizer_name (`tf_bert.make_optimizer`:
+- ResNet-50: the custom `tf.function` step of `resnet.make_train_step` (forward, cross-entropy, gradients, SGD
+  momentum 0.9, lr 0.1, weight decay 5e-5 as in the PyTorch backend); compiler on = XLA (`jit_compile=True`).
+- BERT (bert_base, bert_tiny): the step of `bert.make_train_step` (masked-LM + next-sentence loss, dropout
+  on, clipping by global norm 1.0 with grad_clip on), optimizer by spec.optimizer_name (`bert.make_optimizer`:
   AdamW or LAMB with bert.OPTIMIZERS' settings and learning-rate schedule); one bert.synthetic_batch per rank.
   AMP, XLA and several ranks as for ResNet-50, except that the step all-reduces the gradients itself (so
   that clipping sees the global norm).
-- data real (--data-dir): tf.data pipelines of `tf_data` (ImageNet TFRecords: random crop, flip, normalise;
+- data real (--data-dir): tf.data pipelines of `data.py` (ImageNet TFRecords: random crop, flip, normalise;
   BERT TFRecords: run_pretraining.py's records), built in setup(); each step takes the next batch from their
   iterator (read, decode and augment overlap the steps through prefetching, as in training).
 - amp: Keras policy `mixed_bfloat16` on CPU; `mixed_float16` with a `LossScaleOptimizer` on GPU.
@@ -39,15 +37,15 @@ os.environ["KERAS_BACKEND"] = "tensorflow"  # tf.keras is Keras 3: make sure it 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from .. import bert, sysinfo  # noqa: E402
-from ..spec import RunSpec, Unsupported  # noqa: E402
-from . import tf_bert, tf_data, tf_models  # noqa: E402
-from .base import BackendBase
+from ... import bert, sysinfo  # noqa: E402
+from ...spec import RunSpec, Unsupported  # noqa: E402
+from ..base import BackendBase  # noqa: E402
+from . import bert as tf_bert  # noqa: E402 - this framework's BERT (bert: what every backend shares)
+from . import data as tf_data  # noqa: E402
+from . import resnet as tf_models  # noqa: E402
 
 keras = tf.keras
 
-OOM_MARKERS = ("out of memory", "oom when allocating", "resource exhausted", "resource_exhausted",
-               "can't allocate memory", "not enough memory", "failed to allocate")
 GATHER_BYTES = 8192  # room for one rank's JSON record in all_gather
 WEIGHT_DECAY = 5e-5  # as the PyTorch backend
 INTER_OP_THREADS = 2  # ResNet is a chain: little to run side by side; 1 risks stalls on blocking ops
@@ -57,6 +55,9 @@ DONE_TIMEOUT_S = 60.0
 class Backend(BackendBase):
     models = ("resnet50", "bert_base", "bert_tiny")
     data = ("synthetic", "real")
+    oom_errors = (tf.errors.ResourceExhaustedError,)
+    oom_markers = ("out of memory", "oom when allocating", "resource exhausted", "resource_exhausted",
+                   "can't allocate memory", "not enough memory", "failed to allocate")
 
     def __init__(self, spec: RunSpec, rank: int, world: int, local_rank: int, threads: int) -> None:
         super().__init__(spec, rank, world, local_rank, threads)
@@ -72,7 +73,6 @@ class Backend(BackendBase):
         self._gathered = False
         self.parameters = 0
         self.policy = None
-        self._data: tf_data.Pipeline | None = None  # data real: the input pipeline
 
     def _pick_device(self, request: str):
         gpus = tf.config.list_physical_devices("GPU")
@@ -119,9 +119,8 @@ class Backend(BackendBase):
         return tf.distribute.cluster_resolver.TFConfigClusterResolver()
 
     # ---- building
-    def setup(self) -> None:
+    def setup_runtime(self) -> None:
         spec = self.spec
-        self.check_model_settings()
         if self.world > 1:
             # Must come before any other op: it starts this worker's gRPC server and the collectives.
             implementation = tf.distribute.experimental.CommunicationImplementation
@@ -136,12 +135,8 @@ class Backend(BackendBase):
             self.policy = "mixed_float16" if self.gpu else "mixed_bfloat16"
         keras.mixed_precision.set_global_policy(self.policy or "float32")
         keras.utils.set_random_seed(spec.seed + self.rank)  # workers start from worker 0's variables
-        if bert.is_bert(spec.model):
-            self._setup_bert()
-        else:
-            self._setup_resnet()
 
-    def _setup_resnet(self) -> None:
+    def setup_resnet(self) -> None:
         spec = self.spec
         with self.strategy.scope():
             self.model = tf_models.build(tf_models.ResNet50())
@@ -151,9 +146,10 @@ class Backend(BackendBase):
             optimizer.build(self.model.trainable_variables)
             self.optimizer = optimizer
         self.parameters = tf_models.parameter_count(self.model)
-        self._step = self._make_step()
+        self._step = tf_models.make_train_step(self.model, self.optimizer, world=self.world,
+                                               strategy=self.strategy, jit_compile=spec.compiler)
         if spec.data == "real":
-            self._data = tf_data.imagenet_pipeline(spec, self.rank, self.world, self.threads, self._device(),
+            self.pipeline = tf_data.imagenet_pipeline(spec, self.rank, self.world, self.threads, self._device(),
                                                    strategy=self.strategy)
             return
         size, batch = spec.image_size, spec.batch_size
@@ -167,7 +163,7 @@ class Backend(BackendBase):
         # Resident on this worker's device (a tensor of its replica; the default strategy: a tensor).
         self._inputs = self.strategy.experimental_distribute_values_from_function(make_data)  # (images, labels)
 
-    def _setup_bert(self) -> None:
+    def setup_bert(self) -> None:
         spec = self.spec
         cfg = bert.CONFIGS[spec.model]
         with self.strategy.scope():
@@ -182,63 +178,28 @@ class Backend(BackendBase):
         self._step = tf_bert.make_train_step(self.model, self.optimizer, clip_norm=clip_norm, world=self.world,
                                              strategy=self.strategy, jit_compile=spec.compiler)
         if spec.data == "real":
-            self._data = tf_data.bert_pipeline(spec, self.rank, self.world, self._device(), threads=self.threads,
+            self.pipeline = tf_data.bert_pipeline(spec, self.rank, self.world, self._device(), threads=self.threads,
                                                strategy=self.strategy)
             return
         batch = bert.synthetic_batch(cfg, spec.batch_size, spec.seq_length, spec.predictions,
                                      seed=spec.seed + self.rank)
         # tf.identity copies each feature onto this worker's device: resident there, not fed from the host
-        features = self.strategy.experimental_distribute_values_from_function(
+        self._inputs = self.strategy.experimental_distribute_values_from_function(
             lambda _context: {name: tf.identity(value) for name, value in batch.items()})
-        self._inputs = (features,)
 
     def _device(self) -> str | None:
         return "/GPU:0" if self.gpu is not None else None  # ours is the only visible GPU
 
-    def _make_step(self):
-        model, optimizer, world = self.model, self.optimizer, self.world
-        scaling = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
-
-        def gradients(images, labels):
-            with tf.GradientTape() as tape:
-                logits = tf.cast(model(images, training=True), tf.float32)
-                loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
-                # the optimizer sums the workers' gradients: 1/world makes it their mean (as DDP)
-                objective = loss / world if world > 1 else loss
-                if scaling:
-                    objective = optimizer.scale_loss(objective)
-            return loss, tape.gradient(objective, model.trainable_variables)
-
-        if world == 1:
-            def train_step(images, labels):
-                loss, grads = gradients(images, labels)
-                optimizer.apply(grads, model.trainable_variables)
-                return loss
-
-            return tf.function(train_step, jit_compile=self.spec.compiler)
-
-        compute = tf.function(gradients, jit_compile=True) if self.spec.compiler else gradients
-        strategy = self.strategy
-
-        def replica_step(images, labels):
-            loss, grads = compute(images, labels)
-            optimizer.apply(grads, model.trainable_variables)  # all-reduces the gradients, then updates
-            return loss
-
-        @tf.function
-        def train_step(images, labels):
-            return strategy.run(replica_step, args=(images, labels))
-
-        return train_step
-
     # ---- the measured work
-    def step(self) -> None:
-        if self._data is None:
-            inputs = self._inputs
-        else:  # the next batch: (images, labels), or BERT's features
-            inputs = self._data.next()
-            inputs = (inputs,) if isinstance(inputs, dict) else inputs
-        self._loss = self._step(*inputs)  # no read-back: the next step just queues
+    def resnet_step(self) -> None:
+        self._loss = self._step(*self._next_inputs())  # no read-back: the next step just queues
+
+    def bert_step(self) -> None:
+        self._loss = self._step(self._next_inputs())
+
+    def _next_inputs(self):
+        """The synthetic batch, or the pipeline's next one: (images, labels), or BERT's features."""
+        return self._inputs if self.pipeline is None else self.pipeline.next()
 
     def _local(self, value) -> tf.Tensor:
         return self.strategy.experimental_local_results(value)[0]
@@ -322,23 +283,15 @@ class Backend(BackendBase):
             "compiler": "xla" if self.spec.compiler else None,
             "xla": ("on" if self.world == 1 else "on (forward and backward)") if self.spec.compiler else "off",
             "parameters": self.parameters,
-            "input_pipeline": self._data.describe() if self._data is not None else "synthetic: one batch on the device",
-            **(self._bert_environment() if bert.is_bert(self.spec.model) else {}),
+            "input_pipeline": self.pipeline.describe() if self.pipeline is not None
+            else "synthetic: one batch on the device",
+            **(self._bert_environment() if self.is_bert else {}),
         }
 
     def _bert_environment(self) -> dict:
-        spec = self.spec
+        name = self.spec.optimizer_name
         return {"memory_format": None,  # no images
-                "optimizer": tf_bert.OPTIMIZER_NAMES[spec.optimizer_name], "grad_clip": spec.grad_clip,
-                "clip_norm": bert.OPTIMIZERS[spec.optimizer_name].clip_norm if spec.grad_clip else None,
-                "seq_length": spec.seq_length, "max_predictions": spec.predictions}
-
-    def classify(self, exc: BaseException) -> str:
-        if isinstance(exc, (tf.errors.ResourceExhaustedError, MemoryError)):
-            return "oom"
-        if any(marker in str(exc).lower() for marker in OOM_MARKERS):
-            return "oom"
-        return "error"
+                **self.bert_environment(tf_bert.OPTIMIZER_NAMES[name], bert.OPTIMIZERS[name].clip_norm)}
 
     def shutdown(self) -> None:
         """After the last collective, wait until every worker is past it before this one exits.

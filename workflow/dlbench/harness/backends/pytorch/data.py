@@ -20,7 +20,7 @@ with the next, so every batch is full and no record is dropped), endlessly. A ba
 the next PREFETCH_DEPTH batches (pinned host memory on CUDA, copied with non_blocking).
 masked_lm_weights = (masked_lm_positions != 0) as float32: NVIDIA's layout has no weights, padding positions
 are 0 and [CLS] (position 0) is never masked. Batches: bert.synthetic_batch's structure as
-torch_bert.batch_tensors makes it: the dict of bert.FEATURES, int64 ids, float32 weights,
+bert.batch_tensors (pytorch/bert.py) makes it: the dict of bert.FEATURES, int64 ids, float32 weights,
 next_sentence_labels [B].
 
 Runs inside the PyTorch environment: imports only the standard library, numpy, torch, DALI and h5py (the
@@ -35,8 +35,8 @@ import threading
 import numpy as np
 import torch
 
-from .. import bert, bert_hdf5, datasets
-from ..spec import RunSpec
+from ... import bert, bert_hdf5, datasets
+from ...spec import RunSpec
 
 PREFETCH_DEPTH = 2  # batches prepared ahead of the step (DALI's default prefetch_queue_depth)
 CROP_AREA = (0.08, 1.0)  # fn.random_resized_crop's defaults, torchvision's RandomResizedCrop
@@ -121,7 +121,7 @@ def imagenet_pipeline(spec: RunSpec, rank: int, world: int, threads: int, device
 
 # ------------------------------------------------------------------------------------------------ BERT
 def _to_tensor(value: np.ndarray, pin: bool) -> torch.Tensor:
-    # the dtypes torch_bert.batch_tensors gives the step: int64 ids (gather, cross_entropy), float32 weights
+    # the dtypes pytorch/bert.py's batch_tensors gives the step: int64 ids (gather, cross_entropy), float32 weights
     tensor = torch.from_numpy(np.ascontiguousarray(value, np.float32 if value.dtype.kind == "f" else np.int64))
     return tensor.pin_memory() if pin else tensor
 

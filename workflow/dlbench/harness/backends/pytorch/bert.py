@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .. import bert
+from ... import bert
 
 MASK_ADDEND = -10000.0  # Google's additive attention mask at padding
 

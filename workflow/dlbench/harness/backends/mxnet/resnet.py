@@ -1,4 +1,4 @@
-"""ResNet-50 v1.5 as a Gluon HybridBlock (MXNet 1.9), written here to mirror `torch_models.ResNet50`.
+"""ResNet-50 v1.5 as a Gluon HybridBlock (MXNet 1.9), written here to mirror pytorch/resnet.py's `ResNet50`.
 
 Same layers in the same order, with the same child names as the PyTorch model, so a PyTorch
 `state_dict()` maps onto it name for name (`load_torch_state`): v1.5 puts the stride of a
@@ -16,7 +16,7 @@ import numpy as np
 from mxnet import gluon, init
 from mxnet.gluon import nn
 
-# (bottleneck width, blocks, stride of the first block) per stage, as in torch_models
+# (bottleneck width, blocks, stride of the first block) per stage, as in pytorch/resnet.py
 RESNET50_STAGES = ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2))
 BN_EPSILON = 1e-5
 BN_MOMENTUM = 0.9  # MXNet: running = momentum * running + (1 - momentum) * batch; PyTorch's 0.1
@@ -104,7 +104,7 @@ def torch_named_parameters(block: gluon.Block, prefix: str = "") -> dict:
 
 
 def load_torch_state(net: gluon.Block, arrays: dict[str, np.ndarray]) -> None:
-    """Load weights given with `torch_models.ResNet50().state_dict()` names and layouts.
+    """Load weights given with pytorch/resnet.py's `ResNet50().state_dict()` names and layouts.
 
     Conv weights are OIHW and Linear weights [out, in] in both frameworks; BatchNorm weight/bias are
     gamma/beta. `num_batches_tracked` has no Gluon counterpart and is ignored. Every parameter of the

@@ -1,8 +1,8 @@
 """MXNet 1.9 backend: ResNet-50 v1.5 (Gluon, SGD with momentum) and BERT pretraining (Gluon, AdamWeightDecay
-or LAMB, mx_bert.py), synthetic data resident on the context or real data (mx_data.py: DALI for ImageNet, h5py
+or LAMB, bert.py), synthetic data resident on the context or real data (data.py: DALI for ImageNet, h5py
 for BERT's HDF5 shards; each step takes the pipeline's next batch, so reading, decoding and augmenting are in it).
 
-Same interface and semantics as the PyTorch backend (see its docstring):
+The contract, and when the harness calls what: backends/base.py. Here:
 - one `autograd.record()` step through `gluon.Trainer`. ResNet-50: softmax cross-entropy averaged over the
   global batch, SGD (lr 0.1, momentum 0.9, weight decay 5e-5). BERT: masked-LM + next-sentence loss (a
   mean per rank, averaged over the ranks), dropout on, Google's AdamWeightDecay or LAMB with
@@ -39,17 +39,13 @@ import mxnet as mx  # noqa: E402
 import numpy as np  # noqa: E402
 from mxnet import autograd, gluon  # noqa: E402
 
-from .. import bert, sysinfo  # noqa: E402
-from ..spec import RunSpec, Unsupported  # noqa: E402
-from . import mx_bert, mx_data  # noqa: E402
-from .base import BackendBase  # noqa: E402
-from .mx_models import ResNet50, parameter_count  # noqa: E402
+from ... import bert, sysinfo  # noqa: E402
+from ...spec import RunSpec, Unsupported  # noqa: E402
+from ..base import BackendBase  # noqa: E402
+from . import bert as mx_bert  # noqa: E402 - this framework's BERT (bert: what every backend shares)
+from . import data as mx_data  # noqa: E402
+from .resnet import ResNet50, parameter_count  # noqa: E402
 
-OOM_MARKERS = ("out of memory", "cannot allocate memory", "std::bad_alloc", "failed to allocate",
-               "can't allocate memory")
-# The PyPI builds of MXNet 1.9 index tensors with int32 (USE_INT64_TENSOR_SIZE=0): a configuration
-# needing a tensor of 2^31 elements or more cannot run with them, whatever the memory.
-TENSOR_SIZE_MARKER = "larger than 2^31 elements"
 GATHER_KEY = 1 << 30  # kvstore key of all_gather's buffer (the Trainer uses 0..n_params-1)
 GATHER_BYTES = 16384  # per rank
 KV_CHILD_WAIT_S = 30.0
@@ -93,6 +89,11 @@ def _cudnn_version() -> str | None:
 class Backend(BackendBase):
     models = ("resnet50", "bert_base", "bert_tiny")
     data = ("synthetic", "real")
+    oom_markers = ("out of memory", "cannot allocate memory", "std::bad_alloc", "failed to allocate",
+                   "can't allocate memory")
+    # The PyPI builds of MXNet 1.9 index tensors with int32 (USE_INT64_TENSOR_SIZE=0): a configuration
+    # needing a tensor of 2^31 elements or more cannot run with them, whatever the memory.
+    unsupported_markers = ("larger than 2^31 elements",)
 
     def __init__(self, spec: RunSpec, rank: int, world: int, local_rank: int, threads: int) -> None:
         super().__init__(spec, rank, world, local_rank, threads)
@@ -104,8 +105,6 @@ class Backend(BackendBase):
         self._kv_children: list[subprocess.Popen] = []
         self._finished = False
         self._loss = None
-        self._bert = bert.is_bert(spec.model)
-        self.pipeline: mx_data.ImagenetPipeline | mx_data.BertPipeline | None = None  # data real
 
     def _pick_context(self, request: str) -> mx.Context:
         gpus = mx.context.num_gpus() if _feature("CUDA") else 0
@@ -124,9 +123,8 @@ class Backend(BackendBase):
         return self.ctx.device_type == "gpu"
 
     # ---- building
-    def setup(self) -> None:
+    def setup_runtime(self) -> None:
         spec = self.spec
-        self.check_model_settings()
         self.amp_dtype = self._amp_dtype() if spec.precision == "amp" else None
         if self.world > 1:
             self._init_distributed()
@@ -136,10 +134,6 @@ class Backend(BackendBase):
             from mxnet.contrib import amp  # patches the operator namespaces: before the net is built
 
             amp.init(target_dtype=self.amp_dtype)
-        if self._bert:
-            self._setup_bert()
-        else:
-            self._setup_resnet()
 
     def _trainer(self, params: gluon.ParameterDict, optimizer: str | mx.optimizer.Optimizer,
                  optimizer_params: dict | None = None) -> gluon.Trainer:
@@ -160,7 +154,7 @@ class Backend(BackendBase):
             amp.init_trainer(trainer)
         return trainer
 
-    def _setup_resnet(self) -> None:
+    def setup_resnet(self) -> None:
         spec = self.spec
         net = ResNet50()
         net.initialize(ctx=self.ctx)
@@ -181,7 +175,7 @@ class Backend(BackendBase):
         self.images = mx.nd.random.normal(shape=(spec.batch_size, 3, size, size), ctx=self.ctx)
         self.labels = mx.nd.random.randint(0, 1000, shape=(spec.batch_size,), ctx=self.ctx).astype("float32")
 
-    def _setup_bert(self) -> None:
+    def setup_bert(self) -> None:
         spec = self.spec
         cfg = bert.CONFIGS[spec.model]
         net = mx_bert.build(cfg, self.ctx)  # Google's initialisation: normal(0.02), LayerNorm 1/0, biases 0
@@ -260,38 +254,23 @@ class Backend(BackendBase):
         self.kv, self.distributed_backend = kv, "kvstore dist_sync"
 
     # ---- the measured work
-    def step(self) -> None:
-        if self._bert:
-            self._bert_step()
-            return
+    def resnet_step(self) -> None:
         if self.pipeline is not None:
             self.images, self.labels = self.pipeline.next()
         with autograd.record():
             loss = self.loss_fn(self.net(self.images), self.labels)
-        if self.scale_loss:
-            from mxnet.contrib import amp
-
-            with amp.scale_loss(loss, self.trainer) as scaled:
-                autograd.backward(scaled)
-        else:
-            loss.backward()
+        self._backward(loss)
         self.trainer.step(self.global_batch)
         self._loss = loss  # not read here: reading it would wait for the step
 
-    def _bert_step(self) -> None:
+    def bert_step(self) -> None:
         self.trainer.set_learning_rate(bert.learning_rate(self.settings, self._step_count))
         self._step_count += 1
         if self.pipeline is not None:
             self.inputs, self.targets = self.pipeline.next()
         with autograd.record():
             loss = self.loss_fn(*self.net(*self.inputs), *self.targets)
-        if self.scale_loss:
-            from mxnet.contrib import amp
-
-            with amp.scale_loss(loss, self.trainer) as scaled:
-                autograd.backward(scaled)
-        else:
-            loss.backward()
+        self._backward(loss)
         if not self.spec.grad_clip:
             self.trainer.step(self.grad_batch)
         else:
@@ -304,6 +283,16 @@ class Backend(BackendBase):
             gluon.utils.clip_global_norm(grads, limit, check_isfinite=False)
             self.trainer.update(self.grad_batch)
         self._loss = loss
+
+    def _backward(self, loss: mx.nd.NDArray) -> None:
+        """Gradients of the loss (scaled by AMP's dynamic loss scale with float16)."""
+        if self.scale_loss:
+            from mxnet.contrib import amp
+
+            with amp.scale_loss(loss, self.trainer) as scaled:
+                autograd.backward(scaled)
+        else:
+            loss.backward()
 
     def loss(self) -> float:
         return float(self._loss.mean().asscalar()) if self._loss is not None else float("nan")
@@ -392,27 +381,9 @@ class Backend(BackendBase):
             "parameters": self.parameters,
             "input_pipeline": self.pipeline.describe() if self.pipeline is not None
             else "synthetic: one random batch resident on the context, reused every step",
-            **(self._bert_environment() if self._bert else {}),
+            **(self.bert_environment(mx_bert.OPTIMIZER_NAMES[self.spec.optimizer_name], self.settings.clip_norm)
+               if self.is_bert else {}),
         }
-
-    def _bert_environment(self) -> dict:
-        return {
-            "optimizer": mx_bert.OPTIMIZER_NAMES[self.spec.optimizer_name],
-            "grad_clip": self.spec.grad_clip,
-            "clip_norm": self.settings.clip_norm if self.spec.grad_clip else None,
-            "seq_length": self.spec.seq_length,
-            "max_predictions": self.spec.predictions,
-        }
-
-    def classify(self, exc: BaseException) -> str:
-        if isinstance(exc, MemoryError):
-            return "oom"
-        text = str(exc).lower()
-        if TENSOR_SIZE_MARKER in text:
-            return "unsupported"
-        if any(marker in text for marker in OOM_MARKERS):
-            return "oom"
-        return "error"
 
     def shutdown(self) -> None:
         if self.pipeline is not None:

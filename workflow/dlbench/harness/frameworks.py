@@ -1,0 +1,55 @@
+"""The frameworks the benchmark runs, one entry each (standard library only: the harness and the core
+environment both import it).
+
+An entry names the framework (the --framework value, the config's framework axis), its display name and what
+"compiler on" means in it. By convention it then has
+- its backend package harness/backends/<name>/ with the modules BACKEND_MODULES: backend.py (`Backend`, a
+  subclass of backends/base.py's BackendBase), resnet.py, bert.py (with `pretraining_outputs`), data.py;
+- its environment envs/<name>.yaml (conda, or the workflow's own virtualenv).
+Derived from here: spec.FRAMEWORKS (the CLI's choices), rank.load_backend, bert_logits' module and the
+compiler note of aggregate.notes. The configuration's JSON schema (workflow/schemas/config.schema.yaml) cannot
+import this and lists the names again: tests/test_frameworks.py checks that it agrees, and that every entry
+has its package, modules, Backend and environment file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+BACKEND_MODULES = ("backend", "resnet", "bert", "data")  # the modules of every framework's package
+
+
+@dataclass(frozen=True)
+class Framework:
+    name: str  # --framework, the config's axis, the backend package's and the environment file's name
+    display_name: str
+    compiler: str  # what compiler on means
+
+    @property
+    def package(self) -> str:
+        return f"dlbench.harness.backends.{self.name}"
+
+    def module(self, name: str) -> str:
+        """The import path of one of the package's modules (BACKEND_MODULES)."""
+        return f"{self.package}.{name}"
+
+    @property
+    def backend_module(self) -> str:
+        return self.module("backend")
+
+    @property
+    def env_file(self) -> str:
+        """Its environment's file name in envs/."""
+        return f"{self.name}.yaml"
+
+    @property
+    def compiler_meaning(self) -> str:
+        return f"{self.display_name}: {self.compiler}"
+
+
+REGISTRY: dict[str, Framework] = {f.name: f for f in (
+    Framework("pytorch", "PyTorch", "torch.compile"),
+    Framework("tensorflow", "TensorFlow", "XLA (tf.function jit_compile=True)"),
+    Framework("mxnet", "MXNet", "hybridize(static_alloc=True, static_shape=True)"),
+)}
+NAMES = tuple(REGISTRY)
