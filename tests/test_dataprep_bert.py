@@ -1,4 +1,4 @@
-"""BERT text -> pretraining shards (workflow/dlbench/dataprep/{wikitext,bert_shards}.py) on real inputs: the
+"""BERT text -> pretraining shards (workflow/dlbench/dataprep/wikitext.py, bert_shards/) on real inputs: the
 English Wikipedia excerpt in gensim's wheel and bert-base-uncased's vocab.txt. The shards are read back by the
 real consumers (tf.data with run_pretraining.py's _decode_record spec, h5py with NVIDIA's layout); the
 statistics of a real run are checked against the issue's figures and against a plain sequential
@@ -149,7 +149,7 @@ def test_word_cache_tokenisation_equals_hf_on_whole_lines(dataprep_python, input
         import json, sys
         from pathlib import Path
         from tokenizers import BertWordPieceTokenizer
-        from dlbench.dataprep.bert_shards import WordTokenizer, iter_documents
+        from dlbench.dataprep.bert_shards.tokens import WordTokenizer, iter_documents
         text, vocab, tmp = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
         odd = ["Héllo WÖRLD ÀÉÎ naïve café", "中文字符 and 日本語 mixed", "tab\there\tand\u00a0nbsp\u3000ideographic",
                "zero\u200bwidth \ufeffbom", "ctrl\x0bvt\x0cff\x1cfs\x1f\x85nel\x00nul end", "ΣΊΣΥΦΟΣ ΟΔΥΣΣΕΥΣ ς",

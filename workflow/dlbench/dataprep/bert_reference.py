@@ -1,6 +1,6 @@
 """google-research/bert create_pretraining_data.py's algorithm written plainly: one process, Python's random,
 every document and instance in memory, random next sentences from the whole corpus. Not for production: it is
-what bert_shards.py (streaming, bounded memory) is checked against (tests: statistics) and timed against
+what bert_shards (streaming, bounded memory) is checked against (tests: statistics) and timed against
 (benchmarks/dataprep_bert.py: the same-run baseline).
 
     python -m dlbench.dataprep.bert_reference --input TEXT --vocab VOCAB [--out FILE.tfrecord] [--dupe-factor 5]

@@ -51,16 +51,14 @@ from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
 
-import google_crc32c
-
+from dlbench import layout
 from dlbench.dataprep import recordio
-from dlbench.dataprep.tfrecord import varint as _varint
-from dlbench.dataprep.tfrecord import write_dali_index
+from dlbench.dataprep import tfrecord as tfr
+from dlbench.dataprep.files import check_file, sha256_file, temporary, write_json
 
-SPLITS = ("train", "validation")
+SPLITS = layout.IMAGENET_SPLITS
 IMAGE_SUFFIXES = {".jpeg", ".jpg", ".png"}
-MANIFEST = "manifest.json"
-SHARD_NAME = re.compile(r"^(train|validation)-(\d{5})-of-(\d{5})$")
+MANIFEST = layout.MANIFEST
 _EOI_WINDOW = 1024  # an end-of-image marker this close to the end means "not truncated"
 
 
@@ -204,50 +202,22 @@ def shuffle(split: Split, seed: int) -> None:
 
 
 # ----------------------------------------------------------------------------- Example encoding
-# The Example is encoded by hand from precomputed pieces: the generic encoder (tfrecord.example) costs ~200 us
-# a record, as much as reading and writing the image. Field order is the reference's, image last.
-def _len_field(number: int, payload_len: int) -> bytes:
-    """Tag and length of a length-delimited field (its payload follows)."""
-    return _varint(number << 3 | 2) + _varint(payload_len)
-
-
-def _ld(number: int, payload: bytes) -> bytes:
-    return _len_field(number, len(payload)) + payload
-
-
-def _entry(key: str, feature: bytes) -> bytes:
-    """One map entry of Features.feature (field 1: {1: key, 2: Feature})."""
-    return _ld(1, _ld(1, key.encode()) + _ld(2, feature))
-
-
-def _bytes_feature(value: bytes) -> bytes:
-    return _ld(1, _ld(1, value))
-
-
-def _int64_feature(values: Sequence[int]) -> bytes:
-    # an empty list is an empty Int64List, as protobuf writes it (no zero-length packed field)
-    return _ld(3, _ld(1, b"".join(_varint(v) for v in values)) if values else b"")
-
-
-def _float_feature(values: Sequence[float]) -> bytes:
-    return _ld(2, _ld(1, struct.pack(f"<{len(values)}f", *values)) if values else b"")
-
-
-_IMAGE_KEY = _ld(1, b"image/encoded")
-_FILENAME_KEY = _ld(1, b"image/filename")
-_CONSTANT = (_entry("image/colorspace", _bytes_feature(b"RGB")) + _entry("image/channels", _int64_feature([3]))
-             + _entry("image/format", _bytes_feature(b"JPEG")))
+# The Example is encoded from precomputed pieces (the codec's scalar half): the generic encoder (tfrecord.example)
+# costs ~200 us a record, as much as reading and writing the image. Field order is the reference's, image last.
+_CONSTANT = (tfr.entry("image/colorspace", tfr.bytes_feature([b"RGB"]))
+             + tfr.entry("image/channels", tfr.int64_feature([3]))
+             + tfr.entry("image/format", tfr.bytes_feature([b"JPEG"])))
 _BOX_KEYS = ("image/object/bbox/xmin", "image/object/bbox/xmax", "image/object/bbox/ymin", "image/object/bbox/ymax")
-_NO_BOXES = b"".join(_entry(k, _float_feature([])) for k in _BOX_KEYS) + _entry("image/object/bbox/label",
-                                                                                 _int64_feature([]))
+_NO_BOXES = (b"".join(tfr.entry(k, tfr.float_feature([])) for k in _BOX_KEYS)
+             + tfr.entry("image/object/bbox/label", tfr.int64_feature([])))
 _SIZES: dict[int, tuple[bytes, bytes]] = {}
 
 
 def _size_entries(height: int, width: int) -> bytes:
     for value in (height, width):
         if value not in _SIZES:
-            _SIZES[value] = (_entry("image/height", _int64_feature([value])),
-                             _entry("image/width", _int64_feature([value])))
+            _SIZES[value] = (tfr.entry("image/height", tfr.int64_feature([value])),
+                             tfr.entry("image/width", tfr.int64_feature([value])))
     return _SIZES[height][0] + _SIZES[width][1]
 
 
@@ -255,33 +225,25 @@ def _box_entries(label: int, boxes: Sequence[tuple[float, float, float, float]])
     if not boxes:
         return _NO_BOXES
     xmin, ymin, xmax, ymax = zip(*boxes, strict=True)
-    return b"".join((*(_entry(k, _float_feature(v)) for k, v in zip(_BOX_KEYS, (xmin, xmax, ymin, ymax),
-                                                                     strict=True)),
-                     _entry("image/object/bbox/label", _int64_feature([label] * len(boxes)))))
-
-
-def _image_entry_head(size: int) -> bytes:
-    """The bytes of the image/encoded entry that come before the image data itself."""
-    inner = _len_field(1, size)  # BytesList.value
-    bytes_list = _len_field(1, len(inner) + size)  # Feature.bytes_list
-    value = _len_field(2, len(bytes_list) + len(inner) + size)  # entry value
-    body = len(_IMAGE_KEY) + len(value) + len(bytes_list) + len(inner) + size
-    return _len_field(1, body) + _IMAGE_KEY + value + bytes_list + inner
+    return b"".join((*(tfr.entry(k, tfr.float_feature(v)) for k, v in zip(_BOX_KEYS, (xmin, xmax, ymin, ymax),
+                                                                           strict=True)),
+                     tfr.entry("image/object/bbox/label", tfr.int64_feature([label] * len(boxes)))))
 
 
 def class_entries(label: int, synset: str, text: str) -> bytes:
-    return (_entry("image/class/label", _int64_feature([label])) + _entry("image/class/synset",
-            _bytes_feature(synset.encode())) + _entry("image/class/text", _bytes_feature(text.encode())))
+    return (tfr.entry("image/class/label", tfr.int64_feature([label]))
+            + tfr.entry("image/class/synset", tfr.bytes_feature([synset.encode()]))
+            + tfr.entry("image/class/text", tfr.bytes_feature([text.encode()])))
 
 
 def example_head(image_size: int, height: int, width: int, filename: str, label: int, class_bytes: bytes,
                  boxes: Sequence[tuple[float, float, float, float]]) -> bytes:
     """All of a serialised tf.train.Example with build_imagenet_data.py's features except the image bytes,
     which follow it (so the image is never copied). `class_bytes` = class_entries(label, synset, text)."""
-    name = _bytes_feature(filename.encode())
     features = b"".join((_size_entries(height, width), _CONSTANT, class_bytes, _box_entries(label, boxes),
-                         _ld(1, _FILENAME_KEY + _ld(2, name)), _image_entry_head(image_size)))
-    return _len_field(1, len(features) + image_size) + features
+                         tfr.entry("image/filename", tfr.bytes_feature([filename.encode()])),
+                         tfr.entry_head("image/encoded", tfr.BYTES_LIST, image_size)))
+    return tfr.field_head(1, len(features) + image_size) + features
 
 
 def encode_example(image: bytes, height: int, width: int, filename: str, label: int, class_bytes: bytes,
@@ -389,16 +351,11 @@ class ShardTask:
 
     @property
     def name(self) -> str:
-        return f"{self.split}-{self.shard:05d}-of-{self.shards:05d}"
+        return layout.shard_name(self.split, self.shard, self.shards)
 
 
 # What the workers read (set before the pool forks; a shard task is then just a few integers).
 _JOB: dict = {}
-_MASK_DELTA = 0xA282EAD8
-
-
-def _masked(crc: int) -> int:
-    return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
 def _write_shard(task: ShardTask) -> dict:
@@ -408,8 +365,8 @@ def _write_shard(task: ShardTask) -> dict:
     boxes: dict = _JOB["boxes"]
     full_decode: bool = _JOB["full_decode"]
     path = out / task.name
-    tmp = out / f".{task.name}.tmp"
-    rec_tmp = out / "recordio" / f".{task.name}.part" if _JOB["recordio"] else None
+    tmp = temporary(path)
+    rec_tmp = temporary(out / layout.RECORDIO_DIR / task.name) if _JOB["recordio"] else None
     counts = [0] * len(class_bytes)
     skipped, reencoded, index = [], [], []
     sha = hashlib.sha256()
@@ -437,12 +394,8 @@ def _write_shard(task: ShardTask) -> dict:
                 reencoded.append({"file": source, "split": task.split, "from": kind})
             head = example_head(len(image), height, width, filename, cls + 1, class_bytes[cls],
                                 boxes.get(filename, ()))
-            # TFRecord framing (tfrecord.frame) without joining the image into a new bytes object
-            length = struct.pack("<Q", len(head) + len(image))
-            crc = _masked(google_crc32c.extend(google_crc32c.value(head), image))
-            parts = (length + struct.pack("<I", _masked(google_crc32c.value(length))) + head, image,
-                     struct.pack("<I", crc))
-            size = len(parts[0]) + len(image) + 4
+            parts = tfr.frame_parts(head, image)  # the record, without joining the image into a new bytes object
+            size = len(parts[0]) + len(image) + len(parts[2])
             written = os.writev(fd, parts)
             if written != size:  # a short write (rare for regular files): write the rest
                 rest = b"".join(parts)[written:]
@@ -461,9 +414,9 @@ def _write_shard(task: ShardTask) -> dict:
         os.close(fd)
         fd = -1
         # the index first: a shard under its final name always has its index beside it
-        idx_tmp = out / "dali_index" / f".{task.name}.idx.tmp"
-        write_dali_index(idx_tmp, index)
-        os.replace(idx_tmp, out / "dali_index" / f"{task.name}.idx")
+        idx = out / layout.dali_index(task.name)
+        tfr.write_dali_index(temporary(idx), index)
+        os.replace(temporary(idx), idx)
         os.replace(tmp, path)
         completed = True
     finally:
@@ -476,7 +429,7 @@ def _write_shard(task: ShardTask) -> dict:
             if rec_tmp:
                 rec_tmp.unlink(missing_ok=True)
     return {"split": task.split, "shard": task.shard, "file": task.name, "records": len(index),
-            "bytes": offset, "sha256": sha.hexdigest(), "index": f"dali_index/{task.name}.idx",
+            "bytes": offset, "sha256": sha.hexdigest(), "index": layout.dali_index(task.name),
             "classes": counts, "skipped": skipped, "reencoded": reencoded,
             "recordio": (str(rec_tmp), rec_index) if rec_tmp else None}
 
@@ -500,11 +453,6 @@ def _run(tasks: list[ShardTask], workers: int, progress: Callable[[dict], None])
             results.append(result)
             progress(result)
     return results
-
-
-def _sha256_file(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _append(path: str, dst: io.BufferedWriter) -> None:
@@ -531,9 +479,9 @@ def _append(path: str, dst: io.BufferedWriter) -> None:
 
 def _join_recordio(out: Path, split: str, results: list[dict]) -> dict:
     """Concatenate the shards' RecordIO parts in shard order into <split>.rec/.idx."""
-    folder = out / "recordio"
-    rec_path, idx_path = folder / f"{split}.rec", folder / f"{split}.idx"
-    rec_tmp, idx_tmp = folder / f".{split}.rec.tmp", folder / f".{split}.idx.tmp"
+    rec_name, idx_name = layout.recordio(split)
+    rec_path, idx_path = out / rec_name, out / idx_name
+    rec_tmp, idx_tmp = temporary(rec_path), temporary(idx_path)
     entries: list[tuple[int, int]] = []
     base = 0
     with open(rec_tmp, "wb") as rec:
@@ -546,14 +494,14 @@ def _join_recordio(out: Path, split: str, results: list[dict]) -> dict:
     idx_tmp.write_text(recordio.index_text(entries))
     os.replace(rec_tmp, rec_path)
     os.replace(idx_tmp, idx_path)
-    return {"rec": f"recordio/{split}.rec", "idx": f"recordio/{split}.idx", "records": len(entries),
-            "bytes": base, "sha256": _sha256_file(rec_path), "idx_sha256": _sha256_file(idx_path)}
+    return {"rec": rec_name, "idx": idx_name, "records": len(entries),
+            "bytes": base, "sha256": sha256_file(rec_path), "idx_sha256": sha256_file(idx_path)}
 
 
 def _input_info(path: Path | None) -> dict | None:
     if path is None:
         return None
-    return {"path": str(path), "sha256": _sha256_file(path)}
+    return {"path": str(path), "sha256": sha256_file(path)}
 
 
 def convert(out: Path, synsets_file: Path, train_dir: Path | None = None, validation_dir: Path | None = None,
@@ -567,8 +515,8 @@ def convert(out: Path, synsets_file: Path, train_dir: Path | None = None, valida
         raise InputError("nothing to convert: give --train-dir and/or --validation-dir")
     if train_shards < 1 or validation_shards < 1:
         raise InputError("shard counts must be >= 1")
-    if max(train_shards, validation_shards) > 99999:
-        raise InputError("at most 99999 shards (five-digit shard names)")
+    if max(train_shards, validation_shards) > layout.MAX_SHARDS:
+        raise InputError(f"at most {layout.MAX_SHARDS} shards (five-digit shard names)")
     for label, path in (("synsets", synsets_file), ("metadata", metadata), ("bounding boxes", bounding_boxes),
                         ("validation labels", validation_labels)):
         if path is not None and not path.is_file():
@@ -600,9 +548,9 @@ def convert(out: Path, synsets_file: Path, train_dir: Path | None = None, valida
 
     out.mkdir(parents=True, exist_ok=True)
     (out / MANIFEST).unlink(missing_ok=True)  # a half-rewritten directory must not look complete
-    (out / "dali_index").mkdir(exist_ok=True)
+    (out / layout.DALI_INDEX_DIR).mkdir(exist_ok=True)
     if with_recordio:
-        (out / "recordio").mkdir(exist_ok=True)
+        (out / layout.RECORDIO_DIR).mkdir(exist_ok=True)
     shard_counts = {"train": train_shards, "validation": validation_shards}
     tasks = [t for name, split in splits.items() for t in _shard_tasks(split, shard_counts[name])]
     _JOB.update(out=out, splits=splits, boxes=boxes, full_decode=full_decode, recordio=with_recordio,
@@ -656,9 +604,7 @@ def convert(out: Path, synsets_file: Path, train_dir: Path | None = None, valida
                           for k in ("images_found", "records", "bytes")} | {"skipped": len(manifest["skipped"]),
                                                                              "reencoded": len(manifest["reencoded"])}
     manifest["classes"] = [{"label": i + 1, "synset": s, "text": names.get(s, "")} for i, s in enumerate(synsets)]
-    tmp = out / f".{MANIFEST}.tmp"
-    tmp.write_text(json.dumps(manifest, indent=1) + "\n")
-    os.replace(tmp, out / MANIFEST)
+    write_json(out / MANIFEST, manifest)
     _remove_stale(out, manifest, log)
     elapsed = time.perf_counter() - start
 
@@ -674,14 +620,12 @@ def convert(out: Path, synsets_file: Path, train_dir: Path | None = None, valida
 def _remove_stale(out: Path, manifest: dict, log: Callable[[str], None]) -> None:
     """Outputs of an earlier run into the same directory (other shard counts would match `train-*` too)."""
     current = {s["file"] for split in manifest["splits"].values() for s in split["shards"]}
-    stale = [p for p in sorted(out.iterdir()) if SHARD_NAME.match(p.name) and p.name not in current]
-    stale += [p for p in sorted((out / "dali_index").iterdir())
-              if SHARD_NAME.match(p.name.removesuffix(".idx")) and p.name.removesuffix(".idx") not in current]
-    if (out / "recordio").is_dir():
-        rec = {f for split in manifest["splits"].values() if split["recordio"]
-               for f in (split["recordio"]["rec"], split["recordio"]["idx"])}
-        stale += [p for split in SPLITS for suffix in (".rec", ".idx")
-                  if (p := out / "recordio" / f"{split}{suffix}").exists() and f"recordio/{p.name}" not in rec]
+    stale = [p for p in layout.shard_files(out, SPLITS) if p.name not in current]
+    stale += [p for p in layout.shard_files(out / layout.DALI_INDEX_DIR, SPLITS, ".idx")
+              if p.name.removesuffix(".idx") not in current]
+    rec = {f for split in manifest["splits"].values() if split["recordio"]
+           for f in (split["recordio"]["rec"], split["recordio"]["idx"])}
+    stale += [out / f for split in SPLITS for f in layout.recordio(split) if (out / f).exists() and f not in rec]
     for path in stale:
         log(f"removing {path} (not part of this run)")
         path.unlink()
@@ -695,8 +639,6 @@ REQUIRED_KEYS = ("image/encoded", "image/height", "image/width", "image/colorspa
 
 
 def _verify_shard(job: tuple[Path, dict, list[str]]) -> list[str]:
-    from dlbench.dataprep.tfrecord import CorruptRecord, parse_example, read_records
-
     out, shard, synsets = job
     path = out / shard["file"]
     errors: list[str] = []
@@ -705,10 +647,10 @@ def _verify_shard(job: tuple[Path, dict, list[str]]) -> list[str]:
     counts: dict[str, int] = {}
     index = []
     try:
-        for number, (offset, data) in enumerate(read_records(path)):
-            index.append((offset, len(data) + 16))
+        for number, (offset, data) in enumerate(tfr.read_records(path)):
+            index.append((offset, len(data) + tfr.OVERHEAD))
             try:
-                ex = parse_example(data)
+                ex = tfr.parse_example(data)
                 missing = [k for k in REQUIRED_KEYS if k not in ex]
                 if missing:
                     raise ValueError(f"missing features {missing}")
@@ -723,27 +665,23 @@ def _verify_shard(job: tuple[Path, dict, list[str]]) -> list[str]:
                 errors.append(f"{path}: record {number} (byte offset {offset}): bad Example: {exc!r}")
                 continue
             counts[synset] = counts.get(synset, 0) + 1
-    except CorruptRecord as exc:
+    except tfr.CorruptRecord as exc:
         return [str(exc)]
     if len(index) != shard["records"]:
         errors.append(f"{path}: {len(index)} records, manifest says {shard['records']}")
     if counts != shard["classes"]:
         errors.append(f"{path}: per-class counts differ from the manifest")
-    size = path.stat().st_size
-    if size != shard["bytes"]:
-        errors.append(f"{path}: {size} bytes, manifest says {shard['bytes']}")
-    if _sha256_file(path) != shard["sha256"]:
-        errors.append(f"{path}: sha256 differs from the manifest")
+    errors += check_file(path, shard)
     idx = out / shard["index"]
     try:
         lines = idx.read_text().splitlines()
     except OSError as exc:
         return errors + [f"{idx}: cannot read: {exc}"]
+    expected = tfr.dali_index_text(index).splitlines()
     for number, line in enumerate(lines):
-        expected = index[number] if number < len(index) else None
-        if expected is None or line != f"{expected[0]} {expected[1]}":
+        if number >= len(expected) or line != expected[number]:
             errors.append(f"{idx}: line {number + 1}: {line!r} does not match record {number} of {path} "
-                          f"({'no such record' if expected is None else f'{expected[0]} {expected[1]}'})")
+                          f"({'no such record' if number >= len(expected) else expected[number]})")
             break
     if len(lines) < len(index):
         errors.append(f"{idx}: {len(lines)} entries for {len(index)} records")
@@ -768,7 +706,7 @@ def _verify_recordio(out: Path, info: dict, split: dict, synsets: list[str]) -> 
     errors = []
     if count != info["records"] or count != split["records"] or len(entries) != count:
         errors.append(f"{rec}: {count} records ({len(entries)} in {idx}), manifest says {info['records']}")
-    if _sha256_file(rec) != info["sha256"] or _sha256_file(idx) != info["idx_sha256"]:
+    if sha256_file(rec) != info["sha256"] or sha256_file(idx) != info["idx_sha256"]:
         errors.append(f"{rec}: sha256 of the .rec or .idx differs from the manifest")
     return errors
 
@@ -796,16 +734,16 @@ def _verify(out: Path, manifest: dict, workers: int | None) -> list[str]:
         with ProcessPoolExecutor(workers, mp_context=get_context("fork")) as pool:
             errors = [e for found in pool.map(_verify_shard, jobs) for e in found]
     listed = {shard["file"] for split in splits.values() for shard in split["shards"]}
-    for path in sorted(out.iterdir()):
-        if SHARD_NAME.match(path.name) and path.name not in listed:
+    for path in layout.shard_files(out, SPLITS):
+        if path.name not in listed:
             errors.append(f"{path}: a shard file not in the manifest")
     for name, split in splits.items():
         shards = split["shards"]
         if sum(s["records"] for s in shards) != split["records"]:
             errors.append(f"{out / MANIFEST}: {name} records do not add up")
         for shard in shards:
-            m = SHARD_NAME.match(shard["file"])
-            if not m or m.group(1) != name or int(m.group(3)) != len(shards):
+            parsed = layout.parse_shard_name(shard["file"])
+            if not parsed or parsed[0] != name or parsed[2] != len(shards):
                 errors.append(f"{out / MANIFEST}: shard name {shard['file']!r} does not fit "
                               f"{len(shards)} {name} shards")
         if split.get("recordio"):

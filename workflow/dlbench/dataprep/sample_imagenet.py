@@ -21,7 +21,6 @@ Same wheels + arguments -> identical files, whatever --workers.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import io
 import json
 import os
@@ -35,6 +34,8 @@ from multiprocessing import get_context
 from pathlib import Path
 
 from PIL import Image, ImageOps
+
+from dlbench.dataprep.files import sha256_file
 
 SKIMAGE = "scikit_image"
 TFDS = "tensorflow_datasets"
@@ -77,11 +78,6 @@ def find_wheel(paths: Sequence[Path], prefix: str) -> Path:
     return found[-1]
 
 
-def _sha256(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
 def load_inputs(wheels: Sequence[Path]) -> tuple[dict[str, bytes], list[str], dict]:
     """(photo name -> file bytes, the 1,000 synsets, provenance)."""
     ski, tfds = find_wheel(wheels, SKIMAGE), find_wheel(wheels, TFDS)
@@ -98,7 +94,7 @@ def load_inputs(wheels: Sequence[Path]) -> tuple[dict[str, bytes], list[str], di
         raise SampleError(f"not a readable wheel: {exc}") from None
     if len(synsets) != 1000 or synsets != sorted(synsets):
         raise SampleError(f"{tfds}: {LABELS_IN_TFDS} should hold 1,000 sorted synsets, has {len(synsets)}")
-    provenance = {"wheels": {p.name: _sha256(p) for p in (ski, tfds)}, "synsets_from": LABELS_IN_TFDS}
+    provenance = {"wheels": {p.name: sha256_file(p) for p in (ski, tfds)}, "synsets_from": LABELS_IN_TFDS}
     return photos, synsets, provenance
 
 

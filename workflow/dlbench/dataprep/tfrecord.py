@@ -1,4 +1,8 @@
-"""TFRecord files and tf.train.Example messages without TensorFlow (numpy + google-crc32c).
+"""The TFRecord codec without TensorFlow (google-crc32c; numpy only for the vectorised functions and parsing):
+record framing with masked CRC32C, protobuf varints and fields, tf.train.Example encoding, and the reader that
+checks and parses. Scalar and vectorised forms of the same encodings live side by side here: the ImageNet
+converter writes one record at a time (no numpy), the BERT shards a whole batch of records at once, verification
+and the tests read them back.
 
 A TFRecord is a sequence of records, each `uint64 length | uint32 masked_crc32c(length) | data |
 uint32 masked_crc32c(data)` (little endian). An Example is the protobuf message
@@ -25,8 +29,11 @@ if TYPE_CHECKING:
 FeatureValue = "bytes | str | Sequence[bytes] | Sequence[int] | Sequence[float] | np.ndarray"
 
 _MASK_DELTA = 0xA282EAD8
+_LENGTH = struct.Struct("<Q")
+_CRC = struct.Struct("<I")
 _HEADER = struct.Struct("<QI")
-_FOOTER = struct.Struct("<I")
+HEADER_BYTES, FOOTER_BYTES = _HEADER.size, _CRC.size
+OVERHEAD = HEADER_BYTES + FOOTER_BYTES  # a record's bytes on disk = its data + OVERHEAD
 
 
 class CorruptRecord(ValueError):
@@ -37,18 +44,70 @@ class CorruptRecord(ValueError):
         self.path, self.index, self.offset, self.reason = str(path), index, offset, reason
 
 
-def masked_crc(data: bytes) -> int:
-    crc = google_crc32c.value(data)
+# ----------------------------------------------------------------------------- CRC32C masking and framing
+def mask(crc: int) -> int:
+    """TFRecord's CRC mask: rotate right by 15 bits, add a constant."""
     return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
+
+
+def mask_array(crcs: np.ndarray) -> np.ndarray:
+    """mask() of many CRCs at once (uint64 in, uint64 out)."""
+    import numpy as np
+
+    crc = np.asarray(crcs).astype(np.uint64)
+    return (((crc >> np.uint64(15)) | (crc << np.uint64(17))) + np.uint64(_MASK_DELTA)) & np.uint64(0xFFFFFFFF)
+
+
+def masked_crc(data: bytes) -> int:
+    return mask(google_crc32c.value(data))
+
+
+def record_header(length: int) -> bytes:
+    """The 12 bytes before a record's data: its length and the masked CRC of those 8 bytes."""
+    length_bytes = _LENGTH.pack(length)
+    return length_bytes + _CRC.pack(masked_crc(length_bytes))
+
+
+def frame_parts(head: bytes, body: bytes = b"") -> tuple[bytes, bytes, bytes]:
+    """One record whose data is head + body, as (header + head, body, footer): written one after the other
+    (os.writev) they are the record, and the body (an image) is never copied."""
+    crc = google_crc32c.value(head)
+    if body:
+        crc = google_crc32c.extend(crc, body)
+    return record_header(len(head) + len(body)) + head, body, _CRC.pack(mask(crc))
 
 
 def frame(data: bytes) -> bytes:
     """One record: header, data, footer."""
-    length = struct.pack("<Q", len(data))
-    return length + struct.pack("<I", masked_crc(length)) + data + _FOOTER.pack(masked_crc(data))
+    return record_header(len(data)) + data + _CRC.pack(masked_crc(data))
 
 
-# ----------------------------------------------------------------------------- protobuf encoding
+def record_headers(lengths: np.ndarray) -> np.ndarray:
+    """record_header() of many records: uint8 [n, 12] (one CRC per distinct length)."""
+    import numpy as np
+
+    lengths = np.asarray(lengths).astype("<u8")
+    out = np.empty((len(lengths), HEADER_BYTES), np.uint8)
+    out[:, :8] = lengths[:, None].view(np.uint8)
+    uniq, inverse = np.unique(lengths, return_inverse=True)
+    crcs = np.array([masked_crc(x.tobytes()) for x in uniq], "<u4")
+    out[:, 8:] = crcs[inverse][:, None].view(np.uint8)
+    return out
+
+
+def fill_footers(records: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:
+    """Write each record's masked data CRC into its 4-byte footer, in place: records is the uint8 array of many
+    framed records, record i's data is records[starts[i]:ends[i]] and its footer follows."""
+    import numpy as np
+
+    data = records.tobytes()  # google_crc32c takes bytes only (not memoryviews)
+    value = google_crc32c.value
+    crcs = np.array([value(data[s:e]) for s, e in zip(starts.tolist(), ends.tolist(), strict=True)], np.uint64)
+    footer = mask_array(crcs).astype("<u4").view(np.uint8).reshape(-1, FOOTER_BYTES)
+    records[ends[:, None] + np.arange(FOOTER_BYTES)] = footer
+
+
+# ----------------------------------------------------------------------------- protobuf varints
 _SMALL_VARINTS = [bytes((i,)) for i in range(128)]
 
 
@@ -64,31 +123,109 @@ def varint(value: int) -> bytes:
     return bytes(out)
 
 
-def varints(values: np.ndarray) -> bytes:
-    """Varint encoding of many int64 values at once (vectorised; the hot path of the BERT shards)."""
+def _as_uint64(values: np.ndarray) -> np.ndarray:
     import numpy as np
 
-    v = np.ascontiguousarray(values, dtype=np.int64).ravel().view(np.uint64)
+    v = np.asarray(values)
+    return v if v.dtype == np.uint64 else v.astype(np.int64).view(np.uint64)
+
+
+def varint_lengths(values: np.ndarray, width: int = 10) -> np.ndarray:
+    """Bytes of each value's varint (int64 values; negative ones take ten), counted up to `width`."""
+    import numpy as np
+
+    v = _as_uint64(values)
+    n = np.ones(v.shape, np.int64)
+    for k in range(1, width):
+        n += v >= np.uint64(1 << (7 * k))
+    return n
+
+
+def varint_slots(values: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Varints of values < 2**(7 * width) in fixed `width`-byte slots: (uint8 [..., width], valid [..., width]).
+    The valid bytes of the slots, in order, are the varints (the vectorised encoder's building block)."""
+    import numpy as np
+
+    v = _as_uint64(values)
+    groups = (v[..., None] >> (np.uint64(7) * np.arange(width, dtype=np.uint64))) & np.uint64(0x7F)
+    valid = np.arange(width) < varint_lengths(v, width)[..., None]
+    more = np.zeros_like(valid)
+    more[..., :-1] = valid[..., 1:]
+    return (groups | (more.astype(np.uint64) << np.uint64(7))).astype(np.uint8), valid
+
+
+def varints(values: np.ndarray) -> bytes:
+    """The varints of many int64 values, concatenated (a packed repeated field's payload)."""
+    import numpy as np
+
+    v = _as_uint64(np.ascontiguousarray(values).ravel())
     if v.size == 0:
         return b""
-    # bytes per value: 1 + floor(bit_length - 1) / 7), at least 1
-    nbytes = np.ones(v.shape, np.int64)
-    for k in range(1, 10):
-        nbytes += v >= np.uint64(1 << (7 * k))
-    total = int(nbytes.sum())
-    out = np.empty(total, np.uint8)
-    starts = np.concatenate(([0], np.cumsum(nbytes)[:-1]))
-    for k in range(int(nbytes.max())):
-        has = nbytes > k
-        chunk = (v[has] >> np.uint64(7 * k)) & np.uint64(0x7F)
-        more = (nbytes[has] > k + 1).astype(np.uint64) << np.uint64(7)
-        out[starts[has] + k] = (chunk | more).astype(np.uint8)
-    return out.tobytes()
+    data, valid = varint_slots(v, int(varint_lengths(v).max()))
+    return data[valid].tobytes()
 
 
-def _field(number: int, payload: bytes) -> bytes:
-    """A length-delimited field (wire type 2)."""
-    return varint(number << 3 | 2) + varint(len(payload)) + payload
+# ----------------------------------------------------------------------------- protobuf fields and Examples
+BYTES_LIST, FLOAT_LIST, INT64_LIST = 1, 2, 3  # Feature's field numbers
+
+
+_TAGS = [varint(number << 3 | 2) for number in range(16)]  # Examples use field numbers 1..3 only
+_KEYS: dict[str, bytes] = {}  # a feature name, encoded as a map entry's key field, by name
+
+
+def tag(number: int) -> bytes:
+    """The tag of a length-delimited field (wire type 2)."""
+    return _TAGS[number]
+
+
+def field_head(number: int, payload_len: int) -> bytes:
+    """Tag and length of a length-delimited field; its payload follows."""
+    return _TAGS[number] + varint(payload_len)
+
+
+def field(number: int, payload: bytes) -> bytes:
+    return _TAGS[number] + varint(len(payload)) + payload
+
+
+def _key(key: str) -> bytes:
+    encoded = _KEYS.get(key)
+    if encoded is None:
+        encoded = _KEYS[key] = field(1, key.encode())
+    return encoded
+
+
+def bytes_feature(values: Sequence[bytes]) -> bytes:
+    return field(BYTES_LIST, b"".join([field(1, v) for v in values]))
+
+
+def packed_feature(kind: int, payload: bytes) -> bytes:
+    """A FloatList / Int64List Feature from its packed values; an empty list is an empty message, as protobuf
+    writes it (no zero-length packed field)."""
+    return field(kind, field(1, payload) if payload else b"")
+
+
+def int64_feature(values: Sequence[int]) -> bytes:
+    return packed_feature(INT64_LIST, b"".join(varint(v) for v in values))
+
+
+def float_feature(values: Sequence[float]) -> bytes:
+    return packed_feature(FLOAT_LIST, struct.pack(f"<{len(values)}f", *values))
+
+
+def entry(key: str, feature_bytes: bytes) -> bytes:
+    """One entry of Features.feature (a map entry: {1: key, 2: Feature})."""
+    return field(1, _key(key) + field(2, feature_bytes))
+
+
+def entry_head(key: str, kind: int, payload_len: int) -> bytes:
+    """An entry whose Feature holds one list of `kind` with a payload of payload_len bytes, up to that payload:
+    the packed values of a FLOAT_LIST / INT64_LIST, or the single value of a BYTES_LIST. The payload follows
+    (so a large one is never copied, and entries of many records can share their framing)."""
+    inner = field_head(1, payload_len)
+    listed = field_head(kind, len(inner) + payload_len) + inner
+    value = field_head(2, len(listed) + payload_len) + listed
+    name = _key(key)
+    return field_head(1, len(name) + len(value) + payload_len) + name + value
 
 
 def feature(value: FeatureValue) -> bytes:
@@ -107,18 +244,15 @@ def feature(value: FeatureValue) -> bytes:
     else:
         kind = "int"
     if kind == "bytes":
-        items = b"".join(_field(1, v.encode() if isinstance(v, str) else v) for v in value)
-        return _field(1, items)
+        return bytes_feature([v.encode() if isinstance(v, str) else v for v in value])
     if kind == "float":
-        return _field(2, _field(1, np.asarray(value, "<f4").tobytes()))
-    return _field(3, _field(1, varints(np.asarray(value, np.int64))))
+        return packed_feature(FLOAT_LIST, np.asarray(value, "<f4").tobytes())
+    return packed_feature(INT64_LIST, varints(np.asarray(value, np.int64)))
 
 
 def example(features: Mapping[str, FeatureValue]) -> bytes:
     """A serialised tf.train.Example with the features in the given order (deterministic bytes)."""
-    entries = b"".join(_field(1, _field(1, key.encode()) + _field(2, feature(value)))
-                       for key, value in features.items())
-    return _field(1, entries)
+    return field(1, b"".join(entry(key, feature(value)) for key, value in features.items()))
 
 
 # ----------------------------------------------------------------------------- writing
@@ -147,9 +281,13 @@ class TFRecordWriter:
         self.close()
 
 
-def write_dali_index(path: str | Path, index: Sequence[tuple[int, int]]) -> None:
+def dali_index_text(index: Sequence[tuple[int, int]]) -> str:
     """DALI's tfrecord2idx format: one `<offset> <record bytes>` line per record."""
-    Path(path).write_text("".join(f"{offset} {size}\n" for offset, size in index))
+    return "".join(f"{offset} {size}\n" for offset, size in index)
+
+
+def write_dali_index(path: str | Path, index: Sequence[tuple[int, int]]) -> None:
+    Path(path).write_text(dali_index_text(index))
 
 
 # ----------------------------------------------------------------------------- reading and checking
@@ -157,20 +295,20 @@ def read_records(path: str | Path) -> Iterator[tuple[int, bytes]]:
     """(offset, data) of every record, checking lengths and both CRCs; CorruptRecord names the record."""
     with open(path, "rb") as f:
         index, offset = 0, 0
-        while header := f.read(_HEADER.size):
-            if len(header) < _HEADER.size:
+        while header := f.read(HEADER_BYTES):
+            if len(header) < HEADER_BYTES:
                 raise CorruptRecord(path, index, offset, f"truncated header ({len(header)} of 12 bytes)")
             length, length_crc = _HEADER.unpack(header)
             if masked_crc(header[:8]) != length_crc:
                 raise CorruptRecord(path, index, offset, "length CRC mismatch")
             data = f.read(length)
-            footer = f.read(_FOOTER.size)
-            if len(data) < length or len(footer) < _FOOTER.size:
+            footer = f.read(FOOTER_BYTES)
+            if len(data) < length or len(footer) < FOOTER_BYTES:
                 raise CorruptRecord(path, index, offset, f"truncated data (file ends inside a {length}-byte record)")
-            if masked_crc(data) != _FOOTER.unpack(footer)[0]:
+            if masked_crc(data) != _CRC.unpack(footer)[0]:
                 raise CorruptRecord(path, index, offset, "data CRC mismatch")
             yield offset, data
-            offset += _HEADER.size + length + _FOOTER.size
+            offset += length + OVERHEAD
             index += 1
 
 
@@ -202,14 +340,14 @@ def parse_example(data: bytes) -> dict[str, list]:
 
     out: dict[str, list] = {}
     for _, features in _fields(data):
-        for _, entry in _fields(features):
-            parts = dict(_fields(entry))
+        for _, item in _fields(features):
+            parts = dict(_fields(item))
             key = parts[1].decode()
             for kind, payload in _fields(parts.get(2, b"")):
                 values = [v for _, v in _fields(payload)]
-                if kind == 1:
+                if kind == BYTES_LIST:
                     out[key] = values
-                elif kind == 2:
+                elif kind == FLOAT_LIST:
                     out[key] = np.frombuffer(b"".join(values), "<f4").tolist()
                 else:
                     packed, ints, pos = b"".join(values), [], 0

@@ -1,6 +1,6 @@
 """BERT batches from NVIDIA's HDF5 shards, framework-neutral (numpy; h5py is imported when a pipeline is built).
 
-The layout (DeepLearningExamples, written by dataprep/bert_shards.py): input_ids i4 [N, L], input_mask i1,
+The layout (DeepLearningExamples, written by dataprep/bert_shards/): input_ids i4 [N, L], input_mask i1,
 segment_ids i1, masked_lm_positions i4 [N, P], masked_lm_ids i4, next_sentence_labels i1 [N]; no weights:
 a prediction is real where its position is not 0 ([CLS], position 0, is never masked), NVIDIA's convention.
 Batches come as bert.synthetic_batch's dict of numpy arrays, so each backend converts them exactly as its

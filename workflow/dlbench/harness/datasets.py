@@ -1,9 +1,10 @@
-"""Where a real-data run finds its prepared shards (standard library only; the layouts are written by
-workflow/dlbench/dataprep/ and checked by its `verify` step before any run starts).
+"""Where a real-data run finds its prepared shards (standard library only). The file names are dlbench/layout.py's,
+shared with the converters in workflow/dlbench/dataprep/ that write them and their `verify` steps, which check
+them before any run starts.
 
 ImageNet (dataprep/imagenet.py): <dir>/train-00000-of-NNNNN ... (tf.train.Example, build_imagenet_data.py's
 schema, labels 1..1000) and <dir>/dali_index/<shard>.idx (DALI's `<offset> <bytes>` lines).
-BERT (dataprep/bert_shards.py): <dir>/tfrecord/<name>-00000-of-NNNNN (Google's features) and
+BERT (dataprep/bert_shards/): <dir>/tfrecord/<name>-00000-of-NNNNN (Google's features) and
 <dir>/hdf5/<name>-00000-of-NNNNN.hdf5 (NVIDIA's layout), for one sequence length / masked positions.
 
 Every rank reads the whole training set in its own shuffled order (DALI: its 1/world of the records), as the
@@ -13,13 +14,11 @@ reference input pipelines do; the time to read, decode and augment is part of ev
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
+from .. import layout
 from .spec import RunSpec, Unsupported
 
-IMAGENET_SHARD = re.compile(r"^train-\d{5}-of-\d{5}$")
-BERT_SHARD = re.compile(r"^[A-Za-z0-9_.-]+-\d{5}-of-\d{5}(\.hdf5)?$")
 # Per-channel ImageNet mean and standard deviation of 0..255 RGB pixels (the usual normalisation).
 IMAGENET_MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
 IMAGENET_STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
@@ -39,30 +38,29 @@ def _data_dir(spec: RunSpec) -> Path:
 def imagenet_train_shards(spec: RunSpec) -> tuple[list[str], list[str]]:
     """(TFRecord shards, their DALI index files), sorted by name."""
     root = _data_dir(spec)
-    shards = sorted(p for p in root.iterdir() if IMAGENET_SHARD.match(p.name))
+    shards = layout.imagenet_shards(root, "train")
     if not shards:
         raise FileNotFoundError(f"{root}: no ImageNet training shards (train-00000-of-NNNNN)")
-    indexes = [root / "dali_index" / f"{p.name}.idx" for p in shards]
+    indexes = [root / layout.dali_index(p.name) for p in shards]
     missing = [str(i) for i in indexes if not i.is_file()]
     if missing:
         raise FileNotFoundError(f"{root}: DALI index files missing: {', '.join(missing[:3])}")
     return [str(p) for p in shards], [str(i) for i in indexes]
 
 
-def bert_shards(spec: RunSpec, layout: str) -> list[str]:
-    """BERT shards of one layout: 'tfrecord' (Google's features) or 'hdf5' (NVIDIA's), sorted by name; their
+def bert_shards(spec: RunSpec, fmt: str) -> list[str]:
+    """BERT shards of one format: 'tfrecord' (Google's features) or 'hdf5' (NVIDIA's), sorted by name; their
     sequence length and masked positions must be the run's."""
-    manifest = _data_dir(spec) / "manifest.json"
+    manifest = _data_dir(spec) / layout.MANIFEST
     if manifest.is_file():
         params = json.loads(manifest.read_text()).get("parameters", {})
         shape = (params.get("max_seq_length"), params.get("max_predictions"))
         if shape != (spec.seq_length, spec.predictions):
             raise Unsupported(f"{manifest}: shards of {shape[0]} tokens / {shape[1]} masked positions; this run "
                               f"needs {spec.seq_length} / {spec.predictions}")
-    root = _data_dir(spec) / layout
-    shards = sorted(p for p in root.iterdir() if BERT_SHARD.match(p.name)) if root.is_dir() else []
+    shards = layout.bert_shards(_data_dir(spec), fmt)
     if not shards:
-        raise FileNotFoundError(f"{root}: no BERT {layout} shards (<name>-00000-of-NNNNN)")
+        raise FileNotFoundError(f"{_data_dir(spec) / fmt}: no BERT {fmt} shards (<name>-00000-of-NNNNN)")
     return [str(p) for p in shards]
 
 
