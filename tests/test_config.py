@@ -30,7 +30,8 @@ def study(**changes):
 
 @pytest.mark.parametrize(("changes", "message"), [
     ({"matirx": {}}, "(top level): unknown key 'matirx' (allowed: study, report"),
-    ({"matrix__framework": ["pytorchh"]}, "matrix.framework[0]: 'pytorchh' is not allowed (allowed: pytorch"),
+    ({"matrix__framework": ["pytorchh"]}, "matrix.framework: 'pytorchh' is neither a framework nor one of the "
+                                          "study's runners (did you mean 'pytorch'?); available: pytorch"),
     ({"matrix__topology": ["1-2"]}, "matrix.topology[0]: '1-2' is not valid"),
     ({"matrix__topology": ["0x8"]}, "matrix.topology[0]: '0x8' is not valid"),
     ({"matrix__topology": []}, "matrix.topology: must not be empty"),

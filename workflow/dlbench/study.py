@@ -6,6 +6,7 @@ line per problem, each naming the key and the allowed values.
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import shlex
 import sys
@@ -266,8 +267,10 @@ def _check_matrix(config: dict[str, Any], envs_dir: Path, base_dir: Path = Path(
     frameworks = {*matrix["framework"], *(e["framework"] for e in config["include"])}
     for fw in sorted(frameworks):
         if fw not in available:
+            close = difflib.get_close_matches(fw, [*FRAMEWORKS, *config["runners"]], n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
             reason = (f"has no environment (no {envs_dir}/{fw}.yaml)" if fw in FRAMEWORKS
-                      else "is neither a framework nor one of the study's runners")
+                      else f"is neither a framework nor one of the study's runners{hint}")
             problems.append(f"matrix.framework: {fw!r} {reason}; available: {', '.join(available) or 'none'}")
     if isinstance(matrix["batch_size"], dict):
         for model, per_model in matrix["batch_size"].items():
