@@ -17,6 +17,7 @@ from dlbench.identity import WILDCARDS as RUN_WILDCARDS  # noqa: E402
 from dlbench.study import ConfigError, dataset_of, load_study  # noqa: E402
 from dlbench.venvs import env_prefix, MARKER  # noqa: E402
 from dlbench.imports import expand_paths  # noqa: E402
+from dlbench import layout  # noqa: E402
 
 ENVS_DIR = Path(workflow.basedir, "envs")
 # A --configfile is a whole study: it replaces config.yaml rather than being merged into it
@@ -242,4 +243,4 @@ def bert_shard_arguments(wildcards):
 
 def bert_group_manifests(seq):
     groups = min(BERT_DATA["jobs"], BERT_DATA["shards"])
-    return [f"results/data/bert/seq{seq}/manifest.group-{g:05d}-of-{groups:05d}.json" for g in range(groups)]
+    return [f"results/data/bert/seq{seq}/{layout.group_manifest(g, groups)}" for g in range(groups)]
