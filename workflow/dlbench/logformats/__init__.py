@@ -17,6 +17,11 @@ and documents its project's rules in its docstring.
 
 Adding a format: a module here, one line in FORMATS, its tests (tests/test_logformats_<name>.py), and its name
 in the record schema's `source` enum (tests/test_architecture.py checks the two agree).
+
+Formats: dlbench (ours), mlperf (MLPerf Training result logs; mlperf.parse_set scores a result directory),
+dllogger (NVIDIA DLLogger text and JSON), tf_cnn_benchmarks, dlperf (DLPerf log trees). Not formats:
+common (labels, identity and records shared by the external formats) and synthetic (logs of their shapes
+written for tests and benchmarks).
 """
 
 from __future__ import annotations
@@ -25,9 +30,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from . import dlbench
+from . import dlbench, dllogger, dlperf, mlperf, tf_cnn_benchmarks
 
-FORMATS: dict[str, ModuleType] = {module.NAME: module for module in (dlbench,)}
+FORMATS: dict[str, ModuleType] = {module.NAME: module for module in (dlbench, mlperf, dllogger, tf_cnn_benchmarks,
+                                                                     dlperf)}
 
 
 class UnknownFormat(ValueError):
