@@ -139,6 +139,8 @@ def test_rule_labels_are_checked(tmp_path):
     assert "statistic 'median'" in dllogger.parse(path, {"statistic": "median"})["error"]
     with pytest.raises(LogError, match="unknown label"):
         dllogger.parse(path, {"skip_step": 8})
+    with pytest.raises(LogError, match="topology '8' is not"):
+        dllogger.parse(path, {"topology": "8"})
 
 
 def test_text_pairs_with_units_none_and_lists():

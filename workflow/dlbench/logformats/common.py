@@ -41,6 +41,11 @@ def check_labels(labels: Mapping[str, Any], options: Iterable[str], source: str)
     if unknown:
         known = ", ".join(sorted(RECORD_LABELS | set(options)))
         raise LogError(f"{source}: unknown label(s) {', '.join(unknown)} (known: {known})")
+    if labels.get("topology"):
+        try:
+            identity.parse_topology(str(labels["topology"]))
+        except identity.IdentityError as error:
+            raise LogError(f"{source}: label {error}") from None
 
 
 def other_rank(prefix: str) -> bool:

@@ -110,7 +110,7 @@ def parse(path: str | Path, labels: dict[str, Any] | None = None) -> dict[str, A
             (s for s in reversed(summary.get("slurm_states") or []) if s), None),
         "attempts": summary.get("attempts") or header.get("attempt"),
         "started_at": header.get("started_at"), "finished_at": summary.get("finished_at"),
-        "source": "dlbench", "log_path": str(path),
+        "source": "dlbench", "log_path": str(path), "throughput_definition": THROUGHPUT_DEFINITION,
     }
     return complete(record)
 

@@ -42,7 +42,7 @@ from typing import Any, NamedTuple
 from mlperf_logging.compliance_checker.mlp_parser import ruleset_060
 from mlperf_logging.mllog import constants as K
 
-from ..records import LogError, complete
+from ..records import LogError
 from .common import check_labels, error_record, external_record
 
 NAME = "mlperf"
@@ -231,7 +231,8 @@ def score_set(times: Sequence[float | None], statuses: Sequence[str], benchmark:
 
 
 def score_records(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """MLPerf records with score_min, scaling_factor and score_counted filled per run_set (others unchanged)."""
+    """MLPerf records with score_min, scaling_factor and score_counted filled per run_set (others unchanged;
+    the records are parse()'s, already validated, and the three fields' types are the schema's)."""
     records = [dict(r) for r in records]
     sets: dict[str, list[dict[str, Any]]] = {}
     for record in records:
@@ -243,8 +244,8 @@ def score_records(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         result = score_set([r.get("time_to_train_min") for r in members], [r["status"] for r in members],
                            benchmark, factor)
         for record, counted in zip(members, result["counted"], strict=True):
-            record.update(score_min=result["score_min"], scaling_factor=factor, score_counted=counted)
-    return [complete(r) for r in records]
+            record.update(score_min=result["score_min"], scaling_factor=float(factor), score_counted=counted)
+    return records
 
 
 def result_files(directory: str | Path) -> list[Path]:
