@@ -168,3 +168,15 @@ def real_data(tmp_path_factory) -> dict[str, Path]:
              "--vocab", str(sample / "vocab.txt"), "--out", str(root / "bert128"), "--max-seq-length", "128",
              "--max-predictions", "20", "--dupe-factor", "1", "--shards", "2")
     return {"imagenet": root / "imagenet", "bert128": root / "bert128", "tree": tree, "bert_sample": sample}
+
+
+# Other projects' real logs (MANIFEST.md there): read in place, never copied into the repository.
+EXTERNAL_LOGS = REPO.parent / "shared/reference/external-logs"
+
+
+@pytest.fixture
+def external_logs() -> Path:
+    """The shared reference logs of other projects; the test is skipped where the folder is absent."""
+    if not EXTERNAL_LOGS.is_dir():
+        pytest.skip(f"no shared reference logs ({EXTERNAL_LOGS})")
+    return EXTERNAL_LOGS

@@ -38,8 +38,7 @@ def test_path_pattern_gives_labels(tmp_path):
     path = tmp_path / "NGC_PyTorch" / "bs256" / "2n8g" / "r3.log"
     pattern = "{framework}/bs{batch_size}/{nodes}n{devices_per_node}g/r{repeat}.log"
     labels = imports.file_labels(path, {"name": "x", "labels": {"precision": "amp"}, "path_pattern": pattern})
-    assert labels == {"import": "x", "precision": "amp", "framework": "NGC_PyTorch", "batch_size": 256, "nodes": 2,
-                      "devices_per_node": 8, "repeat": 3, "topology": "2x8"}
+    assert labels == {"precision": "amp", "framework": "NGC_PyTorch", "batch_size": 256, "repeat": 3, "topology": "2x8"}
 
 
 @pytest.mark.parametrize("entry, message", [

@@ -64,11 +64,13 @@ def labels_from_path(path: Path, pattern: str | None) -> dict[str, Any]:
 
 
 def file_labels(path: Path, entry: dict[str, Any]) -> dict[str, Any]:
-    """The labels of one file: the entry's, overridden by what its path says; topology from nodes x devices."""
+    """The labels of one file: the entry's, overridden by what its path says; topology from nodes x devices
+    (nodes and devices_per_node themselves are not labels: the record derives them from the topology)."""
     labels = {**entry.get("labels", {}), **labels_from_path(path, entry.get("path_pattern"))}
-    if "topology" not in labels and {"nodes", "devices_per_node"} <= set(labels):
-        labels["topology"] = f"{labels['nodes']}x{labels['devices_per_node']}"
-    return {"import": entry["name"], **labels}
+    if {"nodes", "devices_per_node"} <= set(labels):
+        nodes, per_node = labels.pop("nodes"), labels.pop("devices_per_node")
+        labels.setdefault("topology", f"{nodes}x{per_node}")
+    return labels
 
 
 def check_entries(entries: list[dict[str, Any]], base_dir: Path = Path(".")) -> list[str]:
@@ -92,8 +94,9 @@ def check_entries(entries: list[dict[str, Any]], base_dir: Path = Path(".")) -> 
 
 
 def import_records(entry: dict[str, Any], files: list[Path]) -> list[dict[str, Any]]:
-    """One record per file, in the entry's format, with its labels."""
-    return [logformats.parse(path, entry["format"], file_labels(path, entry)) for path in files]
+    """One record per file, in the entry's format, with its labels; per-set figures (MLPerf's score) filled in."""
+    records = [logformats.parse(path, entry["format"], file_labels(path, entry)) for path in files]
+    return logformats.score_sets(entry["format"], records)
 
 
 def write_records(records: list[dict[str, Any]], out: Path) -> None:

@@ -13,10 +13,16 @@ Each format module declares
                              what the log cannot say (framework label, model, topology, precision, ...). A log
                              that cannot be read gives an `error` record naming the file and line where the
                              labels or the path say enough to place it, else raises records.LogError.
-and documents its project's rules in its docstring.
+and documents its project's rules in its docstring. A format whose figures belong to a set of runs (MLPerf's
+score) also declares `score_records(records) -> records`, which fills them in once every run of a set is read.
 
 Adding a format: a module here, one line in FORMATS, its tests (tests/test_logformats_<name>.py), and its name
 in the record schema's `source` enum (tests/test_architecture.py checks the two agree).
+
+Formats: dlbench (ours), mlperf (MLPerf Training result logs; mlperf.parse_set scores a result directory),
+dllogger (NVIDIA DLLogger text and JSON), tf_cnn_benchmarks, dlperf (DLPerf log trees). Not formats:
+common (labels, identity and records shared by the external formats) and synthetic (logs of their shapes
+written for tests and benchmarks).
 """
 
 from __future__ import annotations
@@ -25,9 +31,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from . import dlbench
+from . import dlbench, dllogger, dlperf, mlperf, tf_cnn_benchmarks
 
-FORMATS: dict[str, ModuleType] = {module.NAME: module for module in (dlbench,)}
+FORMATS: dict[str, ModuleType] = {module.NAME: module for module in (dlbench, mlperf, dllogger, tf_cnn_benchmarks,
+                                                                     dlperf)}
 
 
 class UnknownFormat(ValueError):
@@ -44,3 +51,9 @@ def get(source: str) -> ModuleType:
 def parse(path: str | Path, source: str = "dlbench", labels: dict[str, Any] | None = None) -> dict[str, Any]:
     """The record of one log file in the given format."""
     return get(source).parse(Path(path), labels or {})
+
+
+def score_sets(source: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records of one import with their per-set figures filled in, for formats that have them."""
+    module = get(source)
+    return module.score_records(records) if hasattr(module, "score_records") else records

@@ -16,6 +16,7 @@ from typing import Any
 
 from .. import identity
 from ..records import LogError, complete, model_inputs
+from .common import AXIS_LABELS
 
 NAME = "dlbench"
 # A summary whose throughput disagrees with its own step records by more than this is flagged.
@@ -100,20 +101,14 @@ def parse(path: str | Path, labels: dict[str, Any] | None = None) -> dict[str, A
                                  default=None) or None,
         "slurm_state": summary.get("slurm_state") or next(
             (s for s in reversed(summary.get("slurm_states") or []) if s), None),
-        "source": NAME,
+        "source": NAME, "throughput_definition": THROUGHPUT_DEFINITION,
     }
     return complete(record)
 
 
-# What a run's header says about it, whatever measured it: it wins over what a runner's log says.
-RUN_FIELDS = ("run_id", "config_id", "framework", "model", "topology", "nodes", "devices_per_node", "devices",
-              "batch_size", "global_batch_size", "precision", "compiler", "data", "image_size", "seq_length",
-              "max_predictions", "optimizer", "grad_clip", "warmup_steps", "measured_steps", "repeat", "hosts",
-              "cpu_model", "threads_per_rank", "git_commit", "slurm_job_id", "slurm_nodelist", "slurm_partition",
-              "attempts", "started_at", "finished_at", "log_path")
-
-
 def run_fields(path: Path, header: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
+    """What a run's header (and summary) say about the run, whatever measured it: identity, axes, provenance.
+    For a runner's run they win over what its own log says."""
     cfg = header["config"]
     devices = cfg["nodes"] * cfg["devices_per_node"]
     slurm = header.get("slurm") or {}
@@ -141,7 +136,7 @@ def runner_record(path: Path, header: dict[str, Any], summary: dict[str, Any]) -
     cfg = header["config"]
     definition = json.loads(cfg.get("runner") or "{}")
     fields = run_fields(path, header, summary)
-    labels = {**definition.get("labels", {}), **{k: fields[k] for k in RUN_FIELDS if k != "log_path"}}
+    labels = {**definition.get("labels", {}), **{k: v for k, v in fields.items() if k in AXIS_LABELS}}
     try:
         record = get(summary["external_format"]).parse(Path(summary["external_log"]), labels)
     except (OSError, LogError) as exc:
