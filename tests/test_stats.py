@@ -1,0 +1,225 @@
+"""The statistics layer, checked by simulation: synthetic repeat sets and step series at realistic noise, fixed
+seeds, and the measured rates printed (`pytest -s tests/test_stats.py -k rate`)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from dlbench import stats
+
+SEED = 11
+
+
+def repeats(rng: np.random.Generator, n: int, median: float, cv: float, trials: int) -> np.ndarray:
+    """`trials` sets of `n` repeats: normal noise of the given CV around `median` (the true median)."""
+    return median * (1.0 + cv * rng.standard_normal((trials, n)))
+
+
+def step_series(rng: np.random.Generator, n: int, cv: float, drift: float = 0.0, phi: float = 0.0) -> np.ndarray:
+    """Measured step times: 0.1 s, noise of the given CV, AR(1) correlation phi, a linear drift over the window."""
+    e = rng.standard_normal(n)
+    for k in range(1, n):
+        e[k] = phi * e[k - 1] + math.sqrt(1 - phi * phi) * e[k]
+    return 0.1 * (1.0 + drift * np.arange(n) / (n - 1)) * (1.0 + cv * e)
+
+
+def report(name: str, rate: float, trials: int) -> None:
+    se = math.sqrt(max(rate * (1 - rate), 1e-9) / trials)
+    print(f"\n[rate] {name}: {rate:.3f} (± {se:.3f}, {trials} trials)")
+
+
+# ---------------------------------------------------------------------------------------------- intervals
+def test_order_statistic_interval_needs_six_repeats_at_95_percent():
+    assert stats.min_repeats(0.95) == 6 and stats.min_repeats(0.99) == 8 and stats.min_repeats(0.90) == 5
+    few = stats.median_ci([100, 101, 99, 102, 98], 0.95)
+    assert not few.ok and few.low is None and few.median == 100 and "not enough repeats: 5 < 6" in few.note
+    seven = stats.median_ci([100, 107, 99, 102, 98, 101, 97], 0.95)
+    assert (seven.low, seven.high, seven.n) == (97, 107, 7)
+    assert seven.coverage == pytest.approx(1 - 2 / 2**7)  # [min, max] of 7: 98.4%
+    ten = stats.median_ci(range(1, 11), 0.95)
+    assert (ten.low, ten.high) == (2, 9) and ten.coverage == pytest.approx(1 - 2 * 11 / 1024)
+    assert stats.median_ci([1, 2, 3, 4, 5], 0.90).ok  # 5 repeats suffice at 90%
+    assert stats.median_ci([1.0, float("nan"), 2, 3, 4, 5, 6], 0.95).n == 6  # NaN (a failed run) is not a repeat
+
+
+def test_median_interval_covers_the_true_median_at_its_stated_rate():
+    rng = np.random.default_rng(SEED)
+    trials = 4000
+    for n, cv in ((7, 0.02), (10, 0.05), (20, 0.01)):
+        sets = repeats(rng, n, 1000.0, cv, trials)
+        cis = [stats.median_ci(s, 0.95) for s in sets]
+        covered = np.mean([c.low <= 1000.0 <= c.high for c in cis])
+        report(f"median interval coverage, n={n}, CV {cv:.0%} (stated {cis[0].coverage:.3f})", covered, trials)
+        assert covered >= 0.95 - 0.01
+        assert covered == pytest.approx(cis[0].coverage, abs=0.015)
+
+
+def test_median_interval_is_distribution_free():
+    """Skewed repeats (a busy machine slows some runs, never speeds them up): the coverage holds."""
+    rng = np.random.default_rng(SEED + 1)
+    trials, n = 4000, 9
+    sets = 1000.0 * np.exp(0.03 * rng.standard_normal((trials, n)) - 0.05 * rng.exponential(size=(trials, n)))
+    true_median = np.median(1000.0 * np.exp(0.03 * rng.standard_normal(2_000_000)
+                                            - 0.05 * rng.exponential(size=2_000_000)))
+    cis = [stats.median_ci(s, 0.95) for s in sets]
+    covered = np.mean([c.low <= true_median <= c.high for c in cis])
+    report(f"median interval coverage, skewed, n={n} (stated {cis[0].coverage:.3f})", covered, trials)
+    assert covered == pytest.approx(cis[0].coverage, abs=0.015)
+
+
+def test_ratio_interval_covers_the_true_ratio():
+    rng = np.random.default_rng(SEED + 2)
+    trials = 600
+    for n, cv in ((7, 0.02), (7, 0.05), (10, 0.02)):
+        a, b = repeats(rng, n, 1000.0, cv, trials), repeats(rng, n, 1900.0, cv, trials)
+        cis = [stats.ratio_ci(y, x, 0.95) for x, y in zip(a, b, strict=True)]
+        covered = np.mean([c.low <= 1.9 <= c.high for c in cis])
+        report(f"ratio-of-medians bootstrap coverage, n={n} per side, CV {cv:.0%} (nominal 0.95)", covered, trials)
+        assert 0.90 <= covered <= 0.995
+
+
+def test_ratio_interval_is_reproducible_and_refuses_tiny_sets():
+    a, b = [100, 102, 98, 101, 99], [190, 195, 200, 205, 210]
+    assert stats.ratio_ci(b, a) == stats.ratio_ci(b, a)
+    first = stats.ratio_ci(b, a)
+    assert first.ratio == pytest.approx(2.0) and first.low < 2.0 < first.high
+    tiny = stats.ratio_ci([200, 210], a)
+    assert tiny.ratio == pytest.approx(2.05) and not tiny.ok and "not enough repeats" in tiny.note
+    assert stats.ratio_ci([], a).ratio is None
+
+
+# --------------------------------------------------------------------------------------------- comparison
+def test_exact_rank_test_matches_scipy():
+    from scipy.stats import mannwhitneyu
+
+    rng = np.random.default_rng(SEED + 3)
+    for m, n in ((3, 3), (7, 7), (5, 9), (10, 10)):
+        x, y = rng.standard_normal(m), rng.standard_normal(n) + 0.5
+        for alternative in ("less", "greater"):
+            expected = mannwhitneyu(x, y, alternative=alternative, method="exact").pvalue
+            assert stats._rank_test_p(x, y, alternative) == pytest.approx(expected, abs=1e-12)
+
+
+def test_a_true_5_percent_slowdown_is_called_slower():
+    """CV 2%, 7 repeats per side: the slowdown is found in >= 90% of trials."""
+    rng = np.random.default_rng(SEED + 4)
+    trials = 1000
+    a, b = repeats(rng, 7, 1000.0, 0.02, trials), repeats(rng, 7, 950.0, 0.02, trials)
+    verdicts = [stats.compare_repeats(x, y, 0.95, resamples=200).verdict for x, y in zip(a, b, strict=True)]
+    rate = verdicts.count("slower") / trials
+    report("5% slowdown, CV 2%, 7 vs 7: called slower", rate, trials)
+    assert rate >= 0.90 and "faster" not in verdicts
+
+
+def test_no_change_is_rarely_called_significant():
+    """Same distribution on both sides: a verdict other than "no significant change" in <= ~5% of trials."""
+    rng = np.random.default_rng(SEED + 5)
+    trials = 2000
+    for n, cv in ((7, 0.02), (10, 0.05)):
+        a, b = repeats(rng, n, 1000.0, cv, trials), repeats(rng, n, 1000.0, cv, trials)
+        verdicts = [stats.compare_repeats(x, y, 0.95, resamples=50).verdict for x, y in zip(a, b, strict=True)]
+        rate = 1 - verdicts.count("no significant change") / trials
+        report(f"no change, CV {cv:.0%}, {n} vs {n}: called significant (stated level 0.05)", rate, trials)
+        assert rate <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / trials)
+
+
+def test_tolerance_separates_practical_from_statistical_significance():
+    rng = np.random.default_rng(SEED + 6)
+    trials = 400
+    a, b = repeats(rng, 7, 1000.0, 0.01, trials), repeats(rng, 7, 980.0, 0.01, trials)  # a real 2% slowdown
+    plain = [stats.compare_repeats(x, y, resamples=50).verdict for x, y in zip(a, b, strict=True)]
+    tolerant = [stats.compare_repeats(x, y, tolerance=0.05, resamples=50).verdict for x, y in zip(a, b, strict=True)]
+    report("2% slowdown, CV 1%, 7 vs 7: called slower without tolerance", plain.count("slower") / trials, trials)
+    assert plain.count("slower") / trials >= 0.8
+    assert "slower" not in tolerant and tolerant.count("within tolerance") / trials >= 0.8
+    big = [stats.compare_repeats(x, y * 0.9 / 0.98, tolerance=0.05, resamples=50).verdict
+           for x, y in zip(a[:100], b[:100], strict=True)]  # a 10% slowdown is beyond a 5% tolerance
+    assert big.count("slower") >= 95
+
+
+def test_comparison_says_when_it_cannot_decide():
+    three = stats.compare_repeats([100, 101, 99], [80, 81, 79])
+    assert three.verdict == "no significant change" and three.p_value == pytest.approx(0.1)
+    assert "cannot reach p < 0.05" in three.note and three.ratio == pytest.approx(0.8)
+    one = stats.compare_repeats([100], [80, 81, 79])
+    assert one.verdict == "too few repeats" and one.p_value is None
+    base = np.array([100, 101, 99, 100.5, 99.5, 100.2, 99.8])
+    faster = stats.compare_repeats(base, base * 1.1)
+    assert faster.verdict == "faster" and faster.low > 1.0 and faster.p_value < 0.01
+
+
+# ------------------------------------------------------------------------------------------- steady state
+@pytest.mark.parametrize("cv", [0.01, 0.02])
+def test_steady_state_flags_a_3_percent_drift_and_not_stationary_noise(cv):
+    """100 measured steps of independent noise: a 3% drift over the window is flagged in >= 95% of trials,
+    stationary noise is not flagged in >= 95%."""
+    rng = np.random.default_rng(SEED + 7)
+    trials = 1000
+    drift = [stats.steady_state(step_series(rng, 100, cv, drift=0.03)) for _ in range(trials)]
+    still = [stats.steady_state(step_series(rng, 100, cv)) for _ in range(trials)]
+    flagged = np.mean([not s.steady for s in drift])
+    false = np.mean([not s.steady for s in still])
+    report(f"steady state, 3% drift, step CV {cv:.0%}: flagged", flagged, trials)
+    report(f"steady state, stationary, step CV {cv:.0%}: flagged (false alarm)", false, trials)
+    assert flagged >= 0.95 and false <= 0.05
+    assert np.median([s.drift for s in drift]) == pytest.approx(0.03, abs=0.005)
+
+
+def test_steady_state_rates_under_correlated_and_noisier_steps():
+    """Recorded, not promised: slowly wandering step times (AR(1), phi 0.5) and 5% step noise."""
+    rng = np.random.default_rng(SEED + 8)
+    trials = 500
+    for cv, phi in ((0.02, 0.5), (0.05, 0.0)):
+        flagged = np.mean([not stats.steady_state(step_series(rng, 100, cv, 0.03, phi)).steady for _ in range(trials)])
+        false = np.mean([not stats.steady_state(step_series(rng, 100, cv, 0.0, phi)).steady for _ in range(trials)])
+        report(f"steady state, 3% drift, step CV {cv:.0%}, AR {phi}: flagged", flagged, trials)
+        report(f"steady state, stationary, step CV {cv:.0%}, AR {phi}: flagged (false alarm)", false, trials)
+        assert false <= 0.15
+
+
+def test_steady_state_finds_warm_up_left_in_the_measured_steps():
+    rng = np.random.default_rng(SEED + 9)
+    trials = 500
+    found = []
+    for _ in range(trials):
+        x = step_series(rng, 100, 0.01)
+        x[:10] *= 1 + 0.3 * np.exp(-np.arange(10) / 3)  # the first steps still 30%..3% slow
+        found.append(stats.steady_state(x))
+    rate = np.mean([not s.steady for s in found])
+    report("steady state, warm-up left in the first 10 steps, step CV 1%: flagged", rate, trials)
+    assert rate >= 0.9
+    assert np.median([s.warmup_like_steps for s in found if s.warmup_like_steps]) <= 15
+
+
+def test_steady_state_edge_cases():
+    flat = stats.steady_state([0.1] * 100)
+    assert flat.steady is True and flat.p_value == 1.0 and flat.warmup_like_steps == 0
+    short = stats.steady_state([0.1, 0.2, 0.3])
+    assert short.steady is None and "too few" in short.note
+    long = stats.steady_state(step_series(np.random.default_rng(1), 5000, 0.02))
+    assert long.steady is True and "means of" in long.note
+    # one slow step (a sync, a GC pause) at the end is not a trend
+    x = step_series(np.random.default_rng(2), 100, 0.01)
+    x[-1] *= 5
+    assert stats.steady_state(x).steady is True
+
+
+# ------------------------------------------------------------------------------------------ plausibility
+def test_plausibility_flags_name_a_likely_cause():
+    quiet = {"n_ok": 7, "median": 100, "q25": 99, "q75": 101, "cv": 0.01, "ci_level": 0.95,
+             "efficiency": 0.9, "efficiency_low": 0.85, "efficiency_high": 0.95, "steady_runs": 7, "nonsteady_runs": 0}
+    assert stats.plausibility_flags(quiet) == []
+    codes = lambda row: [f.code for f in stats.plausibility_flags(quiet | row)]  # noqa: E731
+    assert codes({"q25": 60, "q75": 101, "cv": 0.25}) == ["wide_spread"]
+    assert "another process" in stats.format_flags(stats.plausibility_flags(quiet | {"cv": 0.3}))
+    assert codes({"n_ok": 3}) == ["few_repeats"]
+    assert codes({"efficiency": 1.2, "efficiency_low": 1.1, "efficiency_high": 1.3}) == ["superlinear"]
+    assert codes({"efficiency": 1.05, "efficiency_low": 0.95, "efficiency_high": 1.15}) == []  # noise
+    assert codes({"steady_runs": 5, "nonsteady_runs": 2}) == ["not_steady"]
+    assert codes({"steady_runs": 6, "nonsteady_runs": 1}) == []  # one in seven: a false alarm is likely
+    assert codes({"warmup_unstable_runs": 2}) == ["warmup_unstable"]
+    assert all(";" not in f.text for f in stats.plausibility_flags(
+        quiet | {"n_ok": 3, "cv": 0.3, "efficiency": 1.3, "nonsteady_runs": 3, "warmup_unstable_runs": 1}))
