@@ -3,12 +3,17 @@ seeds, and the measured rates printed (`pytest -s tests/test_stats.py -k rate`).
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from dlbench import stats
+from dlbench.aggregate import SUMMARY_COLUMNS, records_frame, summarise, write_all
+from dlbench.logformats.dlbench import parse as parse_run_log
+from dlbench.synthetic_logs import write_run_log
 
 SEED = 11
 
@@ -223,3 +228,67 @@ def test_plausibility_flags_name_a_likely_cause():
     assert codes({"warmup_unstable_runs": 2}) == ["warmup_unstable"]
     assert all(";" not in f.text for f in stats.plausibility_flags(
         quiet | {"n_ok": 3, "cv": 0.3, "efficiency": 1.3, "nonsteady_runs": 3, "warmup_unstable_runs": 1}))
+
+
+# ------------------------------------------------------------------------------- records and the summary
+def log_with_steps(path, step_times: np.ndarray, **kwargs):
+    """A synthetic run log whose measured steps are `step_times` scaled to the log's wall time (so the
+    summary's throughput still agrees with its steps)."""
+    measured = len(step_times)
+    path = write_run_log(path, measured_steps=measured, **kwargs)
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    elapsed = next(e for e in lines if e["type"] == "summary")["elapsed_s"]
+    scaled = iter(step_times / step_times.sum() * elapsed)
+    for entry in lines:
+        if entry["type"] == "step" and entry["phase"] == "measure":
+            entry["seconds"] = next(scaled)
+    path.write_text("".join(json.dumps(e) + "\n" for e in lines))
+    return path
+
+
+def test_record_carries_the_steady_state_of_its_measured_steps(tmp_path):
+    rng = np.random.default_rng(SEED + 10)
+    drifting = parse_run_log(log_with_steps(tmp_path / "d.jsonl", step_series(rng, 100, 0.005, drift=0.05)))
+    assert drifting["status"] == "ok" and drifting["steady"] is False
+    assert drifting["steady_drift"] == pytest.approx(0.05, abs=0.01) and drifting["steady_p"] < 0.01
+    assert drifting["steady_statistic"] > 0.3
+    flat = parse_run_log(log_with_steps(tmp_path / "f.jsonl", step_series(rng, 100, 0.005)))
+    assert flat["steady"] is True and flat["warmup_like_steps"] == 0
+    assert (flat["warmup_steps"], flat["warmup_auto"], flat["warmup_stable"]) == (2, False, None)
+    failed = parse_run_log(write_run_log(tmp_path / "x.jsonl", status="oom", throughput=None, error="OOM"))
+    assert failed["steady"] is None and failed["steady_statistic"] is None
+
+
+def test_summary_has_intervals_steady_counts_and_flags(tmp_path):
+    rng = np.random.default_rng(SEED + 11)
+    logs = []
+    base = [100, 101, 99, 102, 98, 100.5, 99.5]
+    for topology, scale in (("1x1", 1.0), ("1x2", 2.1)):
+        for rep, value in enumerate(base, start=1):
+            drift = 0.05 if (topology == "1x2" and rep <= 3) else 0.0  # three of seven 1x2 runs drift
+            path = tmp_path / f"{topology}/rep{rep}.jsonl"
+            logs.append(str(log_with_steps(path, step_series(rng, 100, 0.005, drift=drift), topology=topology,
+                                           repeat=rep, throughput=value * scale)))
+    summary = summarise(records_frame(logs)).set_index("topology")
+    one, two = summary.loc["1x1"], summary.loc["1x2"]
+    assert (one["ci_low"], one["ci_high"], one["ci_level"]) == (98, 102, 0.95)
+    assert one["ci_coverage"] == pytest.approx(1 - 2 / 2**7) and "order statistics 1 and 7" in one["ci_note"]
+    assert (one["speedup_low"], one["speedup_high"]) == (1.0, 1.0)
+    assert two["speedup_low"] < 2.1 < two["speedup_high"] and two["efficiency_low"] == two["speedup_low"] / 2
+    assert (one["steady_runs"], one["nonsteady_runs"], two["steady_runs"], two["nonsteady_runs"]) == (7, 0, 4, 3)
+    assert one["flags"] == "" and two["flags"].startswith("superlinear: ") and "not_steady: 3 of 7 runs" in two["flags"]
+    assert list(summary.columns) == [c for c in SUMMARY_COLUMNS if c != "topology"]
+
+
+def test_summary_from_csv_records_and_the_studys_level(tmp_path):
+    """Records read back from records.csv (booleans as text) give the same counts; write_all takes the level
+    from report.confidence."""
+    logs = [str(write_run_log(tmp_path / f"rep{r}.jsonl", repeat=r, throughput=100.0 + r)) for r in range(1, 7)]
+    out = tmp_path / "agg"
+    out.mkdir()
+    write_all(logs, [], {"report": {"confidence": 0.99}}, out / "records.csv", out / "summary.csv", out / "e.json")
+    row = pd.read_csv(out / "summary.csv").iloc[0]
+    assert row["ci_level"] == 0.99 and math.isnan(row["ci_low"]) and "not enough repeats: 6 < 8" in row["ci_note"]
+    assert row["flags"].startswith("few_repeats: 6 ok repeats")
+    again = summarise(pd.read_csv(out / "records.csv")).iloc[0]
+    assert (again["steady_runs"], again["nonsteady_runs"], again["ci_low"]) == (6, 0, 101.0)

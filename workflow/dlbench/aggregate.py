@@ -2,6 +2,8 @@
 
 Speedup = median throughput at a topology / median at 1x1 of the same model, framework, precision,
 batch size per device, compiler, data and input shape; scaling efficiency = speedup / devices.
+Intervals, steady-state counts and plausibility flags come from dlbench.stats, at the study's
+report.confidence level.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from . import logformats
+from . import logformats, stats
 from .logformats.dlbench import read_header
 from .records import FIELDS
 
@@ -25,14 +27,23 @@ CONFIG_COLUMNS = ["config_id", "framework", "model", "topology", "nodes", "devic
 BASELINE_KEY = ["framework", "model", "batch_size", "precision", "compiler", "data", "image_size", "seq_length",
                 "max_predictions", "optimizer", "grad_clip"]
 SUMMARY_COLUMNS = [*CONFIG_COLUMNS, "unit", "n_total", "n_ok", "n_failed", "statuses", "error",
-                   "median", "min", "max", "q25", "q75", "iqr", "cv", "speedup", "efficiency", "tflops"]
+                   "median", "min", "max", "q25", "q75", "iqr", "cv",
+                   "ci_low", "ci_high", "ci_level", "ci_coverage", "ci_note",  # the median's interval
+                   "speedup", "efficiency", "speedup_low", "speedup_high", "efficiency_low", "efficiency_high",
+                   "tflops", "steady_runs", "nonsteady_runs", "warmup_unstable_runs", "flags"]
+
+
+def _true_count(column: pd.Series) -> tuple[int, int]:
+    """(True, False) counts of a boolean column, also when read back from CSV as text."""
+    text = column.dropna().astype(str).str.lower()
+    return int(text.isin(["true", "1", "1.0"]).sum()), int(text.isin(["false", "0", "0.0"]).sum())
 
 
 def records_frame(log_paths: list[str]) -> pd.DataFrame:
     return pd.DataFrame([logformats.parse(p) for p in log_paths], columns=FIELDS)
 
 
-def _summarise(group: pd.DataFrame) -> dict[str, Any]:
+def _summarise(group: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> dict[str, Any]:
     ok = group.loc[group["status"] == "ok", "throughput"].astype(float)
     failed = group[group["status"] != "ok"]
     statuses = Counter(group["status"])
@@ -42,8 +53,16 @@ def _summarise(group: pd.DataFrame) -> dict[str, Any]:
         "n_total": len(group), "n_ok": len(ok), "n_failed": len(failed),
         "statuses": ";".join(f"{s}:{n}" for s, n in sorted(statuses.items())),
         "error": failed["error"].iloc[0] if len(failed) else "",
+        "ci_level": level,
     }
+    ok_runs = group[group["status"] == "ok"]
+    if "steady" in group:
+        row["steady_runs"], row["nonsteady_runs"] = _true_count(ok_runs["steady"])
+    if "warmup_stable" in group:
+        row["warmup_unstable_runs"] = _true_count(ok_runs["warmup_stable"])[1]
     if len(ok):
+        ci = stats.median_ci(ok, level)
+        row |= {"ci_low": ci.low, "ci_high": ci.high, "ci_coverage": ci.coverage, "ci_note": ci.note}
         q25, q75 = ok.quantile(0.25), ok.quantile(0.75)
         row |= {"median": ok.median(), "min": ok.min(), "max": ok.max(), "q25": q25, "q75": q75,
                 "iqr": q75 - q25, "cv": ok.std(ddof=1) / ok.mean() if len(ok) > 1 else 0.0}
@@ -53,11 +72,12 @@ def _summarise(group: pd.DataFrame) -> dict[str, Any]:
     return row
 
 
-def summarise(records: pd.DataFrame) -> pd.DataFrame:
-    """One row per configuration, in the order the configurations first appear."""
+def summarise(records: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> pd.DataFrame:
+    """One row per configuration, in the order the configurations first appear; intervals at `level`."""
     if records.empty:
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
-    rows = [_summarise(group) for _, group in records.groupby("config_id", sort=False)]
+    groups = list(records.groupby("config_id", sort=False))
+    rows = [_summarise(group, level) for _, group in groups]
     summary = pd.DataFrame(rows).reindex(columns=SUMMARY_COLUMNS)
     key = pd.Series(["|".join(map(str, row)) for row in summary[BASELINE_KEY].itertuples(index=False)],
                     index=summary.index)
@@ -65,6 +85,23 @@ def summarise(records: pd.DataFrame) -> pd.DataFrame:
     baseline = dict(zip(key[single], summary.loc[single, "median"], strict=True))
     summary["speedup"] = summary["median"] / key.map(baseline).astype(float)
     summary["efficiency"] = summary["speedup"] / summary["devices"]
+    # Speedup interval: bootstrap of the ratio of medians, this configuration's repeats over its 1x1 baseline's.
+    ok = [g.loc[g["status"] == "ok", "throughput"].astype(float).to_numpy() for _, g in groups]
+    baseline_runs = {key[i]: ok[i] for i in summary.index[single]}
+    for i in summary.index:
+        if single[i] and len(ok[i]):
+            low = high = 1.0  # the baseline itself: 1 by definition
+        elif key[i] in baseline_runs:
+            ci = stats.ratio_ci(ok[i], baseline_runs[key[i]], level)
+            low, high = ci.low, ci.high
+        else:
+            continue
+        devices = float(summary.at[i, "devices"])
+        summary.loc[i, ["speedup_low", "speedup_high"]] = [low, high]
+        summary.loc[i, ["efficiency_low", "efficiency_high"]] = [
+            None if low is None else low / devices, None if high is None else high / devices]
+    summary["flags"] = [stats.format_flags(stats.plausibility_flags(row))
+                        for row in summary.to_dict(orient="records")]
     return summary
 
 
@@ -142,7 +179,7 @@ def environment(records: pd.DataFrame, env_markers: list[str], config: dict) -> 
 def write_all(log_paths: list[str], env_markers: list[str], config: dict,
               records_csv: Path, summary_csv: Path, environment_json: Path) -> None:
     records = records_frame(log_paths)
-    summary = summarise(records)
+    summary = summarise(records, (config.get("report") or {}).get("confidence", stats.DEFAULT_LEVEL))
     records.to_csv(records_csv, index=False)
     summary.to_csv(summary_csv, index=False)
     env = environment(records, env_markers, config)
