@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import read_log, run_harness, snakemake, tiny_config, write_config
 from dlbench import stats
 from dlbench.aggregate import SUMMARY_COLUMNS, records_frame, summarise, write_all
 from dlbench.logformats.dlbench import parse as parse_run_log
@@ -292,3 +293,82 @@ def test_summary_from_csv_records_and_the_studys_level(tmp_path):
     assert row["flags"].startswith("few_repeats: 6 ok repeats")
     again = summarise(pd.read_csv(out / "records.csv")).iloc[0]
     assert (again["steady_runs"], again["nonsteady_runs"], again["ci_low"]) == (6, 0, 101.0)
+
+
+# ------------------------------------------------------------------------------------------ warm-up auto
+def test_warmed_up_criterion():
+    from dlbench.harness.rank import warmed_up
+
+    assert not warmed_up([1.0] * 9)  # never before a whole window
+    assert warmed_up([30.0] + [1.0] * 9)  # a compile in step 0 is outvoted by the median
+    assert warmed_up([1.0, 1.04, 0.98, 1.02, 1.0, 0.99, 1.03, 1.01, 0.97, 1.0])
+    falling = [2.0 * 0.97**k for k in range(40)]  # 3% faster per step: 14% per half-window
+    assert not any(warmed_up(falling[: k + 1]) for k in range(40))
+    assert warmed_up([2.0, 1.8, 1.6, 1.4, 1.2] + [1.0] * 10)
+
+
+def test_harness_accepts_auto_and_the_run_id_does_not_change():
+    from dlbench.harness.spec import parser, spec_from_args
+
+    args = ["--framework", "pytorch", "--model", "bert_tiny", "--topology", "1x1", "--batch-size", "2",
+            "--log", "x.jsonl", "--config-id", "c"]
+    auto = spec_from_args(parser("t").parse_args([*args, "--warmup-steps", "auto", "--max-warmup-steps", "50"]))
+    fixed = spec_from_args(parser("t").parse_args([*args, "--warmup-steps", "20"]))
+    assert (auto.warmup_steps, auto.max_warmup_steps, fixed.warmup_steps) == ("auto", 50, 20)
+    assert auto.run_id == fixed.run_id == "c/rep1"
+    assert spec_from_args(parser("t").parse_args(auto.to_args())) == auto
+    with pytest.raises(SystemExit):
+        parser("t").parse_args([*args, "--warmup-steps", "-3"])
+
+
+BERT_TINY = ["--seq-length", "32", "--batch-size", "2", "--measured-steps", "12", "--device", "cpu"]
+
+
+@pytest.mark.parametrize("topology", ["1x1", "1x2"])
+def test_auto_warm_up_in_a_real_pytorch_run(torch_python, tmp_path, topology):
+    """PyTorch, bert_tiny: warm-up runs until the step times settle, the log says how many steps it took, and
+    with two ranks both stop at the same step (DDP would hang otherwise)."""
+    log = tmp_path / "run.jsonl"
+    result = run_harness(torch_python, log, "--topology", topology, *BERT_TINY, "--warmup-steps", "auto",
+                         "--max-warmup-steps", "80", model="bert_tiny")
+    assert result.returncode == 0, result.stderr[-3000:]
+    entries = read_log(log)
+    summary = entries["summary"][0]
+    assert summary["status"] == "ok", summary
+    warmup = summary["warmup"]
+    assert warmup["mode"] == "auto" and warmup["stable"] is True and 10 <= warmup["steps"] < 80
+    assert len([s for s in entries["step"] if s["phase"] == "warmup"]) == warmup["steps"]
+    assert entries["header"][0]["config"]["warmup_steps"] == "auto"
+    assert f"warm-up auto: settled after {warmup['steps']} steps" in result.stderr
+    record = parse_run_log(log)
+    assert (record["warmup_steps"], record["warmup_auto"], record["warmup_stable"]) == (warmup["steps"], True, True)
+    assert record["steady"] in (True, False) and record["run_id"] == "adhoc/rep1"
+
+
+def test_auto_warm_up_that_does_not_settle_is_flagged(torch_python, tmp_path):
+    log = tmp_path / "results/runs/bert_tiny/pytorch/1x1/bs2-fp32-nocompile-synthetic-seq32-adam-noclip/rep1.jsonl"
+    result = run_harness(torch_python, log, "--topology", "1x1", *BERT_TINY, "--warmup-steps", "auto",
+                         "--max-warmup-steps", "3", model="bert_tiny")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert read_log(log)["summary"][0]["warmup"] == {"mode": "auto", "steps": 3, "stable": False, "max_steps": 3,
+                                                     "window": 10, "tolerance": 0.05}
+    assert "not settled within 3 steps" in result.stderr
+    summary = summarise(records_frame([str(log)])).iloc[0]
+    assert summary["warmup_unstable_runs"] == 1
+    assert "warmup_unstable: 1 of 1 runs stopped warming up at max_warmup_steps" in summary["flags"]
+
+
+def test_study_carries_auto_warm_up_to_the_run_command(tmp_path):
+    """warmup_steps: auto reaches the harness with its bound; the configuration's id (and so its paths) does not
+    change, and runs with a fixed warm-up keep their command line."""
+    config = tiny_config(defaults={"repeats": 1, "warmup_steps": "auto", "max_warmup_steps": 50, "measured_steps": 2,
+                                   "image_size": 32, "timeout_minutes": 10},
+                         overrides=[{"match": {"topology": "1x2"}, "set": {"warmup_steps": 4}}])
+    result = snakemake(tmp_path, "-n", "-p", "--configfile", str(write_config(tmp_path / "s.yaml", config)))
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out[-3000:]
+    commands = [line for line in out.splitlines() if "-m dlbench.harness" in line]
+    one = next(c for c in commands if "--topology 1x1" in c)
+    two = next(c for c in commands if "--topology 1x2" in c)
+    assert "--warmup-steps auto --max-warmup-steps 50 " in one and "results/runs/resnet50/pytorch/1x1/" in one
+    assert "--warmup-steps 4 --measured-steps" in two and "max-warmup" not in two

@@ -408,8 +408,9 @@ def plausibility_flags(row: Mapping[str, Any]) -> list[Flag]:
                                       "throttling, or another process"))
     unstable = int(_number(row, "warmup_unstable_runs") or 0)
     if unstable:
-        out.append(Flag("warmup_unstable", f"{unstable} runs reached max_warmup_steps before their step times "
-                                           "settled: raise max_warmup_steps or look for a neighbour process"))
+        out.append(Flag("warmup_unstable", f"{unstable} of {n_ok} runs stopped warming up at max_warmup_steps, "
+                                           "their step times not settled: raise max_warmup_steps, or look for "
+                                           "another process on the machine"))
     return out
 
 
