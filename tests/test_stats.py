@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import read_log, run_harness, snakemake, tiny_config, write_config
+from conftest import read_log, run_env, run_harness, snakemake, tiny_config, write_config
 from dlbench import stats
 from dlbench.aggregate import SUMMARY_COLUMNS, records_frame, summarise, write_all
 from dlbench.logformats.dlbench import parse as parse_run_log
@@ -372,3 +375,91 @@ def test_study_carries_auto_warm_up_to_the_run_command(tmp_path):
     two = next(c for c in commands if "--topology 1x2" in c)
     assert "--warmup-steps auto --max-warmup-steps 50 " in one and "results/runs/resnet50/pytorch/1x1/" in one
     assert "--warmup-steps 4 --measured-steps" in two and "max-warmup" not in two
+
+
+# ------------------------------------------------------------------------------------------------ compare
+def result_set(root, values: dict[tuple[str, str], list[float | str]]) -> Path:
+    """records.csv made the way the workflow makes it: run logs (dlbench.synthetic_logs) -> write_all."""
+    logs = []
+    for (topology, precision), throughputs in values.items():
+        for rep, value in enumerate(throughputs, start=1):
+            path = root / f"runs/{topology}-{precision}/rep{rep}.jsonl"
+            failed = isinstance(value, str)
+            logs.append(str(write_run_log(path, topology=topology, precision=precision, repeat=rep,
+                                          throughput=None if failed else value, status=value if failed else "ok",
+                                          error="OOM" if failed else "")))
+    out = root / "report"
+    out.mkdir(parents=True)
+    write_all(logs, [], {}, out / "records.csv", out / "summary.csv", out / "environment.json")
+    return out
+
+
+JITTER = np.array([0.0, 0.011, -0.009, 0.004, -0.013, 0.007, -0.002])  # about 1% noise, 7 repeats
+
+
+def compare_cli(*args: str) -> subprocess.CompletedProcess:
+    return run_env(sys.executable, "-m", "dlbench.compare", *map(str, args), check=False)
+
+
+def test_compare_cli_finds_the_regression_and_lists_one_sided_configurations(tmp_path):
+    a = result_set(tmp_path / "a", {("1x1", "fp32"): list(1000 * (1 + JITTER)),
+                                    ("1x2", "fp32"): list(1900 * (1 + JITTER)),
+                                    ("1x4", "fp32"): list(3500 * (1 + JITTER))})
+    b = result_set(tmp_path / "b", {("1x1", "fp32"): list(1000 * (1 + JITTER[::-1])),
+                                    ("1x2", "fp32"): list(1700 * (1 + JITTER[::-1])),  # 10.5% slower
+                                    ("1x1", "amp"): list(2500 * (1 + JITTER))})
+    result = compare_cli(a, b / "records.csv", "--tolerance", "0.05", "--csv", tmp_path / "c.csv",
+                         "--plot", tmp_path / "c.png")
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = {line.split()[0]: line for line in result.stdout.splitlines() if line.startswith("resnet50/")}
+    assert lines["resnet50/pytorch/1x2/bs32-fp32-nocompile-synthetic"].endswith("slower")
+    assert "0.895 [" in lines["resnet50/pytorch/1x2/bs32-fp32-nocompile-synthetic"]
+    assert lines["resnet50/pytorch/1x1/bs32-fp32-nocompile-synthetic"].endswith("no significant change")
+    assert lines["resnet50/pytorch/1x4/bs32-fp32-nocompile-synthetic"].endswith("only in A")
+    assert lines["resnet50/pytorch/1x1/bs32-amp-nocompile-synthetic"].endswith("only in B")
+    assert "1 configuration(s) significantly slower by more than 5.0%" in result.stderr
+    table = pd.read_csv(tmp_path / "c.csv")
+    assert list(table["present"]) == ["both", "both", "A only", "B only"]
+    assert (tmp_path / "c.png").stat().st_size > 1000
+
+
+def test_compare_cli_passes_a_change_inside_the_tolerance(tmp_path):
+    a = result_set(tmp_path / "a", {("1x1", "fp32"): list(1000 * (1 + JITTER / 4))})
+    b = result_set(tmp_path / "b", {("1x1", "fp32"): list(980 * (1 + JITTER[::-1] / 4))})  # 2% slower, CV 0.25%
+    strict = compare_cli(a, b)
+    assert strict.returncode == 1 and strict.stdout.splitlines()[3].endswith("slower")
+    tolerant = compare_cli(a, b, "--tolerance", "0.05")
+    assert tolerant.returncode == 0, tolerant.stdout + tolerant.stderr
+    assert tolerant.stdout.splitlines()[3].endswith("within tolerance")
+
+
+def test_compare_cli_with_failed_runs_bad_inputs_and_help(tmp_path):
+    a = result_set(tmp_path / "a", {("1x1", "fp32"): list(1000 * (1 + JITTER))})
+    b = result_set(tmp_path / "b", {("1x1", "fp32"): ["oom"] * 3})
+    result = compare_cli(a, b)
+    assert result.returncode == 0 and "too few repeats" in result.stdout
+    missing = compare_cli(a, tmp_path / "nowhere")
+    assert missing.returncode == 2 and "no records.csv" in missing.stderr
+    (tmp_path / "x.csv").write_text("a,b\n1,2\n")
+    assert compare_cli(a, tmp_path / "x.csv").returncode == 2
+    assert compare_cli(a, b, "--tolerance", "1.5").returncode == 2
+    helptext = compare_cli("--help").stdout
+    assert "Noise model" in helptext and "Mann-Whitney" in helptext and "multiplicative shift" in helptext
+
+
+def test_compare_function_and_plot_for_the_report(tmp_path):
+    from matplotlib.figure import Figure
+
+    from dlbench.compare import compare, load_records, plot_comparison, regressions
+
+    a = load_records(result_set(tmp_path / "a", {("1x1", "fp32"): list(1000 * (1 + JITTER)),
+                                                 ("1x2", "fp32"): list(1900 * (1 + JITTER))}))
+    b = load_records(result_set(tmp_path / "b", {("1x1", "fp32"): list(1100 * (1 + JITTER)),
+                                                 ("1x2", "fp32"): list(1900 * (1 + JITTER))}))
+    result = compare(a, b)
+    assert list(result["verdict"]) == ["faster", "no significant change"] and regressions(result).empty
+    assert result.loc[0, "ratio"] == pytest.approx(1.1) and result.loc[0, "ratio_low"] > 1.0
+    assert set(result.loc[0, ["framework", "topology", "precision"]]) == {"pytorch", "1x1", "fp32"}
+    fig = plot_comparison(result, title="v2 against v1")
+    assert isinstance(fig, Figure) and fig.axes[0].get_title() == "v2 against v1"
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()][-1].startswith("resnet50/pytorch/1x1")
