@@ -463,3 +463,56 @@ def test_compare_function_and_plot_for_the_report(tmp_path):
     fig = plot_comparison(result, title="v2 against v1")
     assert isinstance(fig, Figure) and fig.axes[0].get_title() == "v2 against v1"
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()][-1].startswith("resnet50/pytorch/1x1")
+
+
+# --------------------------------------------------------------------------------------------- references
+def test_published_references_are_complete():
+    from dlbench.harness.spec import FRAMEWORKS
+    from dlbench.references import load_references
+
+    refs = load_references()
+    assert len(refs) == 64 and refs["url"].str.startswith("https://").all()
+    assert set(refs["model"]) == {"resnet50", "bert_base", "bert_large"}
+    assert set(refs["precision"]) == {"fp32", "amp"} and refs["topology"].str.fullmatch(r"[1-9]\d*x[1-9]\d*").all()
+    assert set(refs["framework"].dropna()) == set(FRAMEWORKS)
+    assert (refs["published_low"] > 0).all() and (refs["published_low"] <= refs["published_high"]).all()
+    assert (refs["unit"] == refs["model"].map(lambda m: "images/s" if m == "resnet50" else "sequences/s")).all()
+    dlperf = refs[refs["source"].str.startswith("DLPerf")]
+    assert len(dlperf) == 40 and dlperf["batch_size"].notna().all() and (dlperf["topology"] == "4x8").all()
+    ngc_pytorch = dlperf[(dlperf["label"] == "NGC PyTorch (NVIDIA DLE)") & (dlperf["precision"] == "fp32")].iloc[0]
+    assert (ngc_pytorch["published"], ngc_pytorch["published_speedup"]) == (10917.09, 29.72)
+    lambda_range = refs[refs["label"].str.startswith("PyTorch (Lambda")].iloc[0]
+    assert (lambda_range["published_low"], lambda_range["published_high"], lambda_range["published"]) == (
+        2616, 2800, 2708)
+
+
+def test_match_references_gives_our_median_over_published(tmp_path):
+    from dlbench.references import match_references
+
+    values = {("4x8", "fp32", "real", "pytorch", 128): 10917.09 * 0.9 * (1 + JITTER),
+              ("1x1", "amp", "synthetic", "pytorch", 256): 2000 * (1 + JITTER),
+              ("4x8", "fp32", "real", "tensorflow", 128): 9000 * (1 + JITTER),
+              ("1x2", "fp32", "synthetic", "pytorch", 64): 500 * (1 + JITTER)}
+    logs = []
+    for (topology, precision, data, framework, batch), series in values.items():
+        for rep, value in enumerate(series, start=1):
+            path = tmp_path / f"{framework}-{topology}-{precision}/rep{rep}.jsonl"
+            logs.append(str(write_run_log(path, framework=framework, topology=topology, precision=precision,
+                                          data=data, batch_size=batch, repeat=rep, throughput=value)))
+    out = tmp_path / "agg"
+    out.mkdir()
+    write_all(logs, [], {}, out / "records.csv", out / "summary.csv", out / "environment.json")
+    matches = match_references(pd.read_csv(out / "summary.csv"))  # as the report reads it back
+    by = {(m.config_id.split("/")[1], m.topology, m.label): m for m in matches.itertuples()}
+    dlperf = by[("pytorch", "4x8", "NGC PyTorch (NVIDIA DLE)")]
+    assert dlperf.ratio == pytest.approx(0.9) and dlperf.ratio_low < 0.9 < dlperf.ratio_high
+    assert "batch_size" in dlperf.compared_on and dlperf.not_published == "compiler, seq_length, grad_clip, optimizer"
+    assert ("pytorch", "4x8", "PyTorch (pytorch/examples)") in by
+    a100 = by[("pytorch", "1x1", "PyTorch (DLE 21.03)")]
+    assert a100.ratio == pytest.approx(2000 / 2470) and "batch_size" in a100.not_published
+    h100 = by[("pytorch", "1x1", "PyTorch (Lambda, DLE-based)")]
+    assert h100.ratio == pytest.approx(2000 / 2708) and h100.ratio_low == pytest.approx(min(2000 * (1 + JITTER)) / 2800)
+    tf = {label for fw, _, label in by if fw == "tensorflow"}
+    assert tf == {"NGC TensorFlow 1.x (NVIDIA DLE)", "TensorFlow 2.x (TensorFlow-models)"}  # XLA rows need compiler on
+    assert not any(topology == "1x2" for _, topology, _ in by)
+    assert match_references(pd.read_csv(out / "summary.csv").iloc[0:0]).empty
