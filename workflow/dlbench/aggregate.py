@@ -14,6 +14,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from . import logformats, stats
@@ -33,10 +34,10 @@ SUMMARY_COLUMNS = [*CONFIG_COLUMNS, "unit", "n_total", "n_ok", "n_failed", "stat
                    "tflops", "steady_runs", "nonsteady_runs", "warmup_unstable_runs", "flags"]
 
 
-def _true_count(column: pd.Series) -> tuple[int, int]:
-    """(True, False) counts of a boolean column, also when read back from CSV as text."""
-    text = column.dropna().astype(str).str.lower()
-    return int(text.isin(["true", "1", "1.0"]).sum()), int(text.isin(["false", "0", "0.0"]).sum())
+def _true_count(values: list[Any]) -> tuple[int, int]:
+    """(True, False) counts of a boolean column's values, also when read back from CSV as text."""
+    text = [str(v).lower() for v in values]
+    return sum(t in ("true", "1", "1.0") for t in text), sum(t in ("false", "0", "0.0") for t in text)
 
 
 def records_frame(log_paths: list[str]) -> pd.DataFrame:
@@ -55,11 +56,11 @@ def _summarise(group: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> dict[
         "error": failed["error"].iloc[0] if len(failed) else "",
         "ci_level": level,
     }
-    ok_runs = group[group["status"] == "ok"]
+    is_ok = (group["status"] == "ok").to_numpy()
     if "steady" in group:
-        row["steady_runs"], row["nonsteady_runs"] = _true_count(ok_runs["steady"])
+        row["steady_runs"], row["nonsteady_runs"] = _true_count(group["steady"].to_numpy()[is_ok].tolist())
     if "warmup_stable" in group:
-        row["warmup_unstable_runs"] = _true_count(ok_runs["warmup_stable"])[1]
+        row["warmup_unstable_runs"] = _true_count(group["warmup_stable"].to_numpy()[is_ok].tolist())[1]
     if len(ok):
         ci = stats.median_ci(ok, level)
         row |= {"ci_low": ci.low, "ci_high": ci.high, "ci_coverage": ci.coverage, "ci_note": ci.note}
@@ -88,18 +89,17 @@ def summarise(records: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> pd.D
     # Speedup interval: bootstrap of the ratio of medians, this configuration's repeats over its 1x1 baseline's.
     ok = [g.loc[g["status"] == "ok", "throughput"].astype(float).to_numpy() for _, g in groups]
     baseline_runs = {key[i]: ok[i] for i in summary.index[single]}
+    lows, highs = np.full(len(summary), np.nan), np.full(len(summary), np.nan)
     for i in summary.index:
         if single[i] and len(ok[i]):
-            low = high = 1.0  # the baseline itself: 1 by definition
+            lows[i] = highs[i] = 1.0  # the baseline itself: 1 by definition
         elif key[i] in baseline_runs:
             ci = stats.ratio_ci(ok[i], baseline_runs[key[i]], level)
-            low, high = ci.low, ci.high
-        else:
-            continue
-        devices = float(summary.at[i, "devices"])
-        summary.loc[i, ["speedup_low", "speedup_high"]] = [low, high]
-        summary.loc[i, ["efficiency_low", "efficiency_high"]] = [
-            None if low is None else low / devices, None if high is None else high / devices]
+            if ci.ok:
+                lows[i], highs[i] = ci.low, ci.high
+    devices = summary["devices"].astype(float).to_numpy()
+    summary["speedup_low"], summary["speedup_high"] = lows, highs
+    summary["efficiency_low"], summary["efficiency_high"] = lows / devices, highs / devices
     summary["flags"] = [stats.format_flags(stats.plausibility_flags(row))
                         for row in summary.to_dict(orient="records")]
     return summary
