@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import read_log, run_env, run_harness, snakemake, tiny_config, write_config
+from conftest import env_python, read_log, run_env, run_harness, snakemake, tiny_config, write_config
 from dlbench import stats
 from dlbench.aggregate import SUMMARY_COLUMNS, records_frame, summarise, write_all
 from dlbench.logformats.dlbench import parse as parse_run_log
@@ -327,13 +327,15 @@ def test_harness_accepts_auto_and_the_run_id_does_not_change():
 BERT_TINY = ["--seq-length", "32", "--batch-size", "2", "--measured-steps", "12", "--device", "cpu"]
 
 
-@pytest.mark.parametrize("topology", ["1x1", "1x2"])
-def test_auto_warm_up_in_a_real_pytorch_run(torch_python, tmp_path, topology):
-    """PyTorch, bert_tiny: warm-up runs until the step times settle, the log says how many steps it took, and
-    with two ranks both stop at the same step (DDP would hang otherwise)."""
+@pytest.mark.parametrize(("framework", "topology"),
+                         [("pytorch", "1x1"), ("pytorch", "1x2"), ("tensorflow", "1x2"), ("mxnet", "1x2")])
+def test_auto_warm_up_in_a_real_run(torch_python, tmp_path, framework, topology):
+    """bert_tiny: warm-up runs until the step times settle, the log says how many steps it took, and with two
+    ranks both stop at the same step (their collectives would hang otherwise), in every framework."""
+    python = torch_python if framework == "pytorch" else env_python(framework)
     log = tmp_path / "run.jsonl"
-    result = run_harness(torch_python, log, "--topology", topology, *BERT_TINY, "--warmup-steps", "auto",
-                         "--max-warmup-steps", "80", model="bert_tiny")
+    result = run_harness(python, log, "--topology", topology, *BERT_TINY, "--warmup-steps", "auto",
+                         "--max-warmup-steps", "80", model="bert_tiny", framework=framework)
     assert result.returncode == 0, result.stderr[-3000:]
     entries = read_log(log)
     summary = entries["summary"][0]
