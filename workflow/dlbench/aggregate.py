@@ -2,6 +2,8 @@
 
 Speedup = median throughput at a topology / median at 1x1 of the same model, framework, precision,
 batch size per device, compiler, data and input shape; scaling efficiency = speedup / devices.
+Intervals, steady-state counts and plausibility flags come from dlbench.stats, at the study's
+report.confidence level.
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from . import logformats
+from . import logformats, stats
 from .imports import read_records
 from .logformats.dlbench import read_header
 from .records import FIELDS
@@ -26,7 +29,16 @@ CONFIG_COLUMNS = ["config_id", "framework", "model", "topology", "nodes", "devic
 BASELINE_KEY = ["framework", "model", "batch_size", "precision", "compiler", "data", "image_size", "seq_length",
                 "max_predictions", "optimizer", "grad_clip"]
 SUMMARY_COLUMNS = [*CONFIG_COLUMNS, "unit", "n_total", "n_ok", "n_failed", "statuses", "error",
-                   "median", "min", "max", "q25", "q75", "iqr", "cv", "speedup", "efficiency", "tflops"]
+                   "median", "min", "max", "q25", "q75", "iqr", "cv",
+                   "ci_low", "ci_high", "ci_level", "ci_coverage", "ci_note",  # the median's interval
+                   "speedup", "efficiency", "speedup_low", "speedup_high", "efficiency_low", "efficiency_high",
+                   "tflops", "steady_runs", "nonsteady_runs", "warmup_unstable_runs", "flags"]
+
+
+def _true_count(values: list[Any]) -> tuple[int, int]:
+    """(True, False) counts of a boolean column's values, also when read back from CSV as text."""
+    text = [str(v).lower() for v in values]
+    return sum(t in ("true", "1", "1.0") for t in text), sum(t in ("false", "0", "0.0") for t in text)
 
 
 def records_frame(log_paths: list[str], import_paths: list[str] = ()) -> pd.DataFrame:
@@ -35,7 +47,7 @@ def records_frame(log_paths: list[str], import_paths: list[str] = ()) -> pd.Data
     return pd.DataFrame(rows, columns=FIELDS)
 
 
-def _summarise(group: pd.DataFrame) -> dict[str, Any]:
+def _summarise(group: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> dict[str, Any]:
     ok = group.loc[group["status"] == "ok", "throughput"].astype(float)
     failed = group[group["status"] != "ok"]
     statuses = Counter(group["status"])
@@ -45,8 +57,16 @@ def _summarise(group: pd.DataFrame) -> dict[str, Any]:
         "n_total": len(group), "n_ok": len(ok), "n_failed": len(failed),
         "statuses": ";".join(f"{s}:{n}" for s, n in sorted(statuses.items())),
         "error": failed["error"].iloc[0] if len(failed) else "",
+        "ci_level": level,
     }
+    is_ok = (group["status"] == "ok").to_numpy()
+    if "steady" in group:
+        row["steady_runs"], row["nonsteady_runs"] = _true_count(group["steady"].to_numpy()[is_ok].tolist())
+    if "warmup_stable" in group:
+        row["warmup_unstable_runs"] = _true_count(group["warmup_stable"].to_numpy()[is_ok].tolist())[1]
     if len(ok):
+        ci = stats.median_ci(ok, level)
+        row |= {"ci_low": ci.low, "ci_high": ci.high, "ci_coverage": ci.coverage, "ci_note": ci.note}
         q25, q75 = ok.quantile(0.25), ok.quantile(0.75)
         row |= {"median": ok.median(), "min": ok.min(), "max": ok.max(), "q25": q25, "q75": q75,
                 "iqr": q75 - q25, "cv": ok.std(ddof=1) / ok.mean() if len(ok) > 1 else 0.0}
@@ -56,11 +76,12 @@ def _summarise(group: pd.DataFrame) -> dict[str, Any]:
     return row
 
 
-def summarise(records: pd.DataFrame) -> pd.DataFrame:
-    """One row per configuration, in the order the configurations first appear."""
+def summarise(records: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> pd.DataFrame:
+    """One row per configuration, in the order the configurations first appear; intervals at `level`."""
     if records.empty:
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
-    rows = [_summarise(group) for _, group in records.groupby("config_id", sort=False)]
+    groups = list(records.groupby("config_id", sort=False))
+    rows = [_summarise(group, level) for _, group in groups]
     summary = pd.DataFrame(rows).reindex(columns=SUMMARY_COLUMNS)
     key = pd.Series(["|".join(map(str, row)) for row in summary[BASELINE_KEY].itertuples(index=False)],
                     index=summary.index)
@@ -68,6 +89,22 @@ def summarise(records: pd.DataFrame) -> pd.DataFrame:
     baseline = dict(zip(key[single], summary.loc[single, "median"], strict=True))
     summary["speedup"] = summary["median"] / key.map(baseline).astype(float)
     summary["efficiency"] = summary["speedup"] / summary["devices"]
+    # Speedup interval: bootstrap of the ratio of medians, this configuration's repeats over its 1x1 baseline's.
+    ok = [g.loc[g["status"] == "ok", "throughput"].astype(float).to_numpy() for _, g in groups]
+    baseline_runs = {key[i]: ok[i] for i in summary.index[single]}
+    lows, highs = np.full(len(summary), np.nan), np.full(len(summary), np.nan)
+    for i in summary.index:
+        if single[i] and len(ok[i]):
+            lows[i] = highs[i] = 1.0  # the baseline itself: 1 by definition
+        elif key[i] in baseline_runs:
+            ci = stats.ratio_ci(ok[i], baseline_runs[key[i]], level)
+            if ci.ok:
+                lows[i], highs[i] = ci.low, ci.high
+    devices = summary["devices"].astype(float).to_numpy()
+    summary["speedup_low"], summary["speedup_high"] = lows, highs
+    summary["efficiency_low"], summary["efficiency_high"] = lows / devices, highs / devices
+    summary["flags"] = [stats.format_flags(stats.plausibility_flags(row))
+                        for row in summary.to_dict(orient="records")]
     return summary
 
 
@@ -111,7 +148,7 @@ def environment(records: pd.DataFrame, env_markers: list[str], config: dict) -> 
 def write_all(log_paths: list[str], env_markers: list[str], config: dict,
               records_csv: Path, summary_csv: Path, environment_json: Path, import_paths: list[str] = ()) -> None:
     records = records_frame(log_paths, import_paths)
-    summary = summarise(records)
+    summary = summarise(records, (config.get("report") or {}).get("confidence", stats.DEFAULT_LEVEL))
     records.to_csv(records_csv, index=False)
     summary.to_csv(summary_csv, index=False)
     env = environment(records, env_markers, config)

@@ -26,7 +26,7 @@ AXES = ("framework", "model", "topology", "precision", "compiler", "data", "batc
         "seq_length", "grad_clip", "optimizer")
 BERT_AXES = ("seq_length", "grad_clip", "optimizer")  # apply to BERT models only (None for ResNet-50)
 BERT_AXIS_DEFAULTS = {"seq_length": 128, "grad_clip": False, "optimizer": "adam"}
-SETTINGS = ("repeats", "warmup_steps", "measured_steps", "image_size", "timeout_minutes")
+SETTINGS = ("repeats", "warmup_steps", "max_warmup_steps", "measured_steps", "image_size", "timeout_minutes")
 
 
 class ConfigError(ValueError):
@@ -48,7 +48,8 @@ class Configuration:
     grad_clip: bool | None  # BERT only
     optimizer: str | None  # BERT only (ResNet-50 trains with SGD + momentum)
     repeats: int
-    warmup_steps: int
+    warmup_steps: int | str  # a number, or "auto": until the step times settle, at most max_warmup_steps
+    max_warmup_steps: int
     measured_steps: int
     image_size: int
     timeout_minutes: float
@@ -154,7 +155,7 @@ def _fill_defaults(config: dict[str, Any], schema: dict[str, Any]) -> dict[str, 
     settings_schema = schema["$defs"]["settings"]["properties"]
     out = dict(config)
     out.setdefault("study", "study")
-    out["report"] = {"version": "auto", **config.get("report", {})}
+    out["report"] = _object_defaults(config.get("report", {}), schema["properties"]["report"])
     out["platform"] = {"device": "auto", **config.get("platform", {})}
     out["software"] = {"find_links": "pip", "venv_dir": ".venvs", **config.get("software", {})}
     out["defaults"] = {k: v["default"] for k, v in settings_schema.items()} | config.get("defaults", {})

@@ -133,11 +133,15 @@ def run_arguments(wildcards):
         inputs = f"--image-size {c.image_size}"
     if dataset_dir(c):
         inputs += f" --data-dir {dataset_dir(c)}"
+    # The bound matters only to auto warm-up: passed only then, so other runs' command lines stay as they were.
+    warmup = f"--warmup-steps {c.warmup_steps}"
+    if c.warmup_steps == "auto":
+        warmup += f" --max-warmup-steps {c.max_warmup_steps}"
     return " ".join([
         f"--framework {c.framework} --model {c.model} --topology {c.topology}",
         f"--batch-size {c.batch_size} --precision {c.precision} --compiler {'on' if c.compiler else 'off'}",
         f"--data {c.data} {inputs}",
-        f"--warmup-steps {c.warmup_steps} --measured-steps {c.measured_steps}",
+        f"{warmup} --measured-steps {c.measured_steps}",
         f"--repeat {wildcards.repeat} --config-id {c.config_id}",
         f"--device {SETTINGS['platform']['device']} --timeout-s {c.timeout_minutes * 60:g}",
     ] + ([f"--runner {shlex.quote(json.dumps(RUNNERS[c.framework], sort_keys=True))}"] if c.framework in RUNNERS else []))

@@ -5,6 +5,11 @@ with the device synchronised at both ends. Each measured step's duration is the 
 consecutive step-end timestamps, so the durations add up exactly to the measured wall time and
    throughput = batch size per device x ranks x measured steps / measured wall time.
 Rank 0 writes the log; every rank reports a failure to its own file for the supervisor.
+
+Warm-up `auto`: warm up until the step times have settled (warmed_up: the median of the last
+AUTO_WARMUP_WINDOW/2 steps within AUTO_WARMUP_TOLERANCE of the median of the half-window before, which
+a compile, an autotuning pass or a cold cache fails), at most max_warmup_steps; every rank must agree
+(all_gather), so that all ranks start measuring at the same step. The summary line records how many.
 """
 
 from __future__ import annotations
@@ -60,10 +65,55 @@ def peak_host_memory_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+AUTO_WARMUP_WINDOW = 10  # steps: the last 5 against the 5 before
+AUTO_WARMUP_TOLERANCE = 0.05  # their medians within 5% of each other
+
+
+def warmed_up(times: list[float], window: int = AUTO_WARMUP_WINDOW, tolerance: float = AUTO_WARMUP_TOLERANCE) -> bool:
+    """The warm-up step times have settled: the median of the last window/2 steps is within `tolerance` of the
+    median of the window/2 before. Medians, so one slow step (a compile, a GC pause) does not count; a level
+    still falling by more than the tolerance over half a window does."""
+    if len(times) < window:
+        return False
+    half = window // 2
+    recent, before = median(times[-half:]), median(times[-2 * half:-half])
+    return abs(recent - before) <= tolerance * before
+
+
 def step_stats(durations: list[float]) -> dict[str, float]:
     ordered = sorted(durations)
     pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
     return {"median": median(ordered), "min": ordered[0], "max": ordered[-1], "p10": pick(0.1), "p90": pick(0.9)}
+
+
+def warm_up(spec: RunSpec, backend, world: int, log: Path | None) -> dict:
+    """Run the warm-up steps, each timed (the loss synchronises); with `auto`, until warmed_up agrees on every
+    rank or max_warmup_steps. Returns the summary's `warmup` entry: mode, steps run, and for auto whether the
+    step times settled (false: stopped at the bound) and the criterion."""
+    auto = spec.warmup_steps == "auto"
+    limit = spec.max_warmup_steps if auto else int(spec.warmup_steps)
+    times: list[float] = []
+    settled = False
+    for step in range(limit):
+        started = time.perf_counter()
+        backend.step()
+        loss = backend.loss()  # synchronises: warm-up steps are timed one by one
+        times.append(time.perf_counter() - started)
+        if log is not None:
+            append_line(log, {"type": "step", "phase": "warmup", "step": step, "seconds": times[-1], "loss": loss})
+        if auto and len(times) >= AUTO_WARMUP_WINDOW:
+            settled = warmed_up(times)
+            if world > 1:  # every rank must stop at the same step
+                settled = all(r["settled"] for r in backend.all_gather({"settled": settled}))
+            if settled:
+                break
+    if not auto:
+        return {"mode": "fixed", "steps": len(times)}
+    if log is not None:
+        print(f"[dlbench] warm-up auto: {'settled after' if settled else 'not settled within'} {len(times)} steps",
+              file=sys.stderr)
+    return {"mode": "auto", "steps": len(times), "stable": settled, "max_steps": spec.max_warmup_steps,
+            "window": AUTO_WARMUP_WINDOW, "tolerance": AUTO_WARMUP_TOLERANCE}
 
 
 def run(spec: RunSpec, backend, rank: int, world: int, log: Path | None) -> dict:
@@ -76,13 +126,7 @@ def run(spec: RunSpec, backend, rank: int, world: int, log: Path | None) -> dict
     backend.setup()
     if log is not None:
         append_line(log, {"type": "environment", **backend.environment()})
-    for step in range(spec.warmup_steps):
-        started = time.perf_counter()
-        backend.step()
-        loss = backend.loss()  # synchronises: warm-up steps are timed one by one
-        if log is not None:
-            append_line(log, {"type": "step", "phase": "warmup", "step": step,
-                              "seconds": time.perf_counter() - started, "loss": loss})
+    warmup = warm_up(spec, backend, world, log)
     backend.sync()
     backend.barrier()
     start = time.perf_counter()
@@ -116,6 +160,7 @@ def run(spec: RunSpec, backend, rank: int, world: int, log: Path | None) -> dict
         "unit": backend.unit,
         "world_size": world,
         "step_time_s": step_stats(durations),
+        "warmup": warmup,
         "loss_final": loss,
         **model_flops,
         "achieved_tflops": samples / elapsed * model_flops["train_flops_per_sample"] / 1e12,

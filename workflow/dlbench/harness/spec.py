@@ -39,7 +39,7 @@ class RunSpec:
     compiler: bool
     data: str
     image_size: int
-    warmup_steps: int
+    warmup_steps: int | str  # a number, or "auto": until the step times settle (rank.warmed_up)
     measured_steps: int
     repeat: int
     config_id: str
@@ -48,6 +48,7 @@ class RunSpec:
     cpus: int = 0  # cores of this node given to the run; 0 = all usable
     timeout_s: float = 0.0  # 0 = none
     seed: int = 0
+    max_warmup_steps: int = 200  # warmup_steps auto: the most warm-up steps
     seq_length: int = 128  # BERT: tokens per sequence
     max_predictions: int = 0  # BERT: masked positions per sequence; 0 = 20 at 128, 80 at 512 (bert.py)
     grad_clip: bool = False  # BERT: clip gradients by global norm 1.0
@@ -114,6 +115,14 @@ def _positive(text: str) -> int:
     return value
 
 
+def _warmup_steps(text: str) -> int | str:
+    if text == "auto":
+        return text
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a number of steps >= 0 or auto, got {text!r}")
+    return int(text)
+
+
 def parser(prog: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description="Run one training-throughput benchmark.")
     p.add_argument("--framework", required=True, help=f"{', '.join(FRAMEWORKS)}, or a runner's name (--runner)")
@@ -125,7 +134,9 @@ def parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--data", choices=DATA, default="synthetic")
     p.add_argument("--image-size", type=_positive, default=224)
     p.add_argument("--data-dir", default="", help="data real: the prepared dataset's directory")
-    p.add_argument("--warmup-steps", type=int, default=20)
+    p.add_argument("--warmup-steps", type=_warmup_steps, default=20,
+                   help="steps before timing, or auto: until the step times settle (at most --max-warmup-steps)")
+    p.add_argument("--max-warmup-steps", type=_positive, default=200, help="with --warmup-steps auto")
     p.add_argument("--measured-steps", type=_positive, default=100)
     p.add_argument("--repeat", type=_positive, default=1)
     p.add_argument("--config-id", default="adhoc")

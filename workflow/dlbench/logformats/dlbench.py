@@ -16,6 +16,7 @@ from typing import Any
 
 from .. import identity
 from ..records import LogError, complete, model_inputs
+from ..stats import steady_state
 from .common import AXIS_LABELS
 
 NAME = "dlbench"
@@ -46,6 +47,24 @@ def _read_lines(path: Path) -> dict[str, Any]:
     if header is None:
         raise LogError(f"{path}: no header line (is this a dlbench run log?)")
     return {"header": header, "environment": environment, "summary": summary, "measured": measured}
+
+
+def _warmup_and_steady(cfg: dict[str, Any], summary: dict[str, Any], measured: list[float],
+                       ok: bool) -> dict[str, Any]:
+    """Warm-up as run (the harness's choice with warmup_steps auto) and the steady-state check of the measured
+    step times (dlbench.stats.steady_state), for the record."""
+    warmup = summary.get("warmup") or {}
+    auto = warmup.get("mode") == "auto" or cfg.get("warmup_steps") == "auto"
+    steps = warmup.get("steps", cfg.get("warmup_steps"))
+    fields = {"warmup_steps": steps if isinstance(steps, int) else None, "warmup_auto": auto,
+              "warmup_stable": warmup.get("stable") if auto else None,
+              "steady": None, "steady_statistic": None, "steady_p": None, "steady_drift": None,
+              "warmup_like_steps": None}
+    if ok and measured:
+        check = steady_state(measured)
+        fields |= {"steady": check.steady, "steady_statistic": check.statistic, "steady_p": check.p_value,
+                   "steady_drift": check.drift, "warmup_like_steps": check.warmup_like_steps}
+    return fields
 
 
 def _placed(path: Path, problem: Exception, labels: dict[str, Any]) -> dict[str, Any]:
@@ -87,6 +106,7 @@ def parse(path: str | Path, labels: dict[str, Any] | None = None) -> dict[str, A
                                 f"its step records ({from_steps:.6g})")
     record = {
         **run_fields(path, header, summary),
+        **_warmup_and_steady(cfg, summary, parts["measured"], ok),
         "status": summary["status"] if summary["status"] != "ok" or ok else "error",
         "error": error,
         "throughput": summary.get("throughput") if ok else None,
