@@ -1,12 +1,15 @@
-"""The structure the code promises: one registry of log formats, agreeing with the record schema."""
+"""The structure the code promises: one registry of log formats, agreeing with the record schema, and an
+ARCHITECTURE.md whose map names files that exist."""
 
 from __future__ import annotations
 
 import inspect
+import re
 
 import pytest
 import yaml
 
+from conftest import REPO
 from dlbench import logformats
 from dlbench.records import SCHEMA_PATH
 
@@ -29,3 +32,24 @@ def test_every_format_module_declares_its_contract(name):
 def test_unknown_format_is_refused():
     with pytest.raises(logformats.UnknownFormat, match="known: dlbench"):
         logformats.get("nope")
+
+
+ARCHITECTURE = REPO / "ARCHITECTURE.md"
+
+
+def test_every_path_architecture_md_names_exists():
+    """The map stays true: every repository path it names in backticks is there."""
+    text = ARCHITECTURE.read_text()
+    paths = set(re.findall(r"`((?:workflow|envs|tests|benchmarks|profiles)/[^`<>*{}\s]+)`", text))
+    assert len(paths) > 20
+    missing = sorted(p for p in paths if not (REPO / p).exists())
+    assert not missing, f"ARCHITECTURE.md names paths that do not exist: {missing}"
+
+
+def test_architecture_md_names_every_registered_plug_point():
+    text = ARCHITECTURE.read_text()
+    for heading in ("### A framework", "### A model", "### A log format", "### A runner", "### A dataset",
+                    "### A report section"):
+        assert heading in text
+    for module in ("harness/frameworks.py", "logformats/__init__.py", "report/sections.py", "harness/runner.py"):
+        assert module in text, module

@@ -28,7 +28,7 @@ CONFIG_COLUMNS = ["config_id", "framework", "model", "topology", "nodes", "devic
 # Configurations whose speedups are comparable: everything but the topology.
 BASELINE_KEY = ["framework", "model", "batch_size", "precision", "compiler", "data", "image_size", "seq_length",
                 "max_predictions", "optimizer", "grad_clip"]
-SUMMARY_COLUMNS = [*CONFIG_COLUMNS, "unit", "n_total", "n_ok", "n_failed", "statuses", "error",
+SUMMARY_COLUMNS = [*CONFIG_COLUMNS, "unit", "metric", "n_total", "n_ok", "n_failed", "statuses", "error",
                    "median", "min", "max", "q25", "q75", "iqr", "cv",
                    "ci_low", "ci_high", "ci_level", "ci_coverage", "ci_note",  # the median's interval
                    "speedup", "efficiency", "speedup_low", "speedup_high", "efficiency_low", "efficiency_high",
@@ -48,13 +48,16 @@ def records_frame(log_paths: list[str], import_paths: list[str] = ()) -> pd.Data
 
 
 def _summarise(group: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> dict[str, Any]:
-    ok = group.loc[group["status"] == "ok", "throughput"].astype(float)
+    # A run measured by time to train (MLPerf) has no throughput: it counts as ok, not as a throughput.
+    ok = group.loc[group["status"] == "ok", "throughput"].astype(float).dropna()
     failed = group[group["status"] != "ok"]
+    by_time = group["throughput"].isna().all() and group["time_to_train_min"].notna().any()
     statuses = Counter(group["status"])
     row = {
         **group.iloc[0][CONFIG_COLUMNS].to_dict(),
         "unit": next((u for u in group["unit"] if isinstance(u, str)), None),
-        "n_total": len(group), "n_ok": len(ok), "n_failed": len(failed),
+        "metric": "time_to_train" if by_time else "throughput",
+        "n_total": len(group), "n_ok": len(group) - len(failed), "n_failed": len(failed),
         "statuses": ";".join(f"{s}:{n}" for s, n in sorted(statuses.items())),
         "error": failed["error"].iloc[0] if len(failed) else "",
         "ci_level": level,

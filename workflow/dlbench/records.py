@@ -17,6 +17,16 @@ from .identity import is_bert
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "record.schema.yaml"
 FIELDS: list[str] = list(yaml.safe_load(SCHEMA_PATH.read_text())["properties"])
+
+
+def field_types() -> dict[str, str]:
+    """Each record field's JSON type (integer, number, boolean or string; null aside), for typed tables."""
+    types = {}
+    for name, prop in yaml.safe_load(SCHEMA_PATH.read_text())["properties"].items():
+        declared = prop.get("type", "string")
+        declared = [declared] if isinstance(declared, str) else declared
+        types[name] = next((t for t in declared if t != "null"), "string")
+    return types
 _VALIDATOR = jsonschema.Draft202012Validator(yaml.safe_load(SCHEMA_PATH.read_text()))
 
 

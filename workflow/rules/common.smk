@@ -77,6 +77,15 @@ def run_env_input(wildcards):
     return env_marker(env)
 
 
+def study_env_markers():
+    """The offline environments the study's runs use (their package lists go into the report)."""
+    if USE_CONDA:
+        return []
+    envs = {run_env(fw) for fw in STUDY.frameworks()
+            if "python" not in RUNNERS.get(fw, {})} - {"core"}
+    return [env_marker(env) for env in sorted(envs)]
+
+
 def run_conda_env(wildcards):
     return str(env_spec(run_env(wildcards.framework)))
 

@@ -5,7 +5,7 @@ rule aggregate:
     input:
         logs=STUDY.run_logs(),
         imports=IMPORT_RECORDS,
-        envs=[] if USE_CONDA else [env_marker(fw) for fw in STUDY.frameworks()],
+        envs=study_env_markers(),
     output:
         records="results/aggregate/records.csv",
         summary="results/aggregate/summary.csv",

@@ -121,7 +121,9 @@ def parse(path: str | Path, labels: dict[str, Any] | None = None) -> dict[str, A
                                  default=None) or None,
         "slurm_state": summary.get("slurm_state") or next(
             (s for s in reversed(summary.get("slurm_states") or []) if s), None),
-        "source": NAME, "throughput_definition": THROUGHPUT_DEFINITION,
+        # A runner's run that ended before its tool wrote a log still belongs to that tool's column.
+        "source": json.loads(cfg["runner"])["format"] if cfg.get("runner") else NAME,
+        "throughput_definition": THROUGHPUT_DEFINITION,
     }
     return complete(record)
 
@@ -156,7 +158,8 @@ def runner_record(path: Path, header: dict[str, Any], summary: dict[str, Any]) -
     cfg = header["config"]
     definition = json.loads(cfg.get("runner") or "{}")
     fields = run_fields(path, header, summary)
-    labels = {**definition.get("labels", {}), **{k: v for k, v in fields.items() if k in AXIS_LABELS}}
+    labels = {**definition.get("labels", {}), **{k: v for k, v in fields.items() if k in AXIS_LABELS},
+              "run_set": header["config_id"]}  # a runner's repeats of one configuration are one set (MLPerf)
     try:
         record = get(summary["external_format"]).parse(Path(summary["external_log"]), labels)
     except (OSError, LogError) as exc:

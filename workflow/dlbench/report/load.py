@@ -9,17 +9,17 @@ from typing import Any
 
 import pandas as pd
 
+from ..records import field_types
+
 # Column types used to normalise both CSVs (everything else stays a string).
-INT_COLUMNS = (
-    "nodes", "devices_per_node", "devices", "batch_size", "global_batch_size",
-    "image_size", "seq_length", "max_predictions", "warmup_steps", "measured_steps", "repeat", "samples",
-    "threads_per_rank", "n_total", "n_ok", "n_failed",
-)
-FLOAT_COLUMNS = (
-    "throughput", "elapsed_s", "step_time_median_s", "loss_final", "median", "min", "max",
-    "q25", "q75", "iqr", "cv", "speedup", "efficiency", "tflops", "achieved_tflops", "train_flops_per_sample",
-)
-BOOL_COLUMNS = ("compiler", "grad_clip")
+# Typed columns: the record's come from its schema; the summary's own are listed here (aggregate.py makes them).
+_RECORD_TYPES = field_types()
+SUMMARY_INT = ("n_total", "n_ok", "n_failed", "steady_runs", "nonsteady_runs", "warmup_unstable_runs")
+SUMMARY_FLOAT = ("median", "min", "max", "q25", "q75", "iqr", "cv", "ci_low", "ci_high", "ci_level", "ci_coverage",
+                 "speedup", "efficiency", "speedup_low", "speedup_high", "efficiency_low", "efficiency_high", "tflops")
+INT_COLUMNS = (*(n for n, t in _RECORD_TYPES.items() if t == "integer"), *SUMMARY_INT)
+FLOAT_COLUMNS = (*(n for n, t in _RECORD_TYPES.items() if t == "number"), *SUMMARY_FLOAT)
+BOOL_COLUMNS = tuple(n for n, t in _RECORD_TYPES.items() if t == "boolean")
 RECORD_COLUMNS = (
     "run_id", "config_id", "framework", "model", "topology", "nodes", "devices_per_node",
     "devices", "repeat", "status", "error", "hosts", "log_path",

@@ -22,7 +22,7 @@ def caveats(records: pd.DataFrame) -> list[str]:
         out.append("Runs on CPU: the ranks of a topology share one node's cores (threads_per_rank each), so "
                    "1xN splits the same cores N ways rather than adding devices.")
     present = [REGISTRY[f].compiler_meaning for f in sorted(set(records["framework"])) if f in REGISTRY]
-    if present and records["compiler"].astype(bool).any():
+    if present and records["compiler"].fillna(False).astype(bool).any():
         out.append("Compiler on means " + "; ".join(present) + ". Off: eager / imperative execution.")
     if records["train_flops_per_sample"].notna().any():
         out.append("TFLOP/s = throughput x the model's training FLOPs per sample, counted from the architecture: "

@@ -14,6 +14,7 @@ from .format import DASH, fmt_text, md_escape
 from .load import RECORD_COLUMNS, load_environment, read_table
 from .notes import caveats
 from .plots import write_plots
+from .sections import build_sections
 from .tables import build_groups, detail_rows, environment_view, failure_rows, group_markdown, overview, rows_markdown
 
 TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "templates"
@@ -47,8 +48,11 @@ def markdown(ctx: dict[str, Any]) -> str:
                   group["markdown"], ""]
     lines += ["## Plots", "", "![Throughput vs. devices](throughput.png)", "",
               "![Speedup vs. devices](speedup.png)", "",
-              "## Failures", "", rows_markdown(ctx["failures"], limit=300), "",
-              "## Per-configuration details", "", rows_markdown(ctx["details"]), ""]
+              "## Failures", "", rows_markdown(ctx["failures"], limit=300), ""]
+    for section in ctx["sections"]:
+        lines += [f"## {section.title}", "", f"_{md_escape(section.caption, table=False)}_", "",
+                  rows_markdown(section.rows), ""]
+    lines += ["## Per-configuration details", "", rows_markdown(ctx["details"]), ""]
     env = ctx["env"]
     lines += ["## Environment", "",
               f"- Hosts: {md_escape(', '.join(env['hosts']), table=False) or DASH}",
@@ -109,6 +113,7 @@ def render_report(records_csv: Path, summary_csv: Path, environment_json: Path,
         "groups": groups,
         "failures": failure_rows(summary, records),
         "details": detail_rows(summary),
+        "sections": build_sections(records, summary, env),
         "env": environment_view(env),
         "data_files": DATA_FILES,
     }

@@ -68,6 +68,8 @@ def topology_sort(row: pd.Series) -> tuple[int, int, str]:
 
 def build_groups(summary: pd.DataFrame) -> list[dict[str, Any]]:
     """One DLPerf-style table per (model, precision, batch, compiler, data, input size)."""
+    if "metric" in summary:  # configurations measured by time to train have a table of their own (sections.py)
+        summary = summary[summary["metric"].fillna("throughput") != "time_to_train"]
     frameworks = sorted({fmt_text(f) for f in summary["framework"]})
     keyed: dict[tuple[Any, ...], list[pd.Series]] = {}
     for _, row in summary.iterrows():
