@@ -11,9 +11,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from conftest import REPO
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow"))
 
+from dlbench.aggregate import write_all
 from dlbench.report import ReportVersionExists, publish_report, render_report
+from dlbench.synthetic_logs import write_run_log
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 NOTE = "Images are 64x64, not 224x224: throughput is not comparable with published figures"
@@ -71,6 +75,8 @@ def _write_inputs(tmp_path: Path, runs: dict = RUNS) -> tuple[Path, Path, Path]:
                        q75=ok.quantile(0.75), iqr=ok.quantile(0.75) - ok.quantile(0.25),
                        cv=ok.std() / ok.mean(), speedup=speedup,
                        efficiency=speedup / (nodes * dpn) if speedup else None)
+            if fw == "torch" and (nodes, dpn) == (1, 1):  # as if it had enough repeats for an interval
+                row.update(ci_low=990.0, ci_high=1010.0, ci_level=0.95)
         summary.append(row)
     rec_csv, sum_csv, env_json = (tmp_path / "records.csv", tmp_path / "summary.csv",
                                   tmp_path / "environment.json")
@@ -160,7 +166,9 @@ def test_report_content(tmp_path, inputs):
     # Failed cell shows its status, partial cell its median plus k/n ok marker.
     assert re.search(r"<td[^>]*>OOM \(3/3\)</td>", html)
     assert re.search(r"<td[^>]*>1900\.0 \(2/3 ok\)</td>", html)
-    assert re.search(r"<td[^>]*>1000\.0 \[995\.0–1005\.0\]</td>", html)
+    # The median with its confidence interval; with too few repeats for one, the median and n.
+    assert re.search(r"<td[^>]*>1000\.0 \[990\.0–1010\.0\]</td>", html)
+    assert re.search(r"<td[^>]*>1100\.0 \(n=3\)</td>", html)
     assert "1.90×" in html and "95%" in html
     assert "images/s" in html and "smoke" in html and COMMIT in html
     # Notes near the top, HTML-escaped.
@@ -232,3 +240,23 @@ def test_render_refuses_non_empty_directory(tmp_path, inputs):
     with pytest.raises(FileExistsError):
         render_report(*inputs, out)
     assert [p.name for p in out.iterdir()] == ["keep.txt"]
+
+
+def test_flags_and_published_references_sections(tmp_path):
+    """Aggregated for real from run logs: three repeats are too few for an interval (flagged), and an 8-GPU
+    PyTorch AMP configuration at 224x224 is set against NVIDIA's published figures with its ratio."""
+    logs = [str(write_run_log(tmp_path / f"runs/rep{i}.jsonl", framework="pytorch", topology="1x8", batch_size=256,
+                              precision="amp", data="real", repeat=i, throughput=value))
+            for i, value in enumerate((16000.0, 16621.0, 17000.0), start=1)]
+    config = {"study": "refs", "references": [str(REPO / "workflow/references/published.yaml")],
+              "report": {"confidence": 0.95}}
+    out = tmp_path / "agg"
+    out.mkdir()
+    write_all(logs, [], config, out / "records.csv", out / "summary.csv", out / "environment.json")
+    render_report(out / "records.csv", out / "summary.csv", out / "environment.json", tmp_path / "report")
+    readme = (tmp_path / "report/README.md").read_text()
+    assert "## Flagged results" in readme and "few_repeats" in readme
+    assert "16621.0 (n=3) ⚑" in readme
+    assert "## Against published figures" in readme
+    dle = next(line for line in readme.splitlines() if "| 16621.0 " in line and "A100" in line)
+    assert "| 1 " in dle  # our median / published = 16621 / 16621

@@ -21,6 +21,7 @@ from . import identity, imports, logformats
 from .harness import runner as runner_module
 from .harness.spec import FRAMEWORKS
 from .identity import is_bert
+from .references import load_references
 
 AXES = ("framework", "model", "topology", "precision", "compiler", "data", "batch_size",
         "seq_length", "grad_clip", "optimizer")
@@ -164,7 +165,7 @@ def _fill_defaults(config: dict[str, Any], schema: dict[str, Any]) -> dict[str, 
     for axis in ("precision", "compiler", "data", *BERT_AXES):
         matrix.setdefault(axis, schema["properties"]["matrix"]["properties"][axis]["default"])
     out["matrix"] = matrix
-    for key in ("exclude", "include", "overrides", "imports"):
+    for key in ("exclude", "include", "overrides", "imports", "references"):
         out.setdefault(key, [])
     runner_schema = schema["$defs"]["runner"]["properties"]
     out["runners"] = {name: {k: p["default"] for k, p in runner_schema.items() if "default" in p} | runner
@@ -210,6 +211,23 @@ def _check_datasets(config: dict[str, Any], configurations: dict[str, Configurat
                 problems.append(f"datasets.{name}.{key}: {path} does not exist")
     if problems:
         raise ConfigError("\n".join(problems))
+
+
+def _check_comparisons(config: dict[str, Any], base_dir: Path) -> list[str]:
+    """report.compare_to and references: must name something that exists (checked before any job)."""
+    problems = []
+    for i, path in enumerate(config.get("references", [])):
+        try:
+            load_references(Path(base_dir, path))
+        except (OSError, ValueError, KeyError, TypeError, yaml.YAMLError) as error:
+            problems.append(f"references[{i}]: {path}: cannot be read as published figures ({error})")
+    target = config["report"].get("compare_to")
+    if target and target != "previous":
+        candidates = [Path(base_dir, "results/reports", target), Path(base_dir, target)]
+        if not any(c.exists() for c in candidates):
+            problems.append(f"report.compare_to: {target!r} is neither 'previous', a report version under "
+                            "results/reports/, nor an existing report directory or records.csv")
+    return problems
 
 
 def validate(config: dict[str, Any], schema_path: Path) -> dict[str, Any]:
@@ -345,7 +363,7 @@ def load_study(config: dict[str, Any], schema_path: Path, envs_dir: Path, base_d
     validated = validate(config, schema_path)
     configurations = expand(validated, envs_dir, base_dir)
     _check_datasets(validated, configurations, base_dir)
-    problems = imports.check_entries(validated["imports"], base_dir)
+    problems = imports.check_entries(validated["imports"], base_dir) + _check_comparisons(validated, base_dir)
     if problems:
         raise ConfigError("\n".join(problems))
     return Study(validated["study"], validated, configurations)

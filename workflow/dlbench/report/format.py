@@ -84,13 +84,18 @@ def failure_text(row: pd.Series) -> str:
     return "; ".join(parts)
 
 
-def throughput_text(row: pd.Series) -> str:
-    """'1234.5 [1220.0–1250.1]' (median [q25–q75]); just the median when q25 == q75."""
-    med, q25, q75 = row.get("median"), row.get("q25"), row.get("q75")
-    text = fmt_num(med)
-    if not missing(q25) and not missing(q75) and fmt_num(q25) != fmt_num(q75):
-        text += f" [{fmt_num(q25)}–{fmt_num(q75)}]"
+def interval_text(value: Any, low: Any, high: Any, fmt=None) -> str:
+    """'1234.5 [1220.0–1250.1]': a value with its interval; just the value where there is none."""
+    fmt = fmt or fmt_num
+    text = fmt(value)
+    if not missing(low) and not missing(high) and fmt(low) != fmt(high):
+        text += f" [{fmt(low)}–{fmt(high)}]"
     return text
+
+
+def throughput_text(row: pd.Series) -> str:
+    """The median with its confidence interval (just the median where the repeats are too few for one)."""
+    return interval_text(row.get("median"), row.get("ci_low"), row.get("ci_high"))
 
 
 def ok_counts(row: pd.Series) -> tuple[int, int]:

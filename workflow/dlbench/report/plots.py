@@ -69,8 +69,21 @@ def plot_data(summary: pd.DataFrame, value: str) -> pd.DataFrame:
     return df.sort_values(["series", "devices"])
 
 
+def error_bars(ax: Any, df: pd.DataFrame, value: str, interval: tuple[str, str], palette: dict[str, Any]) -> None:
+    """The confidence interval of each point as an error bar, in its framework's colour."""
+    low, high = interval
+    if low not in df or high not in df:
+        return
+    has = df[df[low].notna() & df[high].notna()]
+    for framework, points in has.groupby("framework"):
+        y = points[value].astype(float)
+        ax.errorbar(points["devices"], y, yerr=[(y - points[low].astype(float)).clip(lower=0),
+                                               (points[high].astype(float) - y).clip(lower=0)],
+                    fmt="none", ecolor=palette.get(framework), capsize=3, linewidth=1)
+
+
 def faceted_plot(path: Path, df: pd.DataFrame, value: str, ylabel: str, title: str,
-                  palette: dict[str, Any], ideal: bool) -> None:
+                  palette: dict[str, Any], ideal: bool, interval: tuple[str, str]) -> None:
     models = sorted(df["model"].unique())
     ncols = min(len(models), 3)
     nrows = math.ceil(len(models) / ncols)
@@ -87,6 +100,7 @@ def faceted_plot(path: Path, df: pd.DataFrame, value: str, ylabel: str, title: s
                      hue_order=sorted(palette), style_order=precisions, palette=palette,
                      units="series", estimator=None, markers=True, dashes=False,
                      legend=i == 0, ax=ax)
+        error_bars(ax, sub, value, interval, palette)
         log2_devices_axis(ax, sorted(set(devices) | ({1} if ideal else set())))
         ax.set_title(model)
         ax.set_xlabel("devices")
@@ -119,13 +133,13 @@ def write_plots(summary: pd.DataFrame, out_dir: Path) -> None:
             placeholder_png(out_dir / "throughput.png", "Throughput", "no successful runs")
         else:
             faceted_plot(out_dir / "throughput.png", thr, "median",
-                          "median throughput ({unit})", "Training throughput vs. devices",
-                          palette, ideal=False)
+                          "median throughput ({unit})", "Training throughput vs. devices (bars: confidence interval)",
+                          palette, ideal=False, interval=("ci_low", "ci_high"))
         spd = plot_data(summary, "speedup")
         if spd.empty:
             message = "no successful runs" if thr.empty else "no speedup data (no 1×1 baseline)"
             placeholder_png(out_dir / "speedup.png", "Speedup", message)
         else:
             faceted_plot(out_dir / "speedup.png", spd, "speedup", "speedup vs. 1×1",
-                          "Scaling: speedup vs. devices (dashed: ideal linear)",
-                          palette, ideal=True)
+                          "Scaling: speedup vs. devices (dashed: ideal linear; bars: interval)",
+                          palette, ideal=True, interval=("speedup_low", "speedup_high"))

@@ -8,13 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+import pandas as pd
 
 from ..aggregate import SUMMARY_COLUMNS
 from .format import DASH, fmt_text, md_escape
 from .load import RECORD_COLUMNS, load_environment, read_table
 from .notes import caveats
 from .plots import write_plots
-from .sections import build_sections
+from .sections import ReportInputs, build_sections
 from .tables import build_groups, detail_rows, environment_view, failure_rows, group_markdown, overview, rows_markdown
 
 TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "templates"
@@ -71,10 +72,12 @@ def markdown(ctx: dict[str, Any]) -> str:
 
 
 def render_report(records_csv: Path, summary_csv: Path, environment_json: Path,
-                  out_dir: Path, version: str | None = None) -> None:
+                  out_dir: Path, version: str | None = None, baseline: pd.DataFrame | None = None,
+                  baseline_label: str = "") -> None:
     """Write into out_dir (created; must not exist yet or be empty): index.html, README.md,
     records.csv, summary.csv, records.parquet, summary.parquet, environment.json (copies),
-    throughput.png, speedup.png. `version` is only shown in the page header."""
+    throughput.png, speedup.png. `version` is only shown in the page header; `baseline`: the records of the
+    set this version is compared with (report.compare_to), named `baseline_label`."""
     records_csv, summary_csv = Path(records_csv), Path(summary_csv)
     environment_json, out_dir = Path(environment_json), Path(out_dir)
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
@@ -113,7 +116,7 @@ def render_report(records_csv: Path, summary_csv: Path, environment_json: Path,
         "groups": groups,
         "failures": failure_rows(summary, records),
         "details": detail_rows(summary),
-        "sections": build_sections(records, summary, env),
+        "sections": build_sections(ReportInputs(records, summary, env, baseline, baseline_label)),
         "env": environment_view(env),
         "data_files": DATA_FILES,
     }

@@ -1,8 +1,8 @@
 """Report sections beyond the DLPerf tables: each a titled table built from the records and the summary.
 
-A section is a function (records, summary, environment) -> Section | None (None: nothing to show, e.g. no
-MLPerf logs in the study). SECTIONS lists them in report order; render.py shows each one in index.html (one
-shared table template) and README.md. A new section = a function here and a line in SECTIONS.
+A section is a function (ReportInputs) -> Section | None (None: nothing to show, e.g. no MLPerf logs in the
+study). SECTIONS lists them in report order; render.py shows each one in index.html (one shared table
+template) and README.md. A new section = a function here and a line in SECTIONS.
 """
 
 from __future__ import annotations
@@ -14,7 +14,22 @@ from typing import Any
 
 import pandas as pd
 
+from .. import stats
+from ..compare import compare
+from ..references import load_references, match_references
 from .format import DASH, fmt_num, fmt_text, missing
+
+
+@dataclass(frozen=True)
+class ReportInputs:
+    """What a section may read: this version's records and summary, environment.json (the study's config is
+    in it), and the records of the set it is compared with (report.compare_to), if any."""
+
+    records: pd.DataFrame
+    summary: pd.DataFrame
+    env: dict[str, Any]
+    baseline: pd.DataFrame | None = None
+    baseline_label: str = ""
 
 
 @dataclass(frozen=True)
@@ -29,9 +44,10 @@ def _minutes(value: Any) -> str:
     return DASH if missing(value) else f"{float(value):.2f}"
 
 
-def time_to_train(records: pd.DataFrame, summary: pd.DataFrame, env: dict[str, Any]) -> Section | None:
+def time_to_train(inputs: ReportInputs) -> Section | None:
     """MLPerf sets: each run's time to train and the set's score, as mlperf_logging's result summarizer
     computes it (olympic mean; a failed run counts among the dropped slowest; scaling.json's factor)."""
+    records = inputs.records
     if "time_to_train_min" not in records or records["time_to_train_min"].isna().all():
         return None
     rows = []
@@ -56,9 +72,10 @@ def time_to_train(records: pd.DataFrame, summary: pd.DataFrame, env: dict[str, A
                    "times scaling.json's factor where the result directory has one.", rows)
 
 
-def throughput_definitions(records: pd.DataFrame, summary: pd.DataFrame, env: dict[str, Any]) -> Section | None:
+def throughput_definitions(inputs: ReportInputs) -> Section | None:
     """Which definition of throughput each framework column uses: sources differ (dlbench: samples over the
     measured wall time; DLLogger: a mean of per-step rates; tf_cnn: its own average), so the report says."""
+    records = inputs.records
     if "throughput_definition" not in records or "source" not in records:
         return None
     known = records[records["throughput_definition"].notna()]
@@ -72,10 +89,74 @@ def throughput_definitions(records: pd.DataFrame, summary: pd.DataFrame, env: di
                    rows)
 
 
-SECTIONS: tuple[Callable[[pd.DataFrame, pd.DataFrame, dict[str, Any]], Section | None], ...] = (
-    time_to_train, throughput_definitions,
+def flags(inputs: ReportInputs) -> Section | None:
+    """Configurations whose numbers should not be read as findings, each with the likely cause (stats.py)."""
+    summary = inputs.summary
+    if "flags" not in summary:
+        return None
+    flagged = summary[summary["flags"].map(lambda f: bool(fmt_text(f)))]
+    if flagged.empty:
+        return None
+    rows = [{"Config": fmt_text(r["config_id"]), "Flag": code.strip(), "Why it matters, likely cause": why.strip()}
+            for _, r in flagged.iterrows() for flag in fmt_text(r["flags"]).split("; ")
+            for code, _, why in [flag.partition(":")]]
+    return Section("flags", "Flagged results",
+                   "Results that are not findings as they stand: too few repeats for an interval, a spread too wide, "
+                   "a speedup beyond what the devices allow, runs not in steady state. Cells with a flag are marked ⚑.",
+                   rows)
+
+
+def _ratio(row: pd.Series) -> str:
+    if missing(row.get("ratio")):
+        return DASH
+    if missing(row.get("ratio_low")):
+        return f"{float(row['ratio']):.3f}"
+    return f"{float(row['ratio']):.3f} [{float(row['ratio_low']):.3f}–{float(row['ratio_high']):.3f}]"
+
+
+def comparison(inputs: ReportInputs) -> Section | None:
+    """This version against the result set report.compare_to names: ratio of medians with its interval and a
+    verdict per configuration present in both (dlbench.compare); configurations in one side only listed."""
+    if inputs.baseline is None:
+        return None
+    level = float((inputs.env.get("config") or {}).get("report", {}).get("confidence", stats.DEFAULT_LEVEL))
+    result = compare(inputs.baseline, inputs.records, level=level)
+    rows = [{"Config": fmt_text(r["config_id"]), "Verdict": fmt_text(r["verdict"]),
+             f"{inputs.baseline_label} median": fmt_num(r.get("median_a")), "this median": fmt_num(r.get("median_b")),
+             "Ratio [interval]": _ratio(r), "p": DASH if missing(r.get("p_value")) else f"{float(r['p_value']):.3g}"}
+            for _, r in result.iterrows()]
+    return Section("comparison", f"Compared with {inputs.baseline_label}",
+                   f"Ratio = this version's median / {inputs.baseline_label}'s, with its {level:.0%} bootstrap "
+                   "interval; verdict from an exact rank test on log throughput at that level (README, 'Reading "
+                   "intervals, verdicts and flags'). Configurations present in one side only say so.", rows)
+
+
+def references(inputs: ReportInputs) -> Section | None:
+    """Our median / published figures (the study's `references:` files) for the configurations they match.
+    Published figures are at 224x224: configurations at another image size are not compared."""
+    files = (inputs.env.get("config") or {}).get("references") or []
+    if not files:
+        return None
+    summary = inputs.summary
+    summary = summary[summary["image_size"].isna() | (summary["image_size"] == 224)]
+    published = pd.concat([load_references(f) for f in files], ignore_index=True)
+    matched = match_references(summary, published)
+    rows = [{"Config": fmt_text(r["config_id"]), "Published": f"{fmt_text(r['label'])} ({fmt_text(r['device'])})",
+             "Published figure": fmt_num(r["published"]), "Our median": fmt_num(r["median"]),
+             "Ours / published": f"{float(r['ratio']):.3g}", "Compared on": fmt_text(r["compared_on"]),
+             "Source": fmt_text(r["url"])} for _, r in matched.iterrows()]
+    if not rows:
+        rows = [{"Config": DASH, "Published": "no published figure matches a configuration of this study "
+                 "(framework, model, topology, precision, batch size, at 224x224)", "Source": ", ".join(files)}]
+    return Section("references", "Against published figures",
+                   "Our median / the published figure, for the configurations a published figure matches on every "
+                   "key it gives (the rest were not published). Different hardware: a ratio, not a verdict.", rows)
+
+
+SECTIONS: tuple[Callable[[ReportInputs], Section | None], ...] = (
+    flags, comparison, references, time_to_train, throughput_definitions,
 )
 
 
-def build_sections(records: pd.DataFrame, summary: pd.DataFrame, env: dict[str, Any]) -> list[Section]:
-    return [s for make in SECTIONS if (s := make(records, summary, env)) is not None]
+def build_sections(inputs: ReportInputs) -> list[Section]:
+    return [s for make in SECTIONS if (s := make(inputs)) is not None]

@@ -18,6 +18,7 @@ from .format import (
     fmt_speedup,
     fmt_text,
     input_label,
+    interval_text,
     md_escape,
     missing,
     ok_counts,
@@ -47,8 +48,14 @@ def framework_cell(row: pd.Series | None) -> dict[str, str]:
         text += f" ({n_ok}/{n_total} ok)"
         css = "partial"
         tooltip += f" — failed: {failure_text(row)}"
-    return {"text": text, "css": css, "speedup": fmt_speedup(row.get("speedup")),
-            "efficiency": fmt_pct(row.get("efficiency")), "tooltip": tooltip}
+    elif missing(row.get("ci_low")):
+        text += f" (n={n_ok})"  # too few repeats for an interval
+    speedup = interval_text(row.get("speedup"), row.get("speedup_low"), row.get("speedup_high"), fmt_speedup)
+    efficiency = interval_text(row.get("efficiency"), row.get("efficiency_low"), row.get("efficiency_high"), fmt_pct)
+    if fmt_text(row.get("flags")):  # not a finding as it stands: marked, and why in the tooltip
+        text += " ⚑"
+        tooltip += f" — flagged: {fmt_text(row.get('flags'))}"
+    return {"text": text, "css": css, "speedup": speedup, "efficiency": efficiency, "tooltip": tooltip}
 
 
 def group_key(row: pd.Series) -> tuple[Any, ...]:
@@ -106,7 +113,8 @@ def build_groups(summary: pd.DataFrame) -> list[dict[str, Any]]:
         groups.append({
             "title": " · ".join(title_parts),
             "unit": unit,
-            "caption": (f"Throughput in {unit}: median [q25–q75] over successful repeats; "
+            "caption": (f"Throughput in {unit}: median [confidence interval] over successful repeats "
+                        "(n=k: too few repeats for an interval; ⚑: flagged, see 'Flagged results'); "
                         "speedup vs. 1×1 of the same framework; efficiency = speedup / devices."),
             "frameworks": group_fws,
             "rows": table_rows,
@@ -135,12 +143,14 @@ DETAIL_COLUMNS = (
     ("Precision", "precision", fmt_text), ("Compiler", "compiler", compiler_label), ("Data", "data", fmt_text),
     ("Statuses", "statuses", fmt_text), ("Median", "median", fmt_num), ("Min", "min", fmt_num),
     ("Max", "max", fmt_num), ("Q25", "q25", fmt_num), ("Q75", "q75", fmt_num), ("IQR", "iqr", fmt_num),
+    ("CI low", "ci_low", fmt_num), ("CI high", "ci_high", fmt_num), ("CI", "ci_note", fmt_text),
+    ("Steady runs", "steady_runs", fmt_int), ("Not steady", "nonsteady_runs", fmt_int), ("Flags", "flags", fmt_text),
     ("CV%", "cv", lambda v: fmt_pct(v, 1)), ("Speedup", "speedup", fmt_speedup),
     ("Efficiency", "efficiency", fmt_pct), ("TFLOP/s", "tflops", fmt_num), ("Unit", "unit", fmt_text),
 )
 DETAIL_ORDER = ("Config", "Framework", "Model", "Topology", "Devices", "Batch/device", "Precision", "Compiler",
-                "Data", "Input", "OK", "Statuses", "Median", "Min", "Max", "Q25", "Q75", "IQR", "CV%", "Speedup",
-                "Efficiency", "TFLOP/s", "Unit")
+                "Data", "Input", "OK", "Statuses", "Median", "CI low", "CI high", "CI", "Min", "Max", "Q25", "Q75",
+                "IQR", "CV%", "Speedup", "Efficiency", "TFLOP/s", "Unit", "Steady runs", "Not steady", "Flags")
 
 
 def detail_rows(summary: pd.DataFrame) -> list[dict[str, str]]:
