@@ -7,7 +7,7 @@ import pandas as pd
 from ..harness.frameworks import REGISTRY
 
 NEEDED = ("image_size", "device_name", "cpu_model", "framework", "compiler", "train_flops_per_sample",
-          "seq_length", "model", "max_predictions", "warmup_steps", "measured_steps")
+          "seq_length", "model", "max_predictions", "warmup_steps", "measured_steps", "warmup_auto")
 
 
 def caveats(records: pd.DataFrame) -> list[str]:
@@ -22,7 +22,7 @@ def caveats(records: pd.DataFrame) -> list[str]:
         out.append("Runs on CPU: the ranks of a topology share one node's cores (threads_per_rank each), so "
                    "1xN splits the same cores N ways rather than adding devices.")
     present = [REGISTRY[f].compiler_meaning for f in sorted(set(records["framework"])) if f in REGISTRY]
-    if present and records["compiler"].fillna(False).astype(bool).any():
+    if present and records["compiler"].map(lambda v: v is True or str(v).lower() == "true").any():
         out.append("Compiler on means " + "; ".join(present) + ". Off: eager / imperative execution.")
     if records["train_flops_per_sample"].notna().any():
         out.append("TFLOP/s = throughput x the model's training FLOPs per sample, counted from the architecture: "
@@ -36,7 +36,12 @@ def caveats(records: pd.DataFrame) -> list[str]:
             f"{r.model} at {int(r.seq_length)} tokens with {int(r.max_predictions)} masked positions"
             for r in shapes.itertuples()) + ". Optimizer adam = Adam with decoupled weight decay and linear warm-up "
             "(Google's); lamb = LAMB (NVIDIA's); clip = gradients clipped by global norm 1.0.")
-    steps = records[["warmup_steps", "measured_steps"]].drop_duplicates().dropna()
+    auto = records["warmup_auto"].map(lambda v: v is True or str(v).lower() == "true")
+    steps = records.loc[~auto, ["warmup_steps", "measured_steps"]].drop_duplicates().dropna()
     for _, s in steps.iterrows():
         out.append(f"{int(s['warmup_steps'])} warm-up steps skipped, {int(s['measured_steps'])} steps timed.")
+    if auto.any():
+        taken = records.loc[auto, "warmup_steps"].dropna().astype(int)
+        out.append(f"Warm-up auto: each run warmed up until its step times settled ({taken.min()}-{taken.max()} "
+                   "steps, recorded per run as warmup_steps), then timed its measured steps.")
     return out
