@@ -147,11 +147,12 @@ def test_cancelled_job_is_recorded_with_its_slurm_state(slurm_cluster, torch_pyt
            "--profile", "slurm", "--cores", "all", "--retries", "1", "--configfile", str(path)]
     workflow = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     log = tmp_path / RUN.format("1x1", 1)
+    partial = log.with_name(log.name + ".partial")  # the log's name until the run is complete
     deadline = time.monotonic() + 300
-    while '"phase":"warmup"' not in (log.read_text() if log.exists() else ""):
+    while '"phase":"warmup"' not in (partial.read_text() if partial.exists() else ""):
         assert time.monotonic() < deadline and workflow.poll() is None, "the run never started"
         time.sleep(1)
-    job = read_log(log)[0]["slurm"]["job_id"]
+    job = read_log(partial)[0]["slurm"]["job_id"]
     subprocess.run(["scancel", job], check=True)
     output, _ = workflow.communicate(timeout=HARD_TIMEOUT_S)
     assert workflow.returncode == 0, output[-3000:]
