@@ -1,9 +1,11 @@
 # Study loading and the helpers the rules share. Runs at parse time, in the core environment.
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
 
+from snakemake.exceptions import WorkflowError
 from snakemake.settings.types import DeploymentMethod
 
 # The dlbench package lives in workflow/; shell jobs get it through PYTHONPATH=PACKAGE_DIR,
@@ -11,14 +13,23 @@ from snakemake.settings.types import DeploymentMethod
 PACKAGE_DIR = str(Path(workflow.basedir, "workflow"))
 sys.path.insert(0, PACKAGE_DIR)
 
-from dlbench import retries  # noqa: E402
+from dlbench import retries, stale_lock  # noqa: E402
 from dlbench.identity import RUN_LOG_PATTERN, config_id_of  # noqa: E402
 from dlbench.identity import WILDCARDS as RUN_WILDCARDS  # noqa: E402
 from dlbench.study import ConfigError, dataset_of, load_study  # noqa: E402
 from dlbench.venvs import env_prefix, MARKER  # noqa: E402
 from dlbench.imports import expand_paths  # noqa: E402
+from dlbench.harness.lifeline import OWNER_ENV  # noqa: E402
 
 ENVS_DIR = Path(workflow.basedir, "envs")
+# The harness of a run dies with this Snakemake process, even when it is SIGKILLed (its shell would not):
+# dlbench.harness.lifeline watches the process named here. Jobs inherit the environment.
+os.environ[OWNER_ENV] = str(os.getpid())
+if not workflow.remote_exec and not workflow.subprocess_exec:
+    # A lock left by a killed Snakemake is removed here, so resuming is one plain command (dlbench.stale_lock).
+    ALIVE_FD, STALE_LOCK_REMOVED = stale_lock.hold(Path(".snakemake"))
+    if STALE_LOCK_REMOVED:
+        print("dlbench: removed the lock of a Snakemake that no longer runs (.snakemake/locks)", file=sys.stderr)
 # A --configfile is a whole study: it replaces config.yaml rather than being merged into it
 # (merged, a study would silently inherit the default's axes, e.g. its precisions).
 if workflow.config_settings.configfiles:
@@ -37,6 +48,12 @@ VENV_DIR = Path(SETTINGS["software"]["venv_dir"])
 USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
 REPORT_MANIFEST = "results/reports/latest.json"
 CORE_PYTHON = sys.executable
+# `threads:` of the rules that take the whole machine. Snakemake's maintenance commands (--unlock,
+# --cleanup-metadata, --list-*, --report) run no job and need no --cores; workflow.cores raises then.
+try:
+    ALL_CORES = workflow.cores
+except WorkflowError:
+    ALL_CORES = 1
 # A timed run's SLURM time limit: its own timeout plus this, so the harness's limit strikes first.
 RUNTIME_MARGIN_MINUTES = 5
 
