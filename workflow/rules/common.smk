@@ -16,10 +16,11 @@ sys.path.insert(0, PACKAGE_DIR)
 from dlbench import retries, stale_lock  # noqa: E402
 from dlbench.identity import RUN_LOG_PATTERN, config_id_of  # noqa: E402
 from dlbench.identity import WILDCARDS as RUN_WILDCARDS  # noqa: E402
-from dlbench.study import ConfigError, dataset_of, load_study  # noqa: E402
+from dlbench.study import ConfigError, dataset_of  # noqa: E402
 from dlbench.venvs import env_prefix, MARKER  # noqa: E402
 from dlbench.imports import expand_paths  # noqa: E402
 from dlbench.harness.lifeline import OWNER_ENV  # noqa: E402
+from dlbench.configfile import StudyFileError, load_study_files  # noqa: E402
 
 ENVS_DIR = Path(workflow.basedir, "envs")
 # The harness of a run dies with this Snakemake process, even when it is SIGKILLed (its shell would not):
@@ -35,12 +36,15 @@ if not workflow.remote_exec and not workflow.subprocess_exec:
 if workflow.config_settings.configfiles:
     config.clear()
     config.update(workflow.config_settings.overwrite_config)
+# The study's files are read again by dlbench: a key given twice is an error, every problem names its line.
 try:
-    STUDY = load_study(config, Path(PACKAGE_DIR, "schemas", "config.schema.yaml"), ENVS_DIR, Path.cwd())
-except ConfigError as error:
+    STUDY = load_study_files(config, workflow.config_settings.configfiles or [DEFAULT_CONFIGFILE],
+                             Path(PACKAGE_DIR, "schemas", "config.schema.yaml"), ENVS_DIR, Path.cwd())
+except (ConfigError, StudyFileError) as error:
     # A user error: say what and where, no traceback, before any job is built.
-    problems = str(error).replace("\n", "\n  ")
-    sys.exit(f"dlbench: invalid configuration:\n  {problems}")
+    sys.exit("dlbench: invalid configuration:\n  " + str(error).replace("\n", "\n  "))
+for warning in STUDY.warnings:
+    print(f"dlbench: warning: {warning}", file=sys.stderr)
 
 SETTINGS = STUDY.config
 VENV_DIR = Path(SETTINGS["software"]["venv_dir"])
