@@ -27,5 +27,9 @@ rule all:
         REPORT_MANIFEST,
 
 
+onstart:
+    refuse_to_republish_a_fixed_version()
+
+
 onsuccess:
     print_report_location()

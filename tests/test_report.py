@@ -13,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow"))
 
-from dlbench.report import ReportVersionExists, publish_report, render_report
+from dlbench.report import ReportVersionExists, publish_changed, publish_report, render_report
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 NOTE = "Images are 64x64, not 224x224: throughput is not comparable with published figures"
@@ -139,6 +139,23 @@ def test_named_version_exists_is_never_overwritten(tmp_path, inputs):
     assert {p.name: p.read_bytes() for p in first.iterdir()} == before
     assert not [p for p in reports.iterdir() if p.name.startswith(".")]
     assert os.readlink(reports / "latest") == "baseline-1.0"
+
+
+def test_publish_changed_publishes_only_new_results(tmp_path, inputs):
+    """A report rule rerun (after a failure, a lost manifest) republishes nothing when the results are the same."""
+    reports = tmp_path / "reports"
+    assert publish_changed(*inputs, reports, "auto") == (reports / "v1", True)
+    latest_json = (reports / "latest.json").read_bytes()
+    env = json.loads(inputs[2].read_text())
+    inputs[2].write_text(json.dumps({**env, "generated_at": "2030-01-01T00:00:00+00:00"}))  # aggregate rewritten
+    assert publish_changed(*inputs, reports, "auto") == (reports / "v1", False)
+    assert (reports / "latest.json").read_bytes() == latest_json
+    assert publish_changed(*inputs, reports, "paper") == (reports / "paper", True)  # a new name: published
+    assert publish_changed(*inputs, reports, "paper") == (reports / "paper", False)  # same results: reused
+    inputs[0].write_text(inputs[0].read_text().replace("1100.0", "1200.0"))
+    with pytest.raises(ReportVersionExists):
+        publish_changed(*inputs, reports, "paper")  # new results under a published name: never overwritten
+    assert publish_changed(*inputs, reports, "auto") == (reports / "v2", True)
 
 
 @pytest.mark.parametrize("name", ["latest", "", "../escape", "a/b", "with space", ".hidden", "v1*"])

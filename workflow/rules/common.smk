@@ -16,7 +16,7 @@ sys.path.insert(0, PACKAGE_DIR)
 from dlbench import retries, stale_lock  # noqa: E402
 from dlbench.identity import RUN_LOG_PATTERN, config_id_of  # noqa: E402
 from dlbench.identity import WILDCARDS as RUN_WILDCARDS  # noqa: E402
-from dlbench.study import ConfigError, dataset_of  # noqa: E402
+from dlbench.study import ConfigError, dataset_of, PUBLISHED_MANIFEST, REPORTS_DIR  # noqa: E402
 from dlbench.venvs import env_prefix, MARKER  # noqa: E402
 from dlbench.imports import expand_paths  # noqa: E402
 from dlbench.harness.lifeline import OWNER_ENV  # noqa: E402
@@ -50,7 +50,8 @@ SETTINGS = STUDY.config
 VENV_DIR = Path(SETTINGS["software"]["venv_dir"])
 # With --sdm conda, Snakemake activates envs/<framework>.yaml; otherwise the workflow builds it (uv).
 USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
-REPORT_MANIFEST = "results/reports/latest.json"
+# The report rule's manifest: the version the study's current results are published as (dlbench.study).
+REPORT_MANIFEST = PUBLISHED_MANIFEST
 CORE_PYTHON = sys.executable
 # `threads:` of the rules that take the whole machine. Snakemake's maintenance commands (--unlock,
 # --cleanup-metadata, --list-*, --report) run no job and need no --cores; workflow.cores raises then.
@@ -182,6 +183,23 @@ def print_report_location():
     if Path(REPORT_MANIFEST).exists():
         manifest = json.loads(Path(REPORT_MANIFEST).read_text())
         print(f"dlbench: report {manifest['version']}: {manifest['index']}")
+
+
+def refuse_to_republish_a_fixed_version():
+    """Before any job (onstart): a fixed report.version this study has published may be run again when nothing
+    changes, but not to publish new results (it is never overwritten): stop now rather than after every run.
+    Validation (dlbench.study) already refused a fixed version published by anything else."""
+    version = SETTINGS["report"]["version"]
+    if version == "auto" or not Path(REPORTS_DIR, version).exists():
+        return
+    try:
+        to_run = {job.rule.name for job in workflow.dag.needrun_jobs()}
+    except AttributeError:  # another Snakemake's DAG: the report rule still refuses, after the runs
+        return
+    if to_run & {"benchmark_run", "import_logs", "aggregate"}:
+        sys.exit(f"dlbench: invalid configuration:\n  report.version: {version!r} is published already "
+                 f"({REPORTS_DIR}/{version}) and this run computes new results ({', '.join(sorted(to_run))}); "
+                 "a published report is never overwritten: choose a new name, or auto")
 
 
 # ---- prepared datasets (workflow/rules/data.smk)
