@@ -108,6 +108,18 @@ def run_module(env, module):
     return f"PYTHONPATH={shlex.quote(PACKAGE_DIR)} {shlex.quote(framework_python(env))} -m {module}"
 
 
+class ShellWord:
+    """A path a rule's shell command takes as one word: formatted shell-quoted, so that spaces, quotes, `;` or
+    `$(...)` in it are never run. A shell template is left as it is, for Snakemake reruns a rule whose command
+    text changes; like a Path, Snakemake does not record this as a parameter."""
+
+    def __init__(self, value):
+        self.value = str(value)
+
+    def __str__(self):
+        return shlex.quote(self.value)
+
+
 def output_dir(wildcards, output):
     """The directory of a rule's first output (a tool's --out), taken from {output} rather than rebuilt."""
     return str(Path(output[0]).parent)
@@ -226,7 +238,7 @@ def imagenet_raw_inputs():
 
 def imagenet_arguments(wildcards, input):
     raw = imagenet_raw_inputs()
-    args = [f"--{key.replace('_', '-')} {path}" for key, path in raw.items()]
+    args = [f"--{key.replace('_', '-')} {shlex.quote(str(path))}" for key, path in raw.items()]
     args += [f"--train-shards {IMAGENET['train_shards']}", f"--validation-shards {IMAGENET['validation_shards']}",
              f"--seed {DATASETS['seed']}"]
     if IMAGENET["recordio"]:
