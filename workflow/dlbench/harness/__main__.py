@@ -244,6 +244,11 @@ def main(argv: list[str] | None = None) -> int:
     spec = spec_from_args(parser("python -m dlbench.harness").parse_args(argv))
     final = Path(spec.log)
     final.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        lifeline.hold_run(final)  # until this process and its guard are gone
+    except lifeline.RunBusy as busy:
+        print(f"[dlbench] {spec.run_id}: {busy}", file=sys.stderr)
+        return 1
     final.unlink(missing_ok=True)
     log = partial_path(final)  # what this run writes; renamed to `final` once complete
     log.unlink(missing_ok=True)

@@ -13,18 +13,25 @@ Three ties, because each one covers a death the others cannot see:
   SIGKILL. workflow/rules/common.smk puts Snakemake's pid in DLBENCH_OWNER_PID; when that process is an
   ancestor of the supervisor and dies, the guard kills the supervisor and the groups at once, before the run
   can write anything more (so a restarted Snakemake never races a leftover run for the same files).
+
+And one run, one supervisor: each holds a kernel lock on `.<log name>.lock` beside the run's log until it and
+its guard are gone, so a second try of the same run (a restarted Snakemake, a SLURM job that a killed Snakemake
+left running) waits for the first one's end, or stops with a message naming it, instead of writing the same files.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import os
 import select
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 OWNER_ENV = "DLBENCH_OWNER_PID"
 GRACE_S = 5.0  # between SIGTERM and SIGKILL of a watched group (srun needs a moment to cancel its step)
@@ -95,6 +102,37 @@ def kill_groups(pgids: list[int], grace_s: float = GRACE_S) -> None:
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline and any(_group_alive(g) for g in pgids):
             time.sleep(0.05)
+
+
+class RunBusy(RuntimeError):
+    """Another supervisor holds this run."""
+
+
+def hold_run(log: Path, wait_s: float = 60.0) -> int | None:
+    """Lock the run whose log is `log` for this process (and its guard, which inherits the lock and ends after
+    the ranks): the descriptor, kept open until exit; None where the file system has no locks. A run held by
+    another supervisor is waited for up to wait_s (a killed one's guard is still stopping its ranks), then
+    RunBusy names the holder."""
+    path = log.with_name(f".{log.name}.lock")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown"
+                os.close(fd)
+                raise RunBusy(f"another supervisor is running this run ({holder}), e.g. a SLURM job left by a "
+                              "Snakemake that was killed: let it end or cancel it (scancel), then run again") from None
+            time.sleep(0.5)
+        except OSError:  # no locks here (some network file systems)
+            os.close(fd)
+            return None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{socket.gethostname()} pid {os.getpid()}\n".encode(), 0)
+    return fd
 
 
 class Guard:
