@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ class _StrictLoader(yaml.SafeLoader):
         seen: dict[Any, yaml.Node] = {}
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
-            if key in seen:
+            if isinstance(key, Hashable) and key in seen:  # an unhashable key: SafeLoader's own error below
                 first = seen[key].start_mark.line + 1
                 raise yaml.constructor.ConstructorError(
                     None, None, f"the key {key!r} is given twice in this mapping (first on line {first}); "
