@@ -42,7 +42,8 @@ try:
                              Path(PACKAGE_DIR, "schemas", "config.schema.yaml"), ENVS_DIR, Path.cwd())
 except (ConfigError, StudyFileError) as error:
     # A user error: say what and where, no traceback, before any job is built.
-    sys.exit("dlbench: invalid configuration:\n  " + str(error).replace("\n", "\n  "))
+    problems = str(error).replace("\n", "\n  ")
+    sys.exit(f"dlbench: invalid configuration:\n  {problems}")
 for warning in STUDY.warnings:
     print(f"dlbench: warning: {warning}", file=sys.stderr)
 
