@@ -7,6 +7,9 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
+include: "workflow/rules/configfile.smk"
+
+
 configfile: "config.yaml"
 
 
@@ -22,6 +25,10 @@ rule all:
     default_target: True
     input:
         REPORT_MANIFEST,
+
+
+onstart:
+    refuse_to_republish_a_fixed_version()
 
 
 onsuccess:

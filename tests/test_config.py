@@ -35,14 +35,14 @@ def study(**changes):
     ({"matrix__topology": ["1-2"]}, "matrix.topology[0]: '1-2' is not valid"),
     ({"matrix__topology": ["0x8"]}, "matrix.topology[0]: '0x8' is not valid"),
     ({"matrix__topology": []}, "matrix.topology: must not be empty"),
-    ({"matrix__batch_size": [0]}, "matrix.batch_size[0]: 0 is out of range"),
-    ({"matrix__batch_size": ["max"]}, "matrix.batch_size[0]: expected integer, got str 'max'"),
+    ({"matrix__batch_size": [0]}, "matrix.batch_size[0]: 0 is too small; it must be at least 1"),
+    ({"matrix__batch_size": ["max"]}, "matrix.batch_size[0]: 'max' is text; it must be a whole number"),
     ({"matrix__batch_size": {"resnet50": {"fp32": [8]}}},
      "matrix.batch_size.resnet50: no batch sizes for precision amp"),
     ({"matrix__batch_size": {"resnet50": {"fp16": [8]}}},
      "matrix.batch_size.resnet50: 'fp16' is not allowed (allowed: fp32, amp)"),
     ({"matrix__precision": ["fp16"]}, "matrix.precision[0]: 'fp16' is not allowed (allowed: fp32, amp)"),
-    ({"defaults": {"repeats": "7"}}, "defaults.repeats: expected integer, got str '7'"),
+    ({"defaults": {"repeats": "7"}}, "defaults.repeats: '7' is text; it must be a whole number"),
     ({"defaults": {"warmup": 3}}, "defaults: unknown key 'warmup' (allowed: repeats, warmup_steps"),
     ({"exclude": [{"precision": "fp32"}, {"precision": "amp"}]}, "matrix: the study is empty"),
     ({"report": {"version": "latest"}}, "report.version"),
@@ -171,7 +171,7 @@ def test_bert_axes_in_selectors_and_includes():
     assert s.configurations["bert_base/pytorch/1x1/bs2-fp32-nocompile-synthetic-seq512-lamb-noclip"].measured_steps == 5
     with pytest.raises(ConfigError, match=r"matrix.optimizer\[0\]: 'sgd' is not allowed \(allowed: adam, lamb\)"):
         study(matrix={**BASE["matrix"], "optimizer": ["sgd"]})
-    with pytest.raises(ConfigError, match=r"matrix.seq_length\[0\]: 1024 is out of range"):
+    with pytest.raises(ConfigError, match=r"matrix.seq_length\[0\]: 1024 is too large; it must be at most 512"):
         study(matrix={**BASE["matrix"], "seq_length": [1024]})
 
 

@@ -141,7 +141,8 @@ def test_rank_killed_from_outside_still_ends_the_log(torch_python, tmp_path):
            "--warmup-steps", "100000", "--measured-steps", "1", "--device", "cpu"]
     launcher = subprocess.Popen(cmd, env=harness_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
-    while '"phase":"warmup"' not in (log.read_text() if log.exists() else ""):
+    partial = log.with_name(log.name + ".partial")  # the log's name until the run is complete
+    while '"phase":"warmup"' not in (partial.read_text() if partial.exists() else ""):
         assert time.monotonic() < deadline and launcher.poll() is None
         time.sleep(0.2)
     children = Path(f"/proc/{launcher.pid}/task/{launcher.pid}/children").read_text().split()

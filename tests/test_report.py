@@ -16,7 +16,7 @@ from conftest import REPO
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow"))
 
 from dlbench.aggregate import write_all
-from dlbench.report import ReportVersionExists, publish_report, render_report
+from dlbench.report import ReportVersionExists, publish_changed, publish_report, render_report
 from dlbench.synthetic_logs import write_run_log
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -147,6 +147,23 @@ def test_named_version_exists_is_never_overwritten(tmp_path, inputs):
     assert os.readlink(reports / "latest") == "baseline-1.0"
 
 
+def test_publish_changed_publishes_only_new_results(tmp_path, inputs):
+    """A report rule rerun (after a failure, a lost manifest) republishes nothing when the results are the same."""
+    reports = tmp_path / "reports"
+    assert publish_changed(*inputs, reports, "auto") == (reports / "v1", True)
+    latest_json = (reports / "latest.json").read_bytes()
+    env = json.loads(inputs[2].read_text())
+    inputs[2].write_text(json.dumps({**env, "generated_at": "2030-01-01T00:00:00+00:00"}))  # aggregate rewritten
+    assert publish_changed(*inputs, reports, "auto") == (reports / "v1", False)
+    assert (reports / "latest.json").read_bytes() == latest_json
+    assert publish_changed(*inputs, reports, "paper") == (reports / "paper", True)  # a new name: published
+    assert publish_changed(*inputs, reports, "paper") == (reports / "paper", False)  # same results: reused
+    inputs[0].write_text(inputs[0].read_text().replace("1100.0", "1200.0"))
+    with pytest.raises(ReportVersionExists):
+        publish_changed(*inputs, reports, "paper")  # new results under a published name: never overwritten
+    assert publish_changed(*inputs, reports, "auto") == (reports / "v2", True)
+
+
 @pytest.mark.parametrize("name", ["latest", "", "../escape", "a/b", "with space", ".hidden", "v1*"])
 def test_invalid_version_names_rejected(tmp_path, inputs, name):
     reports = tmp_path / "reports"
@@ -260,3 +277,27 @@ def test_flags_and_published_references_sections(tmp_path):
     assert "## Against published figures" in readme
     dle = next(line for line in readme.splitlines() if "| 16621.0 " in line and "A100" in line)
     assert "| 1 " in dle  # our median / published = 16621 / 16621
+
+
+def _aggregated(root: Path, throughputs: list[float], config: dict) -> tuple[Path, Path, Path]:
+    logs = [str(write_run_log(root / f"runs/rep{i}.jsonl", repeat=i, throughput=value))
+            for i, value in enumerate(throughputs, start=1)]
+    root.mkdir(parents=True, exist_ok=True)
+    paths = (root / "records.csv", root / "summary.csv", root / "environment.json")
+    write_all(logs, [], config, *paths)
+    return paths
+
+
+def test_compare_to_previous_gives_a_verdict(tmp_path):
+    """report.compare_to: previous: the new version holds the comparison with the one before it."""
+    reports = tmp_path / "reports"
+    config = {"study": "cmp", "report": {"confidence": 0.95, "compare_to": "previous"}}
+    first = publish_report(*_aggregated(tmp_path / "a", [100.0, 101.0, 99.0, 100.5, 99.5, 100.2, 99.8], config),
+                           reports, "auto", "previous")
+    assert "## Compared with" not in (first / "README.md").read_text()  # nothing published before it
+    second = publish_report(*_aggregated(tmp_path / "b", [90.0, 91.0, 89.0, 90.5, 89.5, 90.2, 89.8], config),
+                            reports, "auto", "previous")
+    readme = (second / "README.md").read_text()
+    assert "## Compared with v1" in readme
+    row = next(line for line in readme.splitlines() if line.startswith("| resnet50/pytorch/1x1"))
+    assert "slower" in row and "0.90" in row

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -147,11 +148,12 @@ def test_cancelled_job_is_recorded_with_its_slurm_state(slurm_cluster, torch_pyt
            "--profile", "slurm", "--cores", "all", "--retries", "1", "--configfile", str(path)]
     workflow = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     log = tmp_path / RUN.format("1x1", 1)
+    partial = log.with_name(log.name + ".partial")  # the log's name until the run is complete
     deadline = time.monotonic() + 300
-    while '"phase":"warmup"' not in (log.read_text() if log.exists() else ""):
+    while '"phase":"warmup"' not in (partial.read_text() if partial.exists() else ""):
         assert time.monotonic() < deadline and workflow.poll() is None, "the run never started"
         time.sleep(1)
-    job = read_log(log)[0]["slurm"]["job_id"]
+    job = read_log(partial)[0]["slurm"]["job_id"]
     subprocess.run(["scancel", job], check=True)
     output, _ = workflow.communicate(timeout=HARD_TIMEOUT_S)
     assert workflow.returncode == 0, output[-3000:]
@@ -159,3 +161,44 @@ def test_cancelled_job_is_recorded_with_its_slurm_state(slurm_cluster, torch_pyt
     assert summary["status"] == "failed"
     assert f"SLURM job {job}" in summary["error"] and "CANCELLED" in summary["error"]
     assert summary["slurm_states"] == ["CANCELLED"]
+
+
+def test_killed_supervisor_takes_its_srun_step_along(slurm_cluster, torch_python, tmp_path):
+    """SIGKILL of the supervisor inside a job: srun gets SIGTERM (parent-death signal) and cancels the ranks' step."""
+    log = tmp_path / "run.jsonl"
+    script = tmp_path / "job.sh"
+    script.write_text(f"#!/bin/bash\nPYTHONPATH={REPO / 'workflow'} {torch_python} -m dlbench.harness"
+                      f" --framework pytorch --model resnet50 --log {log} --topology 1x2 --image-size 32"
+                      " --batch-size 2 --device cpu --warmup-steps 100000 --measured-steps 1\nsleep 120\n")
+    job = subprocess.run(["sbatch", "--parsable", "-p", "debug", "--nodes=1", "--ntasks=2", "--cpus-per-task=1",
+                          "--mem=1500", "-o", str(tmp_path / "slurm.out"), str(script)],
+                         capture_output=True, text=True, check=True).stdout.strip().split(";")[0]
+    try:
+        partial = log.with_name(log.name + ".partial")
+        deadline = time.monotonic() + 300
+        while '"phase":"warmup"' not in (partial.read_text() if partial.exists() else ""):
+            assert time.monotonic() < deadline, "the run never started"
+            time.sleep(1)
+
+        def ours(role: str) -> list[int]:
+            """Processes of this run: python -m <role> ... --log <log>."""
+            pids = []
+            for proc in Path("/proc").iterdir():
+                try:
+                    argv = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")
+                    state = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                if role in argv and any(str(log) in a for a in argv) and state[0] not in "ZX":
+                    pids.append((int(proc.name), int(state[1])))
+            return [pid for pid, ppid in pids if role != "dlbench.harness" or ppid != 1]  # not the guard
+
+        os.kill(ours("dlbench.harness")[0], signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        step = f"{job}.0"
+        while ours("dlbench.harness.rank") or step in subprocess.run(["squeue", "-h", "-s", "-j", job, "-o", "%i"],
+                                                                    capture_output=True, text=True).stdout.split():
+            assert time.monotonic() < deadline, "the ranks' step outlived its supervisor"
+            time.sleep(0.5)
+    finally:
+        subprocess.run(["scancel", job], check=False)

@@ -110,19 +110,20 @@ def test_changed_environment_spec_rebuilds_env_and_reruns_its_runs(study, tmp_pa
 def test_new_results_publish_a_new_version_and_never_overwrite(study):
     work, _ = study
     v1_index = (work / "results/reports/v1/index.html").read_bytes()
-    # A fixed version name that already exists: the report refuses, the new runs are kept.
+    # A fixed version name that already exists, with new results to publish: refused before any job.
     config = tiny_config(report={"version": "v1"},
                          overrides=[{"match": {"topology": "1x1"}, "set": {"measured_steps": 3}}])
     result = snakemake(work, "--cores", "2", "--configfile", str(write_config(work / "clash.yaml", config)))
     assert result.returncode != 0
-    assert "results/reports/v1 already exists" in result.stdout + result.stderr
+    assert "report.version: 'v1' is published already (results/reports/v1)" in result.stdout + result.stderr
+    assert "Finished jobid" not in result.stdout + result.stderr  # no job ran
     assert (work / "results/reports/v1/index.html").read_bytes() == v1_index
-    assert json.loads((work / RUN.format("1x1", 1)).read_text().splitlines()[0])["config"]["measured_steps"] == 3
+    assert json.loads((work / RUN.format("1x1", 1)).read_text().splitlines()[0])["config"]["measured_steps"] == 2
     # With the default 'auto' the same results become v2; v1 is untouched.
     config["report"] = {"version": "auto"}
     result = snakemake(work, "--cores", "2", "--configfile", str(write_config(work / "auto.yaml", config)))
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "benchmark_run" not in result.stdout + result.stderr  # the runs were not redone
+    assert json.loads((work / RUN.format("1x1", 1)).read_text().splitlines()[0])["config"]["measured_steps"] == 3
     assert (work / "results/reports/latest").resolve().name == "v2"
     assert (work / "results/reports/v1/index.html").read_bytes() == v1_index
 

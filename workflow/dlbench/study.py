@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import json
+import re
 import shlex
 import sys
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +97,7 @@ class Study:
     name: str
     config: dict[str, Any]  # validated, defaults filled in
     configurations: dict[str, Configuration]  # by config_id, in matrix order
+    warnings: list[str] = field(default_factory=list)  # settings that apply to nothing, one line each
 
     def run_logs(self) -> list[str]:
         return [log for c in self.configurations.values() for log in c.run_logs()]
@@ -111,39 +114,98 @@ def _where(path: Any) -> str:
     return out or "(top level)"
 
 
-def _describe(error: jsonschema.ValidationError) -> str:
+# How the schema's types read in a message.
+TYPE_WORDS = {"integer": "a whole number", "number": "a number", "string": "text", "boolean": "true or false",
+              "array": "a list", "object": "a mapping (key: value)", "null": "empty"}
+BOUNDS = {"minimum": "at least", "maximum": "at most", "exclusiveMinimum": "greater than",
+          "exclusiveMaximum": "less than"}
+
+
+def _type_word(value: Any) -> str:
+    for name, kind in (("boolean", bool), ("integer", int), ("number", float), ("string", str),
+                       ("array", list), ("object", dict), ("null", type(None))):
+        if isinstance(value, kind):
+            return TYPE_WORDS[name]
+    return type(value).__name__
+
+
+def _describe(error: jsonschema.ValidationError, descriptions: dict[str, str]) -> str:
+    """One problem in plain words: the key, the value, why it is wrong and what is allowed."""
     where = _where(error.absolute_path)
-    schema, value = error.schema, error.instance
-    if error.validator == "additionalProperties":
+    schema, value, rule = error.schema, error.instance, error.validator
+    # A value's meaning, from its own schema or the key's: "<nodes>x<devices per node>, e.g. 1x8".
+    meaning = schema.get("description") or descriptions.get(re.sub(r"\[\d+\]", "", where), "")
+    if rule == "additionalProperties":
         allowed = ", ".join(schema.get("properties", {})) or "none"
         extra = sorted(set(value) - set(schema.get("properties", {})))
         return f"{where}: unknown key {', '.join(map(repr, extra))} (allowed: {allowed})"
-    if error.validator == "enum":
+    if rule == "enum":
         return f"{where}: {value!r} is not allowed (allowed: {', '.join(map(str, schema['enum']))})"
-    if error.validator == "propertyNames":
-        return f"{where}: key {value!r} is not allowed (allowed: {', '.join(schema['propertyNames']['enum'])})"
-    if error.validator == "pattern":
-        hint = f" ({error.schema.get('description')})" if error.schema.get("description") else ""
-        return f"{where}: {value!r} is not valid{hint or ' (expected <nodes>x<devices per node>, e.g. 1x8)'}"
-    if error.validator == "type":
-        return f"{where}: expected {schema['type']}, got {type(value).__name__} {value!r}"
-    if error.validator == "anyOf" and not error.absolute_path:
+    if rule == "const":
+        return f"{where}: {value!r} is not allowed: " + (meaning or f"it must be {schema['const']}")
+    if rule == "propertyNames":
+        allowed = schema["propertyNames"].get("enum")
+        return (f"{where}: key {value!r} is not allowed (allowed: {', '.join(allowed)})" if allowed else
+                f"{where}: key {value!r} is not a valid name" + (f": {meaning}" if meaning else ""))
+    if rule == "pattern":
+        return f"{where}: {value!r} is not valid: " + (meaning or f"it must match {schema['pattern']}")
+    if rule == "not":
+        return f"{where}: {value!r} is reserved" + (f"; {meaning}" if meaning else "")
+    if rule == "type":
+        wanted = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+        return f"{where}: {value!r} is {_type_word(value)}; it must be {' or '.join(TYPE_WORDS[t] for t in wanted)}"
+    if rule == "anyOf" and not error.absolute_path:
         return "(top level): a study needs `matrix` (configurations to run), `imports` (existing logs), or both"
-    if error.validator == "required":
-        return f"{where}: {error.message}"
-    if error.validator in ("minItems", "minProperties"):
+    if rule == "required":
+        missing = [k for k in error.validator_value if k not in value]
+        return f"{where}: the key {', '.join(map(repr, missing))} is missing (required: " \
+               f"{', '.join(error.validator_value)})"
+    if rule in ("minItems", "minProperties", "minLength"):
         return f"{where}: must not be empty"
-    if error.validator in ("minimum", "exclusiveMinimum", "maximum"):
-        return f"{where}: {value!r} is out of range ({error.validator} {error.validator_value})"
+    if rule == "uniqueItems":
+        repeated = next(v for i, v in enumerate(value) if v in value[:i])
+        return f"{where}: {repeated!r} is listed twice; give each value once"
+    if rule in BOUNDS:
+        return f"{where}: {value!r} is too {'small' if 'inimum' in rule else 'large'}; " \
+               f"it must be {BOUNDS[rule]} {error.validator_value}"
     return f"{where}: {error.message}"
+
+
+def _descriptions(schema: dict[str, Any]) -> dict[str, str]:
+    """The description of every key path of the schema (a.b.c, list items under their list's path)."""
+    out: dict[str, str] = {}
+
+    def walk(node: dict[str, Any], path: str, depth: int) -> None:
+        if depth > 6 or not isinstance(node, dict):
+            return
+        if "$ref" in node:
+            node = {**schema["$defs"][node["$ref"].rsplit("/", 1)[1]], **{k: v for k, v in node.items() if k != "$ref"}}
+        if node.get("description") and path not in out:
+            out[path] = node["description"]
+        for key, child in node.get("properties", {}).items():
+            walk(child, f"{path}.{key}" if path else key, depth + 1)
+        if isinstance(node.get("items"), dict):
+            walk(node["items"], path, depth + 1)
+
+    walk(schema, "", 0)
+    return out
 
 
 def _innermost(error: jsonschema.ValidationError) -> list[jsonschema.ValidationError]:
     """For a failed oneOf, the errors of the alternative the value was meant for (same type)."""
     if error.validator != "oneOf" or not error.context:
         return [error]
-    # Alternatives rejected only for the value's type are not what the user meant.
-    meant = [e for e in error.context if not (e.validator == "type" and not e.relative_path)]
+    # Alternatives rejected only for the value's type are not what the user meant (a list is not meant as
+    # `const: pip`).
+    def other_type(e: jsonschema.ValidationError) -> bool:
+        if e.relative_path:
+            return False
+        if e.validator == "type":
+            return True
+        allowed = e.validator_value if e.validator == "enum" else [e.validator_value] if e.validator == "const" else []
+        return bool(allowed) and not any(type(e.instance) is type(v) for v in allowed)
+
+    meant = [e for e in error.context if not other_type(e)]
     by_branch: dict[int, list] = {}
     for e in meant:
         by_branch.setdefault(e.relative_schema_path[0], []).append(e)
@@ -195,7 +257,7 @@ def dataset_of(configuration: Configuration) -> str | None:
     return "bert" if configuration.is_bert else "imagenet"
 
 
-def _check_datasets(config: dict[str, Any], configurations: dict[str, Configuration], base_dir: Path) -> None:
+def _check_datasets(config: dict[str, Any], configurations: dict[str, Configuration], base_dir: Path) -> list[str]:
     """The datasets the study reads must name inputs that exist (checked before any job starts)."""
     problems = []
     for name in sorted({dataset_of(c) for c in configurations.values()} - {None}):
@@ -209,8 +271,91 @@ def _check_datasets(config: dict[str, Any], configurations: dict[str, Configurat
         for key, path in paths:
             if not Path(base_dir, path).exists():
                 problems.append(f"datasets.{name}.{key}: {path} does not exist")
-    if problems:
-        raise ConfigError("\n".join(problems))
+    return problems
+
+
+DUMP_SUFFIXES = (".xml.bz2", ".xml.gz", ".xml", ".bz2")  # Wikipedia dumps among datasets.bert.inputs (data.smk)
+SAFE_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def _check_dataset_settings(config: dict[str, Any]) -> list[str]:
+    bert, problems = config["datasets"]["bert"], []
+    if bert["jobs"] > bert["shards"]:
+        problems.append(f"datasets.bert.jobs: {bert['jobs']} is more than datasets.bert.shards ({bert['shards']}); "
+                        f"every job writes at least one shard, so use at most {bert['shards']} jobs (or more shards)")
+    for i, path in enumerate(bert.get("inputs", [])):
+        stem = Path(path).name.split(".")[0]
+        if str(path).endswith(DUMP_SUFFIXES) and not SAFE_NAME.match(stem):
+            problems.append(f"datasets.bert.inputs[{i}]: the dump's file name {Path(path).name!r} names its text "
+                            f"file (results/data/bert/text/{stem}.txt): before the first '.', use letters, digits, "
+                            "'_' and '-' only (rename or link the file)")
+    return problems
+
+
+# Where reports are published (workflow/rules/report.smk): one directory per version, never overwritten, and
+# the rule's own output, which names the version the study's current results were published as.
+REPORTS_DIR = "results/reports"
+PUBLISHED_MANIFEST = "results/report/published.json"
+
+
+def published_version(base_dir: Path) -> str | None:
+    """The version this working directory's report rule last published (or found unchanged), if any."""
+    try:
+        return json.loads(Path(base_dir, PUBLISHED_MANIFEST).read_text())["version"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _check_report_version(config: dict[str, Any], base_dir: Path) -> list[str]:
+    """A fixed report version must not exist yet, unless it is this study's own (then a rerun with unchanged
+    results publishes nothing; workflow/rules/report.smk stops a rerun that would change them)."""
+    version = config["report"]["version"]
+    target = Path(base_dir, REPORTS_DIR, version)
+    if version == "auto" or not (target.exists() or target.is_symlink()) or published_version(base_dir) == version:
+        return []
+    return [f"report.version: {version!r} already exists ({REPORTS_DIR}/{version}) and a published report is "
+            "never overwritten; choose a new name, or auto (the next free v1, v2, ...)"]
+
+
+def _include_axes(entry: dict[str, Any]) -> dict[str, Any]:
+    """The configuration an include entry names (precision, compiler, data and BERT's axes defaulted)."""
+    axes = {"precision": "fp32", "compiler": False, "data": "synthetic"} | {k: v for k, v in entry.items() if k in AXES}
+    for axis in BERT_AXES:  # BERT axes default as in the matrix; ResNet-50 has none
+        axes[axis] = axes.get(axis, BERT_AXIS_DEFAULTS[axis]) if is_bert(axes["model"]) else None
+    return axes
+
+
+def _check_includes(config: dict[str, Any], warnings: list[str]) -> list[str]:
+    """The same configuration included twice: an error with different settings (one would vanish), a warning
+    without. BERT-only keys on another model apply to nothing: a warning."""
+    problems: list[str] = []
+    seen: list[tuple[dict[str, Any], dict[str, Any], int]] = []
+    for i, entry in enumerate(config["include"]):
+        axes, settings = _include_axes(entry), {k: v for k, v in entry.items() if k in SETTINGS}
+        for axis in BERT_AXES:
+            if axis in entry and not is_bert(entry["model"]):
+                warnings.append(f"include[{i}].{axis}: applies to BERT models only, not {entry['model']}; ignored")
+        first = next(((s, j) for a, s, j in seen if a == axes), None)
+        if first is None:
+            seen.append((axes, settings, i))
+        elif first[0] != settings:
+            differ = ", ".join(f"{k} {first[0].get(k, 'default')} vs {settings.get(k, 'default')}"
+                               for k in SETTINGS if first[0].get(k) != settings.get(k))
+            problems.append(f"include[{i}]: the same configuration as include[{first[1]}] with other settings "
+                            f"({differ}); only one would be used, so give it once")
+        else:
+            warnings.append(f"include[{i}]: the same configuration as include[{first[1]}], listed twice")
+    return problems
+
+
+def _unused_axes(raw: dict[str, Any], config: dict[str, Any]) -> list[str]:
+    """BERT-only matrix axes given for a study whose matrix has no BERT model apply to nothing."""
+    matrix = raw.get("matrix") or {}
+    if any(is_bert(m) for m in config["matrix"]["model"]):
+        return []
+    models = ", ".join(config["matrix"]["model"]) or "none"
+    return [f"matrix.{axis}: applies to BERT models only, and matrix.model has none ({models}); ignored"
+            for axis in BERT_AXES if axis in matrix]
 
 
 def _check_comparisons(config: dict[str, Any], base_dir: Path) -> list[str]:
@@ -234,9 +379,10 @@ def validate(config: dict[str, Any], schema_path: Path) -> dict[str, Any]:
     """Check the config against the JSON schema; return it with every default filled in."""
     schema = yaml.safe_load(Path(schema_path).read_text())
     validator = jsonschema.Draft202012Validator(schema)
+    descriptions = _descriptions(schema)
     problems = []
     for error in sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path))):
-        problems.extend(_describe(e) for e in _innermost(error))
+        problems.extend(_describe(e, descriptions) for e in _innermost(error))
     if problems:
         raise ConfigError("\n".join(problems))
     return _fill_defaults(config, schema)
@@ -312,8 +458,11 @@ def _matches(selector: dict[str, Any], axes: dict[str, Any]) -> bool:
     return all(axes[key] == value for key, value in selector.items() if key in AXES)
 
 
-def expand(config: dict[str, Any], envs_dir: Path, base_dir: Path = Path(".")) -> dict[str, Configuration]:
-    """All configurations of a validated config, by config_id (matrix order, then includes)."""
+def expand(config: dict[str, Any], envs_dir: Path, base_dir: Path = Path("."),
+           warnings: list[str] | None = None) -> dict[str, Configuration]:
+    """All configurations of a validated config, by config_id (matrix order, then includes). Selectors that
+    match nothing are noted in `warnings` (printed when None)."""
+    notes: list[str] = [] if warnings is None else warnings
     _check_matrix(config, envs_dir, base_dir)
     matrix = config["matrix"]
     cells: list[dict[str, Any]] = []
@@ -328,18 +477,18 @@ def expand(config: dict[str, Any], envs_dir: Path, base_dir: Path = Path(".")) -
     for i, selector in enumerate(config["exclude"]):
         kept = [c for c in cells if not _matches(selector, c)]
         if len(kept) == len(cells):
-            print(f"dlbench: warning: exclude[{i}] {selector} matches no configuration", file=sys.stderr)
+            notes.append(f"exclude[{i}]: {selector} matches no configuration; ignored")
         cells = kept
     extra_settings: list[tuple[dict, dict]] = []
     for entry in config["include"]:
-        axes = {"precision": "fp32", "compiler": False, "data": "synthetic"} | {
-            k: v for k, v in entry.items() if k in AXES}
-        for axis in BERT_AXES:  # BERT axes default as in the matrix; ResNet-50 has none
-            axes[axis] = axes.get(axis, BERT_AXIS_DEFAULTS[axis]) if is_bert(axes["model"]) else None
+        axes = _include_axes(entry)
         if axes not in cells:
             cells.append(axes)
         extra_settings.append((axes, {k: v for k, v in entry.items() if k in SETTINGS}))
 
+    for i, override in enumerate(config["overrides"]):
+        if not any(_matches(override["match"], axes) for axes in cells):
+            notes.append(f"overrides[{i}].match: {override['match']} matches no configuration; ignored")
     configurations: dict[str, Configuration] = {}
     for axes in cells:
         settings = dict(config["defaults"])
@@ -353,6 +502,9 @@ def expand(config: dict[str, Any], envs_dir: Path, base_dir: Path = Path(".")) -
         configurations[configuration.config_id] = configuration
     if not configurations and not config["imports"]:
         raise ConfigError("matrix: the study is empty (every configuration is excluded)")
+    if warnings is None:
+        for note in notes:
+            print(f"dlbench: warning: {note}", file=sys.stderr)
     return configurations
 
 
@@ -361,9 +513,15 @@ def load_study(config: dict[str, Any], schema_path: Path, envs_dir: Path, base_d
     if not config:
         raise ConfigError("no configuration: pass --configfile or keep config.yaml at the top level")
     validated = validate(config, schema_path)
-    configurations = expand(validated, envs_dir, base_dir)
-    _check_datasets(validated, configurations, base_dir)
-    problems = imports.check_entries(validated["imports"], base_dir) + _check_comparisons(validated, base_dir)
+    warnings: list[str] = []
+    problems = (_check_report_version(validated, base_dir) + _check_dataset_settings(validated)
+                + _check_includes(validated, warnings))
+    try:
+        configurations = expand(validated, envs_dir, base_dir, warnings)
+    except ConfigError as error:
+        raise ConfigError("\n".join([*problems, str(error)])) from None
+    problems += _check_datasets(validated, configurations, base_dir)
+    problems += imports.check_entries(validated["imports"], base_dir) + _check_comparisons(validated, base_dir)
     if problems:
         raise ConfigError("\n".join(problems))
-    return Study(validated["study"], validated, configurations)
+    return Study(validated["study"], validated, configurations, _unused_axes(config, validated) + warnings)

@@ -18,7 +18,7 @@ rule benchmark_run:
     # A timed run gets the whole machine: all cores, and the global `timed_run` resource
     # (profiles/default sets timed_run=1) so two timed runs never overlap. Under SLURM the profile's
     # set-threads gives the cores per node, shared by the run's tasks.
-    threads: workflow.cores
+    threads: ALL_CORES
     resources:
         timed_run=1,
         runtime=lambda wildcards: int(configuration(wildcards).timeout_minutes) + RUNTIME_MARGIN_MINUTES,

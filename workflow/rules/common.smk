@@ -1,9 +1,11 @@
 # Study loading and the helpers the rules share. Runs at parse time, in the core environment.
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
 
+from snakemake.exceptions import WorkflowError
 from snakemake.settings.types import DeploymentMethod
 
 # The dlbench package lives in workflow/; shell jobs get it through PYTHONPATH=PACKAGE_DIR,
@@ -11,33 +13,54 @@ from snakemake.settings.types import DeploymentMethod
 PACKAGE_DIR = str(Path(workflow.basedir, "workflow"))
 sys.path.insert(0, PACKAGE_DIR)
 
-from dlbench import retries  # noqa: E402
+from dlbench import retries, stale_lock  # noqa: E402
 from dlbench.identity import RUN_LOG_PATTERN, config_id_of  # noqa: E402
 from dlbench.identity import WILDCARDS as RUN_WILDCARDS  # noqa: E402
-from dlbench.study import ConfigError, dataset_of, load_study  # noqa: E402
+from dlbench.study import ConfigError, dataset_of, PUBLISHED_MANIFEST, REPORTS_DIR  # noqa: E402
 from dlbench.venvs import env_prefix, MARKER  # noqa: E402
 from dlbench.imports import expand_paths  # noqa: E402
 from dlbench import layout  # noqa: E402
+from dlbench.harness.lifeline import OWNER_ENV  # noqa: E402
+from dlbench.configfile import StudyFileError, load_study_files  # noqa: E402
 
 ENVS_DIR = Path(workflow.basedir, "envs")
+# The harness of a run dies with this Snakemake process, even when it is SIGKILLed (its shell would not):
+# dlbench.harness.lifeline watches the process named here. Jobs inherit the environment.
+os.environ[OWNER_ENV] = str(os.getpid())
+if not workflow.remote_exec and not workflow.subprocess_exec:
+    # A lock left by a killed Snakemake is removed here, so resuming is one plain command (dlbench.stale_lock).
+    ALIVE_FD, STALE_LOCK_REMOVED = stale_lock.hold(Path(".snakemake"))
+    if STALE_LOCK_REMOVED:
+        print("dlbench: removed the lock of a Snakemake that no longer runs (.snakemake/locks)", file=sys.stderr)
 # A --configfile is a whole study: it replaces config.yaml rather than being merged into it
 # (merged, a study would silently inherit the default's axes, e.g. its precisions).
 if workflow.config_settings.configfiles:
     config.clear()
     config.update(workflow.config_settings.overwrite_config)
+# The study's files are read again by dlbench: a key given twice is an error, every problem names its line.
 try:
-    STUDY = load_study(config, Path(PACKAGE_DIR, "schemas", "config.schema.yaml"), ENVS_DIR, Path.cwd())
-except ConfigError as error:
+    STUDY = load_study_files(config, workflow.config_settings.configfiles or [DEFAULT_CONFIGFILE],
+                             Path(PACKAGE_DIR, "schemas", "config.schema.yaml"), ENVS_DIR, Path.cwd())
+except (ConfigError, StudyFileError) as error:
     # A user error: say what and where, no traceback, before any job is built.
     problems = str(error).replace("\n", "\n  ")
     sys.exit(f"dlbench: invalid configuration:\n  {problems}")
+for warning in STUDY.warnings:
+    print(f"dlbench: warning: {warning}", file=sys.stderr)
 
 SETTINGS = STUDY.config
 VENV_DIR = Path(SETTINGS["software"]["venv_dir"])
 # With --sdm conda, Snakemake activates envs/<framework>.yaml; otherwise the workflow builds it (uv).
 USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
-REPORT_MANIFEST = "results/reports/latest.json"
+# The report rule's manifest: the version the study's current results are published as (dlbench.study).
+REPORT_MANIFEST = PUBLISHED_MANIFEST
 CORE_PYTHON = sys.executable
+# `threads:` of the rules that take the whole machine. Snakemake's maintenance commands (--unlock,
+# --cleanup-metadata, --list-*, --report) run no job and need no --cores; workflow.cores raises then.
+try:
+    ALL_CORES = workflow.cores
+except WorkflowError:
+    ALL_CORES = 1
 # A timed run's SLURM time limit: its own timeout plus this, so the harness's limit strikes first.
 RUNTIME_MARGIN_MINUTES = 5
 
@@ -94,6 +117,18 @@ def run_module(env, module):
     """Shell words that run a dlbench module in an environment: "core" (this Snakemake's Python), a framework
     or "dataprep" (envs/<name>.yaml: the offline venv, or conda's `python` with --sdm conda)."""
     return f"PYTHONPATH={shlex.quote(PACKAGE_DIR)} {shlex.quote(framework_python(env))} -m {module}"
+
+
+class ShellWord:
+    """A path a rule's shell command takes as one word: formatted shell-quoted, so that spaces, quotes, `;` or
+    `$(...)` in it are never run. A shell template is left as it is, for Snakemake reruns a rule whose command
+    text changes; like a Path, Snakemake does not record this as a parameter."""
+
+    def __init__(self, value):
+        self.value = str(value)
+
+    def __str__(self):
+        return shlex.quote(self.value)
 
 
 def output_dir(wildcards, output):
@@ -177,6 +212,23 @@ def print_report_location():
         print(f"dlbench: report {manifest['version']}: {manifest['index']}")
 
 
+def refuse_to_republish_a_fixed_version():
+    """Before any job (onstart): a fixed report.version this study has published may be run again when nothing
+    changes, but not to publish new results (it is never overwritten): stop now rather than after every run.
+    Validation (dlbench.study) already refused a fixed version published by anything else."""
+    version = SETTINGS["report"]["version"]
+    if version == "auto" or not Path(REPORTS_DIR, version).exists():
+        return
+    try:
+        to_run = {job.rule.name for job in workflow.dag.needrun_jobs()}
+    except AttributeError:  # another Snakemake's DAG: the report rule still refuses, after the runs
+        return
+    if to_run & {"benchmark_run", "import_logs", "aggregate"}:
+        sys.exit(f"dlbench: invalid configuration:\n  report.version: {version!r} is published already "
+                 f"({REPORTS_DIR}/{version}) and this run computes new results ({', '.join(sorted(to_run))}); "
+                 "a published report is never overwritten: choose a new name, or auto")
+
+
 # ---- prepared datasets (workflow/rules/data.smk)
 DATASETS = SETTINGS["datasets"]
 IMAGENET = DATASETS["imagenet"]
@@ -201,7 +253,7 @@ def imagenet_raw_inputs():
 
 def imagenet_arguments(wildcards, input):
     raw = imagenet_raw_inputs()
-    args = [f"--{key.replace('_', '-')} {path}" for key, path in raw.items()]
+    args = [f"--{key.replace('_', '-')} {shlex.quote(str(path))}" for key, path in raw.items()]
     args += [f"--train-shards {IMAGENET['train_shards']}", f"--validation-shards {IMAGENET['validation_shards']}",
              f"--seed {DATASETS['seed']}"]
     if IMAGENET["recordio"]:

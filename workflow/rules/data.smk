@@ -33,7 +33,7 @@ rule sample_imagenet_tree:
         out=output_dir,
         counts=lambda wildcards: "--classes {classes} --train-per-class {train_per_class}"
         " --validation-per-class {validation_per_class}".format(**IMAGENET["sample"]),
-    threads: workflow.cores
+    threads: ALL_CORES
     conda:
         "../../envs/dataprep.yaml"
     shell:
@@ -54,7 +54,7 @@ rule imagenet_tfrecords:
         run=run_module("dataprep", "dlbench.dataprep.imagenet"),
         args=imagenet_arguments,
         out=output_dir,
-    threads: workflow.cores
+    threads: ALL_CORES
     conda:
         "../../envs/dataprep.yaml"
     shell:
@@ -73,7 +73,7 @@ rule verify_imagenet:
     params:
         run=run_module("dataprep", "dlbench.dataprep.imagenet"),
         data=lambda wildcards, input: Path(input.manifest).parent,
-    threads: workflow.cores
+    threads: ALL_CORES
     conda:
         "../../envs/dataprep.yaml"
     shell:
@@ -110,7 +110,7 @@ rule wikipedia_text:
         "logs/data/wikipedia_text/{name}.log",
     params:
         run=run_module("dataprep", "dlbench.dataprep.wikitext"),
-    threads: workflow.cores
+    threads: ALL_CORES
     conda:
         "../../envs/dataprep.yaml"
     shell:
@@ -137,7 +137,7 @@ rule bert_shard_group:
         args=bert_shard_arguments,
         out=output_dir,
         shard_group=lambda wildcards: f"{int(wildcards.group)}/{int(wildcards.groups)}",
-    threads: workflow.cores
+    threads: ALL_CORES
     conda:
         "../../envs/dataprep.yaml"
     shell:

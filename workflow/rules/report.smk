@@ -26,14 +26,21 @@ rule report:
         records=rules.aggregate.output.records,
         summary=rules.aggregate.output.summary,
         environment=rules.aggregate.output.environment,
+    # What is published (results/reports/<version>/, `latest`, latest.json) is no rule's output: Snakemake
+    # deletes the outputs of a failed job, and the published state must survive that. The outputs are a copy
+    # of the version these results were published as (for `snakemake --report`) and a manifest naming it.
     output:
-        # The version directory is chosen when the report is written (the next free one or the
-        # configured name, never an existing one); this manifest names it.
-        manifest=REPORT_MANIFEST,
+        index=report("results/report/index.html", caption="../report/index.rst", category="Report"),
+        throughput=report("results/report/throughput.png", caption="../report/throughput.rst", category="Report"),
+        speedup=report("results/report/speedup.png", caption="../report/speedup.rst", category="Report"),
+        summary=report("results/report/summary.csv", caption="../report/summary.rst", category="Report"),
+        manifest=PUBLISHED_MANIFEST,
     log:
         "logs/report.log",
     params:
         version=SETTINGS["report"]["version"],
+        reports_dir=REPORTS_DIR,
+        compare_to=SETTINGS["report"].get("compare_to"),
     localrule: True
     conda:
         "../../envs/core.yaml"

@@ -10,6 +10,11 @@ Retries (Snakemake's `--retries`, e.g. in the SLURM profile): a try that ends in
 `<log stem>.attempts.jsonl` beside the log. A try that SLURM kills (time limit, scancel, lost node)
 cannot write a record that Snakemake keeps, so the last try after failed ones runs nothing: it
 writes the failure record from those notes, with each try's SLURM job and state.
+
+Hard faults: the log is written as `<log>.partial` and renamed to its name only when the run is
+complete, so an interrupted run never leaves a log that looks finished. No process outlives its
+owner (dlbench.harness.lifeline): when the supervisor or the Snakemake that started it dies, even
+by SIGKILL, its ranks (or a runner's command) are killed with everything they started.
 """
 
 from __future__ import annotations
@@ -22,10 +27,11 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
-from . import runner, sysinfo
-from .runlog import LOG_SCHEMA_VERSION, append_line, failure_summary, last_line_type, utc_now
+from . import lifeline, runner, sysinfo
+from .runlog import LOG_SCHEMA_VERSION, append_line, failure_summary, last_line_type, partial_path, utc_now
 from .spec import RunSpec, Unsupported, parser, spec_from_args
 
 GRACE_S = 30.0  # after one rank fails, how long the others get to finish on their own
@@ -146,7 +152,7 @@ def start_local_ranks(spec: RunSpec, shares: list[list[int]], rank_dir: Path) ->
             OMP_NUM_THREADS=str(len(shares[rank])), MKL_NUM_THREADS=str(len(shares[rank])),
         )
         cmd = [sys.executable, "-m", "dlbench.harness.rank", *spec.to_args()]
-        procs.append(subprocess.Popen(cmd, env=env, start_new_session=True))
+        procs.append(subprocess.Popen(cmd, env=env, start_new_session=True, preexec_fn=lifeline.die_with_parent()))
     return procs
 
 
@@ -163,7 +169,8 @@ def start_srun_ranks(spec: RunSpec, cpus_per_task: int, rank_dir: Path) -> list[
            "--kill-on-bad-exit=0", "--export=ALL",
            sys.executable, "-m", "dlbench.harness.rank", *spec.to_args()]
     print("[dlbench] " + " ".join(cmd[:7]), file=sys.stderr)
-    return [subprocess.Popen(cmd, env=env, start_new_session=True)]
+    # SIGTERM, not SIGKILL: srun cancels its step on SIGTERM, a killed srun may leave the step running.
+    return [subprocess.Popen(cmd, env=env, start_new_session=True, preexec_fn=lifeline.die_with_parent(signal.SIGTERM))]
 
 
 def stop(procs: list[subprocess.Popen]) -> None:
@@ -205,14 +212,16 @@ def supervise(spec: RunSpec, procs: list[subprocess.Popen]) -> tuple[str | None,
     return "error", f"rank {rank} {how}{hint}; see the rule's log for its output"
 
 
-def run_external(spec: RunSpec, log: Path, threads: int, procs: list[subprocess.Popen]) -> None:
-    """A runner's command instead of our ranks, under the same time limit; its summary names the log to parse."""
+def run_external(spec: RunSpec, log: Path, threads: int, procs: list[subprocess.Popen], guard: lifeline.Guard) -> None:
+    """A runner's command instead of our ranks, under the same time limit; its summary names the log to parse.
+    `log` is the partial log written now; the runner's directory is named after the final one (spec.log)."""
     definition = runner.load(spec.runner)
-    directory = runner.run_dir(log)
+    directory = runner.run_dir(Path(spec.log))
     shutil.rmtree(directory, ignore_errors=True)
     started = time.monotonic()
     try:
         procs.append(runner.start(spec, definition, directory, threads))
+        guard.watch(procs[-1].pid)
     except Unsupported as reason:
         append_line(log, failure_summary("unsupported", str(reason)))
         return
@@ -233,12 +242,33 @@ def choose_launcher(spec: RunSpec) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     spec = spec_from_args(parser("python -m dlbench.harness").parse_args(argv))
-    log = Path(spec.log)
-    log.parent.mkdir(parents=True, exist_ok=True)
+    final = Path(spec.log)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        lifeline.hold_run(final)  # until this process and its guard are gone
+    except lifeline.RunBusy as busy:
+        print(f"[dlbench] {spec.run_id}: {busy}", file=sys.stderr)
+        return 1
+    final.unlink(missing_ok=True)
+    log = partial_path(final)  # what this run writes; renamed to `final` once complete
     log.unlink(missing_ok=True)
-    rank_dir = log.with_name(log.name + ".ranks")
+    guard = lifeline.Guard()  # before any child and any signal handler
+    try:
+        code = run(spec, log, guard)
+    finally:
+        guard.release()
+    if code == 0:
+        os.replace(log, final)
+        print(f"[dlbench] {spec.run_id}: wrote {final}", file=sys.stderr)
+    return code
+
+
+def run(spec: RunSpec, log: Path, guard: lifeline.Guard) -> int:
+    """The run, its log written to `log` (the partial file). Returns the exit status; 0 = the record is complete."""
+    final = Path(spec.log)
+    rank_dir = final.with_name(final.name + ".ranks")
     shutil.rmtree(rank_dir, ignore_errors=True)
-    attempts = Attempts(log)
+    attempts = Attempts(final)
     if spec.attempt == 1:
         attempts.reset()
 
@@ -257,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     if spec.attempt > 1 and spec.attempt >= spec.max_attempts and attempts.entries():
         # The last try after failed ones: record the failure instead of failing once more.
         append_line(log, attempts.failure_record(spec.attempt - 1))
-        print(f"[dlbench] {spec.run_id}: no try completed; wrote the failure record {log}", file=sys.stderr)
+        print(f"[dlbench] {spec.run_id}: no try completed; writing the failure record", file=sys.stderr)
         return 0
     attempts.note(attempt=spec.attempt, event="start")
     rank_dir.mkdir()
@@ -278,18 +308,22 @@ def main(argv: list[str] | None = None) -> int:
         sys.exit(128 + signum)
 
     signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)  # Ctrl-C reaches the supervisor, not the ranks (own sessions)
 
     if spec.runner:
-        run_external(spec, log, threads, procs)
+        run_external(spec, log, threads, procs, guard)
     elif spec.nodes > 1 and launcher != "srun":
         append_line(log, failure_summary(
             "unsupported", f"topology {spec.topology} spans {spec.nodes} nodes: multi-node runs need a "
             "SLURM allocation (snakemake --profile slurm)"))
     else:
+        ranks_spec = replace(spec, log=str(log))  # rank 0 appends to the partial log
         if launcher == "srun":
-            procs.extend(start_srun_ranks(spec, threads, rank_dir))
+            procs.extend(start_srun_ranks(ranks_spec, threads, rank_dir))
         else:
-            procs.extend(start_local_ranks(spec, shares, rank_dir))
+            procs.extend(start_local_ranks(ranks_spec, shares, rank_dir))
+        for p in procs:
+            guard.watch(p.pid)  # each child leads its own process group
         status, message = supervise(spec, procs)
         if last_line_type(log) != "summary":
             reports = rank_failures(rank_dir)
@@ -306,7 +340,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[dlbench] {spec.run_id}: {final['status']} on try {spec.attempt}/{spec.max_attempts}; "
               "exiting non-zero so Snakemake tries again", file=sys.stderr)
         return 1
-    print(f"[dlbench] {spec.run_id}: wrote {log}", file=sys.stderr)
     return 0
 
 

@@ -30,6 +30,11 @@ def utc_now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+def partial_path(log: str | Path) -> Path:
+    """Where a run's log is written until the run is complete (then renamed to `log`)."""
+    return Path(log).with_name(Path(log).name + ".partial")
+
+
 def append_line(path: str | Path, record: dict[str, Any]) -> None:
     """Append one JSON line and flush it to disk (a crash later loses nothing written)."""
     with open(path, "a", encoding="utf-8") as f:

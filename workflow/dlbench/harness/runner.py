@@ -32,12 +32,14 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
 import string
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+from . import lifeline
 from .spec import RunSpec, Unsupported, is_bert
 
 LAUNCHERS = ("none", "torchrun", "mpirun", "srun")
@@ -169,8 +171,9 @@ def start(spec: RunSpec, definition: dict[str, Any], directory: Path, threads: i
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     output = open(directory / OUTPUT_NAME, "wb")  # noqa: SIM115 - the child writes it; closed by our exit
     cwd = definition.get("workdir") or directory
+    # Dies with the supervisor (SIGTERM: a launcher such as torchrun or mpirun stops its workers first).
     return subprocess.Popen(argv, cwd=cwd, env=env, stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=lifeline.die_with_parent(signal.SIGTERM))
 
 
 def external_log(spec: RunSpec, definition: dict[str, Any], directory: Path) -> Path:

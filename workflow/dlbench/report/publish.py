@@ -1,5 +1,6 @@
 """Versioned publishing: every report is a new directory under results/reports/ that is never overwritten;
-`latest` (symlink) and `latest.json` name the newest."""
+`latest` (symlink) and `latest.json` name the newest. Both change only once a new version is complete, so a
+failed report leaves the published state as it was; publish_changed does not publish unchanged results again."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pandas as pd
+
+from ..compare import load_records
 from .render import render_report
 
 VERSION_RE = re.compile(r"^[A-Za-z0-9._-]+$")
@@ -48,8 +52,64 @@ def atomic_write_text(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def _environment_without_time(path: Path) -> object:
+    """environment.json as data, without the time it was written (aggregate rewrites it for the same runs)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if isinstance(data, dict):
+        data.pop("generated_at", None)
+    return data
+
+
+def same_results(version_dir: Path, records_csv: Path, summary_csv: Path, environment_json: Path) -> bool:
+    """Whether a published version holds exactly these results (it keeps byte copies of its inputs)."""
+    version_dir = Path(version_dir)
+    try:
+        if any((version_dir / name).read_bytes() != Path(source).read_bytes()
+               for name, source in (("records.csv", records_csv), ("summary.csv", summary_csv))):
+            return False
+    except OSError:
+        return False
+    return _environment_without_time(version_dir / "environment.json") == _environment_without_time(environment_json)
+
+
+def latest_version(reports_dir: Path) -> str | None:
+    link = Path(reports_dir) / "latest"
+    return os.readlink(link) if link.is_symlink() else None
+
+
+def publish_changed(records_csv: Path, summary_csv: Path, environment_json: Path,
+                    reports_dir: Path, version: str, compare_to: str | None = None) -> tuple[Path, bool]:
+    """Publish these results unless they are published already: (the version's directory, whether it is new).
+
+    With "auto" the newest version is reused when it holds the same results (a report rule rerun for any
+    other reason, e.g. after a failure, publishes nothing new); a fixed version that exists is reused when it
+    holds the same results and refused (ReportVersionExists) otherwise."""
+    reports_dir = Path(reports_dir)
+    candidate = latest_version(reports_dir) if version == "auto" else version
+    if candidate and same_results(reports_dir / candidate, records_csv, summary_csv, environment_json):
+        return reports_dir / candidate, False
+    return publish_report(records_csv, summary_csv, environment_json, reports_dir, version, compare_to), True
+
+
+def comparison_baseline(reports_dir: Path, compare_to: str | None) -> tuple[pd.DataFrame | None, str]:
+    """The records report.compare_to names, and its label: `previous` (the newest published version, none yet:
+    no comparison), a version under reports_dir, or another study's report directory / records.csv."""
+    if not compare_to:
+        return None, ""
+    if compare_to == "previous":
+        previous = latest_version(reports_dir)
+        if previous is None:
+            return None, ""
+        return load_records(Path(reports_dir) / previous), previous
+    path = Path(reports_dir) / compare_to if (Path(reports_dir) / compare_to).exists() else Path(compare_to)
+    return load_records(path), compare_to
+
+
 def publish_report(records_csv: Path, summary_csv: Path, environment_json: Path,
-                   reports_dir: Path, version: str) -> Path:
+                   reports_dir: Path, version: str, compare_to: str | None = None) -> Path:
     """Render a new report version under reports_dir and return its directory.
 
     version == "auto" picks v<N+1> for the highest existing vN. Existing versions are never
@@ -64,11 +124,16 @@ def publish_report(records_csv: Path, summary_csv: Path, environment_json: Path,
     target = reports_dir / version
     if target.exists() or target.is_symlink():
         raise exists_error(target)
+    latest = reports_dir / "latest"
+    if latest.exists() and not latest.is_symlink():  # found before anything is written
+        raise RuntimeError(f"{latest} exists and is not a symlink; refusing to replace it")
 
     tmp_dir = Path(tempfile.mkdtemp(prefix=".tmp-", dir=reports_dir))
     try:
         os.chmod(tmp_dir, 0o755)  # mkdtemp makes it 0700; reports are meant to be shared
-        render_report(records_csv, summary_csv, environment_json, tmp_dir, version=version)
+        baseline, label = comparison_baseline(reports_dir, compare_to)
+        render_report(records_csv, summary_csv, environment_json, tmp_dir, version=version, baseline=baseline,
+                      baseline_label=label)
         if target.exists() or target.is_symlink():  # appeared while rendering
             raise exists_error(target)
         try:
@@ -81,9 +146,6 @@ def publish_report(records_csv: Path, summary_csv: Path, environment_json: Path,
         shutil.rmtree(tmp_dir, ignore_errors=True)
         raise
 
-    latest = reports_dir / "latest"
-    if latest.exists() and not latest.is_symlink():
-        raise RuntimeError(f"{latest} exists and is not a symlink; refusing to replace it")
     tmp_link = reports_dir / f".latest.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     os.symlink(version, tmp_link)
     os.replace(tmp_link, latest)
