@@ -20,6 +20,7 @@ from mxnet import gluon, init
 from mxnet.gluon import nn
 
 from ... import bert
+from ...weights import check_names, check_shape
 
 GELU_SCALE = math.sqrt(2.0 / math.pi)
 MASK_ADDER = -10000.0  # added to the attention scores at padding, as Google's BERT
@@ -191,14 +192,11 @@ def parameter_count(net: gluon.Block) -> int:
 def load_canonical(net: BertForPreTraining, weights: dict[str, np.ndarray]) -> None:
     """Set every parameter from Google-named weights (bert.canonical_shapes); names must match exactly."""
     params = net.canonical_parameters()
-    missing, unexpected = sorted(set(params) - set(weights)), sorted(set(weights) - set(params))
-    if missing or unexpected:
-        raise KeyError(f"weights do not match the net: missing {missing[:5]}, unexpected {unexpected[:5]}")
+    check_names(params, weights, "BERT")
     for name, (param, transpose) in params.items():
         value = np.asarray(weights[name], dtype=np.float32)
         value = value.T if transpose else value
-        if tuple(value.shape) != tuple(param.shape):
-            raise ValueError(f"{name}: shape {tuple(weights[name].shape)} given, net's is {tuple(param.shape)}")
+        check_shape(name, value.shape, param.shape)
         param.set_data(mx.nd.array(value, dtype=param.dtype))
 
 

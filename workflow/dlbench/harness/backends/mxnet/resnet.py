@@ -16,6 +16,8 @@ import numpy as np
 from mxnet import gluon, init
 from mxnet.gluon import nn
 
+from ...weights import check_names, check_shape
+
 # (bottleneck width, blocks, stride of the first block) per stage, as in pytorch/resnet.py
 RESNET50_STAGES = ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2))
 BN_EPSILON = 1e-5
@@ -112,13 +114,10 @@ def load_torch_state(net: gluon.Block, arrays: dict[str, np.ndarray]) -> None:
     """
     params = torch_named_parameters(net)
     given = {k: v for k, v in arrays.items() if not k.endswith("num_batches_tracked")}
-    missing, unexpected = sorted(set(params) - set(given)), sorted(set(given) - set(params))
-    if missing or unexpected:
-        raise KeyError(f"state does not match the net: missing {missing[:5]}, unexpected {unexpected[:5]}")
+    check_names(params, given, "ResNet-50")
     for name, param in params.items():
         value = np.asarray(given[name])
-        if tuple(value.shape) != tuple(param.shape):
-            raise ValueError(f"{name}: shape {tuple(value.shape)} given, {tuple(param.shape)} expected")
+        check_shape(name, value.shape, param.shape)
         param.set_data(value.astype(param.dtype, copy=False))
 
 

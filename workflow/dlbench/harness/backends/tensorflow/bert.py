@@ -30,6 +30,7 @@ import tensorflow as tf  # noqa: E402
 
 from ... import bert  # noqa: E402
 from ...bert import BertConfig  # noqa: E402
+from ...weights import check_names, check_shape  # noqa: E402
 
 keras = tf.keras
 
@@ -208,13 +209,10 @@ def load_canonical(model: BertPretraining, weights: dict[str, np.ndarray]) -> No
     """Assign canonical weights (names and shapes of bert.canonical_shapes); a missing, extra or misshapen
     tensor is an error, not a silent partial load."""
     variables = canonical_variables(model)
-    missing, extra = sorted(set(variables) - set(weights)), sorted(set(weights) - set(variables))
-    if missing or extra:
-        raise KeyError(f"weights do not match BERT: missing {missing[:5]}, unexpected {extra[:5]}")
+    check_names(variables, weights, "BERT")
     for name, variable in variables.items():
         value = np.asarray(weights[name])
-        if tuple(value.shape) != tuple(variable.shape):
-            raise ValueError(f"{name}: shape {value.shape} does not fit the variable's {tuple(variable.shape)}")
+        check_shape(name, value.shape, variable.shape)
         variable.assign(value.astype(variable.dtype))
 
 

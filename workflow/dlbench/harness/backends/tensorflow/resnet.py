@@ -34,6 +34,8 @@ os.environ["KERAS_BACKEND"] = "tensorflow"  # tf.keras is Keras 3: make sure it 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from ...weights import check_names, check_shape  # noqa: E402
+
 keras = tf.keras
 
 # (bottleneck width, blocks, stride of the first block) per stage: as pytorch/resnet.py's RESNET50_STAGES
@@ -164,9 +166,7 @@ def load_torch_state(model: ResNet50, arrays: dict[str, np.ndarray]) -> None:
         build(model)
     arrays = {k: np.asarray(v) for k, v in arrays.items() if not k.endswith("num_batches_tracked")}
     expected = torch_state_names(model)
-    missing, extra = sorted(set(expected) - set(arrays)), sorted(set(arrays) - set(expected))
-    if missing or extra:
-        raise KeyError(f"state does not match ResNet-50: missing {missing[:5]}, unexpected {extra[:5]}")
+    check_names(expected, arrays, "ResNet-50")
     for layer in torch_layers(model):
         name = layer.name
         if isinstance(layer, keras.layers.Conv2D):
@@ -177,8 +177,7 @@ def load_torch_state(model: ResNet50, arrays: dict[str, np.ndarray]) -> None:
             values = [arrays[f"{name}.weight"].T, arrays[f"{name}.bias"]]
         current = layer.get_weights()
         for have, new in zip(current, values, strict=True):
-            if have.shape != new.shape:
-                raise ValueError(f"{name}: shape {new.shape} does not fit the Keras weight {have.shape}")
+            check_shape(name, new.shape, have.shape)
         layer.set_weights([np.ascontiguousarray(v, dtype=h.dtype) for h, v in zip(current, values, strict=True)])
 
 
