@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from collections import Counter
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from conftest import REPO, planned_jobs, snakemake, tiny_config, write_config
+from conftest import REPO, planned_jobs, read_log, run_harness, snakemake, tiny_config, write_config
 
 RUN = "results/runs/resnet50/pytorch/{}/bs2-fp32-nocompile-synthetic-img32/rep{}.jsonl"
 
@@ -154,3 +156,14 @@ def test_real_data_is_prepared_verified_and_read(tmp_path):
     assert set(records["model"]) == {"resnet50", "bert_tiny"}
     # A complete run leaves nothing to do, data preparation included.
     assert planned_jobs(tmp_path, config) == []
+
+    # A shard truncated after verification: a run stops before reading it, naming the file and the record.
+    shard = tmp_path / "results/data/imagenet/train-00001-of-00002"
+    shard.write_bytes(shard.read_bytes()[:-100])
+    log = tmp_path / "after-change.jsonl"
+    run_harness(Path(sys.executable), log, "--topology", "1x1", "--batch-size", "2", "--data", "real",
+                "--data-dir", str(shard.parent), "--image-size", "32", "--device", "cpu")
+    summary = read_log(log)["summary"][-1]
+    assert summary["status"] == "error", summary
+    assert f"{shard}: changed after verification" in summary["error"]
+    assert "is the first that does not frame" in summary["error"]

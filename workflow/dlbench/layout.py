@@ -13,11 +13,15 @@ BERT (dataprep/bert_shards/), one directory per sequence length:
     tfrecord/<name>-00000-of-NNNNN                     Google's features
     hdf5/<name>-00000-of-NNNNN.hdf5                    NVIDIA's layout
     manifest.json, or manifest.group-IIIII-of-NNNNN.json per group of shards before they are merged
+Both: verified.txt (the verification's log) and verified-files.json (each data file's size and modification
+time when verification passed; the supervisor checks them again before a run reads the data).
 """
 
 from __future__ import annotations
 
+import json
 import re
+import struct
 from pathlib import Path
 
 MANIFEST = "manifest.json"
@@ -86,3 +90,89 @@ def bert_shards(root: Path, fmt: str) -> list[Path]:
 def group_manifest(group: int, groups: int) -> str:
     """The manifest of one group of shards (`--shard-group group/groups`)."""
     return f"manifest.group-{group:05d}-of-{groups:05d}.json"
+
+
+# ---- what verification saw: every data file's size and modification time, checked again before a run reads them
+VERIFIED_FILES = "verified-files.json"
+_NOT_DATA = (MANIFEST, VERIFIED_FILES, "verified.txt")
+
+
+def data_files(root: Path) -> list[Path]:
+    """Every file of a prepared dataset that runs read (shards, indexes, RecordIO), not its bookkeeping."""
+    return sorted(p for p in Path(root).rglob("*") if p.is_file() and not p.name.startswith(".")
+                  and p.name not in _NOT_DATA and not p.name.startswith("manifest."))
+
+
+def snapshot(root: Path) -> dict[str, list[int]]:
+    """{relative path: [bytes, mtime_ns]} of the dataset's data files, taken when verification passed."""
+    root = Path(root)
+    return {str(p.relative_to(root)): [p.stat().st_size, p.stat().st_mtime_ns] for p in data_files(root)}
+
+
+def write_snapshot(root: Path) -> Path:
+    path = Path(root) / VERIFIED_FILES
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(snapshot(root), indent=1, sort_keys=True) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def changed_since_verification(root: Path) -> list[str]:
+    """Problems of data files that differ from what verification saw (changed, truncated, added, removed), each
+    naming the file and, for a TFRecord file that no longer frames, the first record that does not. Data that
+    no workflow verified (no verified-files.json: the harness run by hand on a directory) is not checked."""
+    root = Path(root)
+    if not (root / VERIFIED_FILES).exists():
+        return []
+    try:
+        seen = json.loads((root / VERIFIED_FILES).read_text())
+    except ValueError:
+        return [f"{root / VERIFIED_FILES}: unreadable: verify the dataset again"]
+    now = snapshot(root)
+    problems = []
+    for name in sorted(set(seen) | set(now)):
+        if name not in now:
+            problems.append(f"{root / name}: removed after verification")
+        elif name not in seen:
+            problems.append(f"{root / name}: added after verification")
+        elif now[name] != seen[name]:
+            size, _ = seen[name]
+            record = first_unframed_record(root / name) if "/" not in name or name.startswith("tfrecord/") else None
+            where = f"; record {record} is the first that does not frame" if record is not None else ""
+            problems.append(f"{root / name}: changed after verification ({size} bytes then, {now[name][0]} now{where})")
+    return problems
+
+
+def first_unframed_record(path: Path) -> int | None:
+    """The index of the first TFRecord record whose framing (length, length CRC, data, data CRC: 16 bytes around
+    the data) runs past the end of the file; None when every record frames (a change inside a record is found by
+    its CRC, which `verify` checks)."""
+    size, offset, index = path.stat().st_size, 0, 0
+    with open(path, "rb") as f:
+        while offset < size:
+            header = f.read(12)
+            if len(header) < 12:
+                return index
+            (length,) = struct.unpack("<Q", header[:8])
+            offset += 12 + length + 4
+            if offset > size:
+                return index
+            f.seek(offset)
+            index += 1
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m dlbench.layout snapshot DIR`: record what verification saw (the verify rules run it last)."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m dlbench.layout")
+    p.add_argument("command", choices=("snapshot",))
+    p.add_argument("directory", type=Path)
+    args = p.parse_args(argv)
+    print(f"dlbench: {len(snapshot(args.directory))} data files recorded in {write_snapshot(args.directory)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -67,18 +67,20 @@ rule verify_imagenet:
         manifest="results/data/imagenet/manifest.json",
         env=dataprep_env,
     output:
-        "results/data/imagenet/verified.txt",
+        verified="results/data/imagenet/verified.txt",
+        files="results/data/imagenet/verified-files.json",
     log:
         "logs/data/verify_imagenet.log",
     params:
         run=run_module("dataprep", "dlbench.dataprep.imagenet"),
+        snapshot=run_module("dataprep", "dlbench.layout"),
         data=lambda wildcards, input: Path(input.manifest).parent,
     threads: ALL_CORES
     conda:
         "../../envs/dataprep.yaml"
     shell:
-        "{params.run} verify {params.data:q}"
-        " --workers {threads} > {log} 2>&1 && cp {log} {output}"
+        "{params.run} verify {params.data:q} --workers {threads} > {log} 2>&1"
+        " && {params.snapshot} snapshot {params.data:q} >> {log} 2>&1 && cp {log} {output.verified}"
 
 
 rule extract_bert_sample:
@@ -172,15 +174,18 @@ rule verify_bert:
         manifest="results/data/bert/seq{seq}/manifest.json",
         env=dataprep_env,
     output:
-        "results/data/bert/seq{seq}/verified.txt",
+        verified="results/data/bert/seq{seq}/verified.txt",
+        files="results/data/bert/seq{seq}/verified-files.json",
     log:
         "logs/data/verify_bert/seq{seq}.log",
     wildcard_constraints:
         seq="[0-9]+",
     params:
         run=run_module("dataprep", "dlbench.dataprep.bert_shards"),
+        snapshot=run_module("dataprep", "dlbench.layout"),
         out=output_dir,
     conda:
         "../../envs/dataprep.yaml"
     shell:
-        "{params.run} verify --out {params.out:q} > {log} 2>&1 && cp {log} {output}"
+        "{params.run} verify --out {params.out:q} > {log} 2>&1"
+        " && {params.snapshot} snapshot {params.out:q} >> {log} 2>&1 && cp {log} {output.verified}"

@@ -30,6 +30,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from .. import layout
 from . import lifeline, runner, sysinfo
 from .runlog import LOG_SCHEMA_VERSION, append_line, failure_summary, last_line_type, partial_path, utc_now
 from .spec import RunSpec, Unsupported, parser, spec_from_args
@@ -310,7 +311,12 @@ def run(spec: RunSpec, log: Path, guard: lifeline.Guard) -> int:
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)  # Ctrl-C reaches the supervisor, not the ranks (own sessions)
 
-    if spec.runner:
+    changed = layout.changed_since_verification(Path(spec.data_dir)) if spec.data == "real" and spec.data_dir else []
+    if changed:  # the data a run would read must be the data that was verified
+        append_line(log, failure_summary("error", "the prepared data changed after it was verified: "
+                                         + "; ".join(changed[:5]) + " - verify it again (snakemake --forcerun "
+                                         "verify_imagenet or verify_bert), which names the bad record"))
+    elif spec.runner:
         run_external(spec, log, threads, procs, guard)
     elif spec.nodes > 1 and launcher != "srun":
         append_line(log, failure_summary(
