@@ -32,7 +32,11 @@ SUMMARY_COLUMNS = [*CONFIG_COLUMNS, "unit", "metric", "n_total", "n_ok", "n_fail
                    "median", "min", "max", "q25", "q75", "iqr", "cv",
                    "ci_low", "ci_high", "ci_level", "ci_coverage", "ci_note",  # the median's interval
                    "speedup", "efficiency", "speedup_low", "speedup_high", "efficiency_low", "efficiency_high",
-                   "tflops", "steady_runs", "nonsteady_runs", "warmup_unstable_runs", "flags"]
+                   "tflops", "steady_runs", "nonsteady_runs", "warmup_unstable_runs",
+                   # telemetry (dlbench.telemetry): medians over the ok runs; energy per sample with its interval
+                   "energy_per_sample_j", "energy_ci_low", "energy_ci_high", "samples_per_j", "power_mean_w",
+                   "gpu_util_mean", "cpu_run_cores", "cpu_node_util", "contention_cores", "contended_runs",
+                   "throttled_runs", "energy_scope", "flags"]
 
 
 def _true_count(values: list[Any]) -> tuple[int, int]:
@@ -67,6 +71,7 @@ def _summarise(group: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> dict[
         row["steady_runs"], row["nonsteady_runs"] = _true_count(group["steady"].to_numpy()[is_ok].tolist())
     if "warmup_stable" in group:
         row["warmup_unstable_runs"] = _true_count(group["warmup_stable"].to_numpy()[is_ok].tolist())[1]
+    row |= _telemetry(group[is_ok], level)
     if len(ok):
         ci = stats.median_ci(ok, level)
         row |= {"ci_low": ci.low, "ci_high": ci.high, "ci_coverage": ci.coverage, "ci_note": ci.note}
@@ -76,6 +81,28 @@ def _summarise(group: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> dict[
         flops = group["train_flops_per_sample"].dropna()
         if len(flops):  # achieved model TFLOP/s at the median throughput, all devices together
             row["tflops"] = row["median"] * float(flops.iloc[0]) / 1e12
+    return row
+
+
+def _telemetry(ok_runs: pd.DataFrame, level: float) -> dict[str, Any]:
+    """Per configuration: median energy per sample (median_ci, like throughput), median power and utilisation,
+    the highest contention and how many runs were contended or throttled."""
+    row: dict[str, Any] = {}
+    if "telemetry" not in ok_runs or not (ok_runs["telemetry"] == "ok").any():
+        return row
+    energy = ok_runs["energy_per_sample_j"].astype(float).dropna()
+    if len(energy):
+        ci = stats.median_ci(energy, level)
+        row |= {"energy_per_sample_j": energy.median(), "energy_ci_low": ci.low, "energy_ci_high": ci.high,
+                "samples_per_j": ok_runs["samples_per_j"].astype(float).median(),
+                "energy_scope": next(iter(ok_runs["energy_scope"].dropna()), None)}
+    for column in ("power_mean_w", "gpu_util_mean", "cpu_run_cores", "cpu_node_util"):
+        values = ok_runs[column].astype(float).dropna()
+        if len(values):
+            row[column] = values.median()
+    row["contention_cores"] = ok_runs["contention_cores"].astype(float).max()
+    row["contended_runs"] = _true_count(ok_runs["contended"].tolist())[0]
+    row["throttled_runs"] = _true_count(ok_runs["throttled"].tolist())[0]
     return row
 
 

@@ -422,6 +422,16 @@ def plausibility_flags(row: Mapping[str, Any]) -> list[Flag]:
         out.append(Flag("warmup_unstable", f"{unstable} of {n_ok} runs stopped warming up at max_warmup_steps, "
                                            "their step times not settled: raise max_warmup_steps, or look for "
                                            "another process on the machine"))
+    contended = int(_number(row, "contended_runs") or 0)
+    if contended:  # dlbench.telemetry: other processes used CPU during the measured window
+        most = _number(row, "contention_cores") or 0.0
+        out.append(Flag("contention", f"{contended} of {n_ok} runs shared the machine with other processes "
+                                      f"(up to {most:.2f} cores on average in the measured window): keep the "
+                                      "machine quiet (README, 'Telemetry') and rerun"))
+    throttled = int(_number(row, "throttled_runs") or 0)
+    if throttled:
+        out.append(Flag("throttled", f"{throttled} of {n_ok} runs had a GPU slowed by a power or thermal limit "
+                                     "during the measured window (NVML clock-event reasons)"))
     return out
 
 

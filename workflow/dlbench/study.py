@@ -219,6 +219,7 @@ def _fill_defaults(config: dict[str, Any], schema: dict[str, Any]) -> dict[str, 
     out = dict(config)
     out.setdefault("study", "study")
     out["report"] = _object_defaults(config.get("report", {}), schema["properties"]["report"])
+    out["telemetry"] = _object_defaults(config.get("telemetry", {}), schema["properties"]["telemetry"])
     out["platform"] = {"device": "auto", **config.get("platform", {})}
     out["software"] = {"find_links": "pip", "venv_dir": ".venvs", **config.get("software", {})}
     out["defaults"] = {k: v["default"] for k, v in settings_schema.items()} | config.get("defaults", {})

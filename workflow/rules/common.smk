@@ -55,6 +55,9 @@ USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_me
 # The report rule's manifest: the version the study's current results are published as (dlbench.study).
 REPORT_MANIFEST = PUBLISHED_MANIFEST
 CORE_PYTHON = sys.executable
+# The telemetry sampler runs with the core python (psutil, nvidia-ml-py): jobs inherit it from the environment,
+# so a moved core environment does not change any run's command line.
+os.environ["DLBENCH_TELEMETRY_PYTHON"] = CORE_PYTHON
 # `threads:` of the rules that take the whole machine. Snakemake's maintenance commands (--unlock,
 # --cleanup-metadata, --list-*, --report) run no job and need no --cores; workflow.cores raises then.
 try:
@@ -75,6 +78,7 @@ def env_marker(framework):
 
 
 RUNNERS = SETTINGS["runners"]
+TELEMETRY = SETTINGS["telemetry"]
 
 
 def run_env(framework):
@@ -188,7 +192,8 @@ def run_arguments(wildcards):
         f"{warmup} --measured-steps {c.measured_steps}",
         f"--repeat {wildcards.repeat} --config-id {c.config_id}",
         f"--device {SETTINGS['platform']['device']} --timeout-s {c.timeout_minutes * 60:g}",
-    ] + ([f"--runner {shlex.quote(json.dumps(RUNNERS[c.framework], sort_keys=True))}"] if c.framework in RUNNERS else []))
+    ] + ([f"--telemetry-ms {TELEMETRY['interval_ms']}"] if TELEMETRY["enabled"] else [])
+      + ([f"--runner {shlex.quote(json.dumps(RUNNERS[c.framework], sort_keys=True))}"] if c.framework in RUNNERS else []))
 
 
 def max_attempts(wildcards):

@@ -35,6 +35,7 @@ from . import lifeline, runner, sysinfo
 from .runlog import LOG_SCHEMA_VERSION, append_line, failure_summary, last_line_type, partial_path, utc_now
 from .spec import RunSpec, Unsupported, parser, spec_from_args
 
+TELEMETRY_PYTHON_ENV = "DLBENCH_TELEMETRY_PYTHON"  # the core environment's python: the sampler needs psutil, NVML
 GRACE_S = 30.0  # after one rank fails, how long the others get to finish on their own
 RETRIED = ("timeout", "failed")  # statuses worth another try; oom/unsupported/error are deterministic
 
@@ -188,6 +189,67 @@ def stop(procs: list[subprocess.Popen]) -> None:
             time.sleep(0.1)
 
 
+def start_sampler(spec: RunSpec, log: Path, launcher: str, procs: list[subprocess.Popen]) -> subprocess.Popen | None:
+    """The telemetry sampler (dlbench.telemetry.sampler), a separate core-environment process so that nothing of
+    it runs in the ranks: locally one for the ranks' process trees, under srun one per node (an overlapping
+    step) that finds the ranks by the log path in their command line."""
+    python = os.environ.get(TELEMETRY_PYTHON_ENV, "")
+    if spec.telemetry_ms <= 0:
+        return None
+    if not python:
+        print(f"[dlbench] telemetry: ${TELEMETRY_PYTHON_ENV} is not set (the core python); no sampler",
+              file=sys.stderr)
+        return None
+    out = telemetry_dir(log)
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir()
+    package = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ, PYTHONPATH=package + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    cmd = [python, "-m", "dlbench.telemetry.sampler", "--interval-ms", str(spec.telemetry_ms),
+           "--out", str(out / "{host}.jsonl")]
+    if launcher == "srun":
+        cmd = ["srun", "--overlap", f"--nodes={spec.nodes}", f"--ntasks={spec.nodes}", "--ntasks-per-node=1",
+               *cmd, "--match", str(log)]
+    else:
+        cmd += ["--pids", ",".join(str(p.pid) for p in procs), "--parent", str(os.getpid())]
+    return subprocess.Popen(cmd, env=env, start_new_session=True, preexec_fn=lifeline.die_with_parent(signal.SIGTERM))
+
+
+def telemetry_dir(log: Path) -> Path:
+    return log.with_name(log.name + ".telemetry")
+
+
+def stop_sampler(sampler: subprocess.Popen | None, log: Path) -> None:
+    """Stop the sampler and move its lines into the log as `telemetry` lines, before the summary if there is one."""
+    if sampler is None:
+        return
+    if sampler.poll() is None:
+        os.killpg(sampler.pid, signal.SIGTERM)
+        try:
+            sampler.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(sampler.pid, signal.SIGKILL)
+            sampler.wait()
+    lines = []
+    for path in sorted(telemetry_dir(log).glob("*.jsonl")):
+        host = path.stem
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue  # a line cut short by a kill
+            host = entry.get("host", host)
+            lines.append(json.dumps({"type": "telemetry", "host": host, **entry}, separators=(",", ":")))
+    shutil.rmtree(telemetry_dir(log), ignore_errors=True)
+    if not lines:
+        return
+    existing = log.read_text(encoding="utf-8").splitlines()
+    tail = [existing.pop()] if existing and last_line_type(log) == "summary" else []
+    tmp = log.with_name(log.name + ".tmp")
+    tmp.write_text("\n".join([*existing, *lines, *tail]) + "\n", encoding="utf-8")
+    os.replace(tmp, log)
+
+
 def supervise(spec: RunSpec, procs: list[subprocess.Popen]) -> tuple[str | None, str]:
     """Wait for the ranks. Returns (status, message) of a failure the ranks could not report."""
     deadline = time.monotonic() + spec.timeout_s if spec.timeout_s > 0 else None
@@ -330,7 +392,11 @@ def run(spec: RunSpec, log: Path, guard: lifeline.Guard) -> int:
             procs.extend(start_local_ranks(ranks_spec, shares, rank_dir))
         for p in procs:
             guard.watch(p.pid)  # each child leads its own process group
+        sampler = start_sampler(spec, log, launcher, procs)
+        if sampler is not None:
+            guard.watch(sampler.pid)
         status, message = supervise(spec, procs)
+        stop_sampler(sampler, log)
         if last_line_type(log) != "summary":
             reports = rank_failures(rank_dir)
             if status == "timeout" or not reports:

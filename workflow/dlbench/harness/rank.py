@@ -126,9 +126,12 @@ def run(spec: RunSpec, backend, rank: int, world: int, log: Path | None) -> dict
     backend.setup()
     if log is not None:
         append_line(log, {"type": "environment", **backend.environment()})
+    warmup_start = time.time()  # wall clock: the sampler's timestamps are time.time() too
     warmup = warm_up(spec, backend, world, log)
+    warmup_end = time.time()
     backend.sync()
     backend.barrier()
+    measure_start = time.time()
     start = time.perf_counter()
     ends = []
     for _ in range(spec.measured_steps):
@@ -137,6 +140,7 @@ def run(spec: RunSpec, backend, rank: int, world: int, log: Path | None) -> dict
     backend.sync()
     backend.barrier()
     end = time.perf_counter()
+    measure_end = time.time()
     ends[-1] = end  # the last step ends when every rank's device has finished
     durations = [b - a for a, b in zip([start, *ends[:-1]], ends, strict=True)]
     elapsed = end - start
@@ -149,6 +153,8 @@ def run(spec: RunSpec, backend, rank: int, world: int, log: Path | None) -> dict
     if log is not None:
         for step, seconds in enumerate(durations):
             append_line(log, {"type": "step", "phase": "measure", "step": step, "seconds": seconds})
+        append_line(log, {"type": "window", "warmup_start": warmup_start, "warmup_end": warmup_end,
+                          "measure_start": measure_start, "measure_end": measure_end})
     samples = spec.batch_size * world * spec.measured_steps
     model_flops = flops.model_flops(spec.model, spec.image_size, spec.seq_length, spec.predictions)
     return {

@@ -7,6 +7,11 @@ One line per JSON object, each with a `type`:
   environment  rank 0 after setup: framework, framework_version, device names, threads, CUDA/cuDNN/NCCL, ...
   step         rank 0: phase (warmup | measure), step, seconds (a measured step: the gap between consecutive
                step ends, so they add up to the measured wall time), loss (warm-up steps)
+  window       rank 0 after the measured steps: wall-clock (time.time()) warmup_start, warmup_end,
+               measure_start, measure_end, so telemetry samples split into warm-up and measured windows
+  telemetry    the supervisor, from the sampler (dlbench.telemetry.sampler) once the ranks are done: kind start
+               (host, interval, what is readable and why not, provenance), sample (counters and readings at t),
+               end (the sampler's own CPU time); only with --telemetry-ms > 0
   summary      the last line, always: status (ok | oom | unsupported | error | timeout | failed), and for ok
                samples, elapsed_s, throughput, unit, world_size, step_time_s, loss_final, FLOPs, ranks, hosts;
                for a failure its error message (and SLURM state / attempts where the supervisor knows them)
@@ -23,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 LOG_SCHEMA_VERSION = 1
-LINE_TYPES = ("header", "environment", "step", "summary")
+LINE_TYPES = ("header", "environment", "step", "window", "telemetry", "summary")
 
 
 def utc_now() -> str:

@@ -57,6 +57,7 @@ class RunSpec:
     launcher: str = "auto"  # auto | local | srun
     attempt: int = 1  # this try of the run (Snakemake's attempt), 1-based
     max_attempts: int = 1  # tries Snakemake makes in all (retries + 1)
+    telemetry_ms: int = 0  # sampling interval of dlbench.telemetry.sampler; 0 = no sampler
     runner: str = ""  # an external benchmark command to run instead of our ranks (JSON; harness/runner.py)
 
     @property
@@ -153,6 +154,9 @@ def parser(prog: str) -> argparse.ArgumentParser:
                    help="auto: SGD with momentum (ResNet-50), Adam with weight decay (BERT); lamb: LAMB (BERT)")
     p.add_argument("--launcher", choices=("auto", "local", "srun"), default="auto",
                    help="start ranks as local processes or with srun (auto: srun inside a SLURM job, world > 1)")
+    p.add_argument("--telemetry-ms", type=int, default=0,
+                   help="sample utilisation, clocks, power and energy every this many ms (0: off); the sampler "
+                   "runs with $DLBENCH_TELEMETRY_PYTHON (the core environment's python)")
     p.add_argument("--attempt", type=_positive, default=1, help="this try of the run (1-based)")
     p.add_argument("--runner", default="", help="an external benchmark command (JSON definition, see "
                    "dlbench/harness/runner.py) run instead of the framework's ranks")

@@ -17,6 +17,7 @@ from typing import Any
 from .. import identity
 from ..records import LogError, complete, model_inputs
 from ..stats import steady_state
+from ..telemetry import summary as telemetry_summary
 from .common import AXIS_LABELS
 
 NAME = "dlbench"
@@ -26,7 +27,7 @@ THROUGHPUT_DEFINITION = "samples of the measured steps / their wall time (dlbenc
 
 
 def _read_lines(path: Path) -> dict[str, Any]:
-    header, environment, summary, measured = None, {}, None, []
+    header, environment, summary, measured, window, telemetry = None, {}, None, [], None, []
     with open(path, encoding="utf-8") as f:
         for number, line in enumerate(f, start=1):
             if not line.strip():
@@ -44,9 +45,14 @@ def _read_lines(path: Path) -> dict[str, Any]:
                 summary = entry
             elif kind == "step" and entry.get("phase") == "measure":
                 measured.append(entry["seconds"])
+            elif kind == "window":
+                window = entry
+            elif kind == "telemetry":
+                telemetry.append(entry)
     if header is None:
         raise LogError(f"{path}: no header line (is this a dlbench run log?)")
-    return {"header": header, "environment": environment, "summary": summary, "measured": measured}
+    return {"header": header, "environment": environment, "summary": summary, "measured": measured,
+            "window": window, "telemetry": telemetry}
 
 
 def _warmup_and_steady(cfg: dict[str, Any], summary: dict[str, Any], measured: list[float],
@@ -124,6 +130,7 @@ def parse(path: str | Path, labels: dict[str, Any] | None = None) -> dict[str, A
         # A runner's run that ended before its tool wrote a log still belongs to that tool's column.
         "source": json.loads(cfg["runner"])["format"] if cfg.get("runner") else NAME,
         "throughput_definition": THROUGHPUT_DEFINITION,
+        **telemetry_summary.summarise(parts["telemetry"], parts["window"], summary.get("samples") if ok else None),
     }
     return complete(record)
 

@@ -123,7 +123,8 @@ def faceted_plot(path: Path, df: pd.DataFrame, value: str, ylabel: str, title: s
     fig.clear()
 
 
-def write_plots(summary: pd.DataFrame, out_dir: Path) -> None:
+def write_plots(summary: pd.DataFrame, out_dir: Path) -> bool:
+    """throughput.png, speedup.png, and energy.png where some configuration has energy (telemetry): True then."""
     frameworks = sorted({fmt_text(f) for f in summary["framework"]} - {""})
     palette = dict(zip(frameworks, sns.color_palette("tab10", max(len(frameworks), 1)), strict=False))
 
@@ -143,3 +144,10 @@ def write_plots(summary: pd.DataFrame, out_dir: Path) -> None:
             faceted_plot(out_dir / "speedup.png", spd, "speedup", "speedup vs. 1×1",
                           "Scaling: speedup vs. devices (dashed: ideal linear; bars: interval)",
                           palette, ideal=True, interval=("speedup_low", "speedup_high"))
+        energy = plot_data(summary, "samples_per_j") if "samples_per_j" in summary else pd.DataFrame()
+        (out_dir / "energy.png").unlink(missing_ok=True)
+        if not energy.empty:
+            faceted_plot(out_dir / "energy.png", energy, "samples_per_j", "samples per joule (median)",
+                          "Energy efficiency vs. devices (energy_scope in the data files says what was measured)",
+                          palette, ideal=False, interval=("", ""))
+    return not energy.empty

@@ -49,6 +49,7 @@ def markdown(ctx: dict[str, Any]) -> str:
                   group["markdown"], ""]
     lines += ["## Plots", "", "![Throughput vs. devices](throughput.png)", "",
               "![Speedup vs. devices](speedup.png)", "",
+              *(["![Samples per joule vs. devices](energy.png)", ""] if ctx.get("energy_plot") else []),
               "## Failures", "", rows_markdown(ctx["failures"], limit=300), ""]
     for section in ctx["sections"]:
         lines += [f"## {section.title}", "", f"_{md_escape(section.caption, table=False)}_", "",
@@ -95,7 +96,7 @@ def render_report(records_csv: Path, summary_csv: Path, environment_json: Path,
     records.to_parquet(out_dir / "records.parquet", index=False)
     summary.to_parquet(out_dir / "summary.parquet", index=False)
 
-    write_plots(summary, out_dir)
+    energy_plot = write_plots(summary, out_dir)
 
     groups = build_groups(summary)
     for group in groups:
@@ -116,6 +117,7 @@ def render_report(records_csv: Path, summary_csv: Path, environment_json: Path,
         "groups": groups,
         "failures": failure_rows(summary, records),
         "details": detail_rows(summary),
+        "energy_plot": energy_plot,
         "sections": build_sections(ReportInputs(records, summary, env, baseline, baseline_label)),
         "env": environment_view(env),
         "data_files": DATA_FILES,

@@ -153,8 +153,53 @@ def references(inputs: ReportInputs) -> Section | None:
                    "key it gives (the rest were not published). Different hardware: a ratio, not a verdict.", rows)
 
 
+def _energy(row: pd.Series) -> str:
+    if missing(row.get("energy_per_sample_j")):
+        return DASH
+    text = f"{float(row['energy_per_sample_j']):.4g}"
+    if not missing(row.get("energy_ci_low")):
+        text += f" [{float(row['energy_ci_low']):.4g}–{float(row['energy_ci_high']):.4g}]"
+    return text
+
+
+def _reasons(group: pd.DataFrame, column: str) -> str:
+    """A telemetry source's state over a configuration's runs: readable, or why not (distinct texts)."""
+    return "; ".join(dict.fromkeys(fmt_text(v) for v in group[column] if fmt_text(v))) or DASH
+
+
+def telemetry(inputs: ReportInputs) -> Section | None:
+    """Per configuration, what the hardware did in the measured windows (dlbench.telemetry): utilisation,
+    contention, energy per sample, throttling; a contended or throttled configuration is flagged (⚑)."""
+    records = inputs.records
+    if "telemetry" not in records or not (records["telemetry"] == "ok").any():
+        return None
+    summary = inputs.summary.set_index("config_id")
+    rows = []
+    for config, group in records[records["telemetry"] == "ok"].groupby("config_id", sort=False):
+        s = summary.loc[config] if config in summary.index else pd.Series(dtype=object)
+        contended = int(s.get("contended_runs") or 0) if not missing(s.get("contended_runs")) else 0
+        throttled = int(s.get("throttled_runs") or 0) if not missing(s.get("throttled_runs")) else 0
+        rows.append({
+            "Config": fmt_text(config), "Runs sampled": str(len(group)),
+            "Run CPU (cores)": fmt_num(s.get("cpu_run_cores")),
+            "Node CPU": DASH if missing(s.get("cpu_node_util")) else f"{float(s['cpu_node_util']):.0%}",
+            "Others (cores, max)": fmt_num(s.get("contention_cores")) + (f" ⚑ {contended} run(s)" if contended else ""),
+            "GPU util %": fmt_num(s.get("gpu_util_mean")),
+            "J/sample [interval]": _energy(s), "Samples/J": fmt_num(s.get("samples_per_j")),
+            "Mean power (W)": fmt_num(s.get("power_mean_w")),
+            "Throttled": f"⚑ {throttled} run(s)" if throttled else ("no" if "throttled" in group and
+                                                                     group["throttled"].notna().any() else DASH),
+            "GPU": _reasons(group, "gpu_telemetry"), "RAPL": _reasons(group, "rapl"),
+        })
+    return Section("telemetry", "What the hardware did",
+                   "Medians over the ok runs of each configuration, measured window only (dlbench.telemetry). Others = "
+                   "CPU used by processes outside the run; ⚑ above 0.10 cores. Energy = what energy_scope says "
+                   "(NVML GPU counter or integrated power, RAPL package + DRAM); a dash: no source readable here.",
+                   rows)
+
+
 SECTIONS: tuple[Callable[[ReportInputs], Section | None], ...] = (
-    flags, comparison, references, time_to_train, throughput_definitions,
+    flags, comparison, references, time_to_train, throughput_definitions, telemetry,
 )
 
 

@@ -1,0 +1,167 @@
+"""Telemetry (dlbench.telemetry): the sampler on this machine, the energy arithmetic, a real run's record."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, harness_env, read_log
+from dlbench import aggregate, logformats
+from dlbench.report.sections import ReportInputs, telemetry
+from dlbench.telemetry import summary as tsum
+
+RAPL_ENERGY = Path("/sys/class/powercap/intel-rapl:0/energy_uj")
+BUSY = "import time\nend = time.time() + 60\nwhile time.time() < end: pass\n"
+
+
+def rapl_readable() -> bool:
+    try:
+        RAPL_ENERGY.read_text()
+        return True
+    except OSError:
+        return False
+
+
+def sample(pids: list[int], out: Path, seconds: float, interval_ms: int = 50) -> list[dict]:
+    """Run the sampler for `seconds` on `pids`; its lines."""
+    sampler = subprocess.Popen([sys.executable, "-m", "dlbench.telemetry.sampler", "--pids", ",".join(map(str, pids)),
+                                "--interval-ms", str(interval_ms), "--out", str(out)], env=harness_env())
+    time.sleep(seconds)
+    sampler.send_signal(signal.SIGTERM)
+    assert sampler.wait(timeout=15) == 0
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def window_inside(lines: list[dict], margin: float = 0.3) -> dict:
+    ts = [e["t"] for e in lines if e["kind"] == "sample"]
+    return {"warmup_start": ts[0], "warmup_end": ts[0] + margin, "measure_start": ts[0] + margin,
+            "measure_end": ts[-1] - 0.1}
+
+
+def test_sampler_samples_this_machine_and_says_what_it_cannot_read(tmp_path):
+    busy = subprocess.Popen([sys.executable, "-c", BUSY])
+    try:
+        lines = sample([busy.pid], tmp_path / "t.jsonl", 1.5)
+    finally:
+        busy.kill()
+        busy.wait()
+    start = lines[0]
+    assert start["kind"] == "start" and lines[-1]["kind"] == "end"
+    assert sum(e["kind"] == "sample" for e in lines) >= 10  # 50 ms for ~1.5 s
+    assert start["rapl"]["available"] == rapl_readable()  # the truth about this machine, whatever it is
+    fields = tsum.summarise(lines, window_inside(lines), samples=100)
+    assert fields["telemetry"] == "ok"
+    assert fields["cpu_run_cores"] > 0.5  # a busy loop: close to one core
+    assert fields["cpu_rank_cores"] and float(fields["cpu_rank_cores"]) > 0.5
+    assert 0 < fields["cpu_node_util"] <= 1
+    assert fields["rapl"].startswith("readable" if rapl_readable() else "unavailable: ")
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        gpus = pynvml.nvmlDeviceGetCount()
+    except Exception:  # noqa: BLE001 - any NVML failure means no GPU telemetry
+        gpus = 0
+    if not gpus:
+        assert fields["gpu_telemetry"].startswith("unavailable: ") and fields["gpu_util_mean"] is None
+    if not gpus and not rapl_readable():  # nothing to measure energy with: None, never 0
+        assert fields["energy_j"] is None and fields["energy_per_sample_j"] is None
+    assert fields["sampler_cores"] is not None and fields["sampler_cores"] < 0.2
+
+
+def test_contention_is_a_busy_process_beside_the_run(tmp_path):
+    run = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # the "run": idle
+    other = subprocess.Popen([sys.executable, "-c", BUSY])
+    try:
+        lines = sample([run.pid], tmp_path / "t.jsonl", 1.5)
+    finally:
+        for p in (run, other):
+            p.kill()
+            p.wait()
+    fields = tsum.summarise(lines, window_inside(lines), samples=10)
+    assert fields["cpu_run_cores"] < 0.05
+    assert fields["contention_cores"] > 0.5 and fields["contended"] is True
+
+
+def test_counter_arithmetic_with_wrap_around_and_power_integration():
+    top = 1_000_000  # max_energy_range_uj
+    raw = [900_000, 990_000, 80_000, 170_000]  # wraps between the 2nd and 3rd reading: +90,000 each step
+    assert tsum.unwrap(raw, top) == [900_000, 990_000, 1_080_001, 1_170_001]
+    ts = [0.0, 1.0, 2.0, 3.0]
+    assert tsum.delta(ts, tsum.unwrap(raw, top), 0.5, 2.5) == pytest.approx(2 * 90_000.5, rel=1e-6)
+    assert tsum.integrate(ts, [100.0, 100.0, 200.0, 200.0], 0.0, 3.0) == pytest.approx(100 + 150 + 200)
+    assert tsum.integrate(ts, [100.0, 100.0, 200.0, 200.0], 1.0, 2.0) == pytest.approx(150)
+
+
+def fake_lines(counter: bool) -> list[dict]:
+    """A driven source (arithmetic only): one GPU at 200 W, RAPL package +50 J/s with a wrap, 1 s apart."""
+    start = {"kind": "start", "host": "n1", "interval_ms": 1000,
+             "cpu": {"governor": "performance", "turbo": True},
+             "rapl": {"available": True, "why_missing": "", "zones": {"intel-rapl:0:package-0": 99_999_999}},
+             "gpu": {"available": True, "why_missing": "", "devices": [{"app_clock_sm_mhz": 1410,
+                                                                      "app_clock_mem_mhz": 1215,
+                                                                      "persistence_mode": 1, "other_processes": []}]}}
+    samples = []
+    for i in range(6):
+        gpu = {"util": 90, "mem_util": 40, "mem_used": 1e9, "sm_mhz": 1410, "mem_mhz": 1215, "power_w": 200.0,
+               "temp_c": 60, "throttle": 0x4 if i == 3 else 0, "energy_mj": 1e6 + 200_000 * i if counter else None}
+        samples.append({"kind": "sample", "t": 100.0 + i, "node_busy_s": 10.0 * i, "node_total_s": 20.0 * i,
+                        "run_s": {"7": 1.0 * i}, "sampler_s": 0.01 * i, "freq_mhz": None,
+                        "rapl_uj": {"intel-rapl:0:package-0": (99_900_000 + 50_000_000 * i) % 100_000_000},
+                        "gpus": [gpu]})
+    return [start, *samples, {"kind": "end", "sampler_cpu_s": 0.05, "sampler_wall_s": 5.0}]
+
+
+@pytest.mark.parametrize("counter", [True, False])
+def test_energy_per_sample_from_a_driven_source(counter):
+    window = {"warmup_start": 100.0, "warmup_end": 101.0, "measure_start": 101.0, "measure_end": 104.0}
+    fields = tsum.summarise(fake_lines(counter), window, samples=600)
+    assert fields["gpu_energy_j"] == pytest.approx(600)  # 200 W x 3 s either way
+    assert fields["gpu_energy_source"] == ("nvml energy counter" if counter else
+                                           "nvml power integrated (no energy counter)")
+    assert fields["cpu_energy_j"] == pytest.approx(150)  # 50 J/s x 3 s across the wrap
+    assert fields["energy_j"] == pytest.approx(750) and fields["energy_per_sample_j"] == pytest.approx(1.25)
+    assert fields["samples_per_j"] == pytest.approx(0.8) and fields["power_mean_w"] == pytest.approx(250)
+    assert fields["throttled"] is True and fields["throttle_reasons"] == "0x4"
+    assert fields["contention_cores"] == pytest.approx(10 - 1 - 0.01)  # node busy - run - sampler, per second
+    assert fields["contended"] is True and fields["cpu_node_util"] == pytest.approx(0.5)
+
+
+def test_telemetry_off_leaves_every_field_empty():
+    fields = tsum.summarise([], None, samples=10)
+    assert fields["telemetry"] == "off" and all(v is None for k, v in fields.items() if k != "telemetry")
+
+
+def test_a_real_run_records_telemetry_and_is_flagged_under_contention(torch_python, tmp_path):
+    log = tmp_path / "resnet50" / "pytorch" / "1x1" / "run.jsonl"
+    other = subprocess.Popen([sys.executable, "-c", BUSY])  # another process on the machine
+    try:
+        env = dict(harness_env(), DLBENCH_TELEMETRY_PYTHON=sys.executable)
+        cmd = [str(torch_python), "-m", "dlbench.harness", "--framework", "pytorch", "--model", "resnet50",
+               "--log", str(log), "--topology", "1x1", "--image-size", "32", "--batch-size", "2",
+               "--warmup-steps", "2", "--measured-steps", "20", "--device", "cpu", "--cpus", "1",
+               "--telemetry-ms", "50"]
+        result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=REPO)
+    finally:
+        other.kill()
+        other.wait()
+    assert result.returncode == 0, result.stderr
+    entries = read_log(log)
+    assert list(entries)[-1] == "summary" and entries["summary"][0]["status"] == "ok"
+    assert entries["window"] and len(entries["telemetry"]) > 3
+    assert not log.with_name(log.name + ".telemetry").exists()
+    record = logformats.parse(log)
+    assert record["telemetry"] == "ok" and record["telemetry_interval_ms"] == 50
+    assert record["cpu_run_cores"] > 0.3 and record["cpu_warmup_run_cores"] is not None
+    assert record["contended"] is True
+    summary = aggregate.summarise(aggregate.records_frame([str(log)]))
+    assert "contention" in summary["flags"].iloc[0]
+    section = telemetry(ReportInputs(aggregate.records_frame([str(log)]), summary, {}))
+    assert section is not None and "⚑" in section.rows[0]["Others (cores, max)"]
+
+
