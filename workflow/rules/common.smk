@@ -21,6 +21,7 @@ from dlbench.venvs import env_prefix, MARKER  # noqa: E402
 from dlbench.imports import expand_paths  # noqa: E402
 from dlbench import layout  # noqa: E402
 from dlbench.harness.lifeline import OWNER_ENV  # noqa: E402
+from dlbench.harness.spec import TELEMETRY_PYTHON_ENV  # noqa: E402
 from dlbench.configfile import StudyFileError, load_study_files  # noqa: E402
 
 ENVS_DIR = Path(workflow.basedir, "envs")
@@ -57,7 +58,7 @@ REPORT_MANIFEST = PUBLISHED_MANIFEST
 CORE_PYTHON = sys.executable
 # The telemetry sampler runs with the core python (psutil, nvidia-ml-py): jobs inherit it from the environment,
 # so a moved core environment does not change any run's command line.
-os.environ["DLBENCH_TELEMETRY_PYTHON"] = CORE_PYTHON
+os.environ[TELEMETRY_PYTHON_ENV] = CORE_PYTHON
 # `threads:` of the rules that take the whole machine. Snakemake's maintenance commands (--unlock,
 # --cleanup-metadata, --list-*, --report) run no job and need no --cores; workflow.cores raises then.
 try:

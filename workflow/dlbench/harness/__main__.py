@@ -33,9 +33,8 @@ from pathlib import Path
 from .. import layout
 from . import lifeline, runner, sysinfo
 from .runlog import LOG_SCHEMA_VERSION, append_line, failure_summary, last_line_type, partial_path, utc_now
-from .spec import RunSpec, Unsupported, parser, spec_from_args
+from .spec import TELEMETRY_PYTHON_ENV, RunSpec, Unsupported, parser, spec_from_args
 
-TELEMETRY_PYTHON_ENV = "DLBENCH_TELEMETRY_PYTHON"  # the core environment's python: the sampler needs psutil, NVML
 GRACE_S = 30.0  # after one rank fails, how long the others get to finish on their own
 RETRIED = ("timeout", "failed")  # statuses worth another try; oom/unsupported/error are deterministic
 

@@ -18,6 +18,9 @@ OPTIMIZERS = ("auto", "adam", "lamb")
 # Status of a finished run. Everything but "ok" is a failure that still makes a record.
 STATUSES = ("ok", "oom", "unsupported", "error", "timeout", "failed")
 
+# The core environment's python, for the telemetry sampler (psutil, nvidia-ml-py): set by the workflow.
+TELEMETRY_PYTHON_ENV = "DLBENCH_TELEMETRY_PYTHON"
+
 
 def default_max_predictions(seq_length: int) -> int:
     """BERT masked positions per sequence: Google's 20 for 128 and 80 for 512, else ceil(0.15 x length)."""
