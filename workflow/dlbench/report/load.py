@@ -14,9 +14,11 @@ from ..records import field_types
 # Column types used to normalise both CSVs (everything else stays a string).
 # Typed columns: the record's come from its schema; the summary's own are listed here (aggregate.py makes them).
 _RECORD_TYPES = field_types()
-SUMMARY_INT = ("n_total", "n_ok", "n_failed", "steady_runs", "nonsteady_runs", "warmup_unstable_runs")
+SUMMARY_INT = ("n_total", "n_ok", "n_failed", "steady_runs", "nonsteady_runs", "warmup_unstable_runs",
+               "contended_runs", "throttled_runs")
 SUMMARY_FLOAT = ("median", "min", "max", "q25", "q75", "iqr", "cv", "ci_low", "ci_high", "ci_level", "ci_coverage",
-                 "speedup", "efficiency", "speedup_low", "speedup_high", "efficiency_low", "efficiency_high", "tflops")
+                 "speedup", "efficiency", "speedup_low", "speedup_high", "efficiency_low", "efficiency_high", "tflops",
+                 "energy_ci_low", "energy_ci_high")
 INT_COLUMNS = (*(n for n, t in _RECORD_TYPES.items() if t == "integer"), *SUMMARY_INT)
 FLOAT_COLUMNS = (*(n for n, t in _RECORD_TYPES.items() if t == "number"), *SUMMARY_FLOAT)
 BOOL_COLUMNS = tuple(n for n, t in _RECORD_TYPES.items() if t == "boolean")

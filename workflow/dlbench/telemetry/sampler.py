@@ -154,6 +154,7 @@ class Tree:
     def __init__(self, pids: list[int], parent: int | None, match: str, exclude: int) -> None:
         self.roots, self.parent, self.match, self.exclude = pids, parent, match, exclude
         self.members: dict[int, list[psutil.Process]] = {}
+        self.last: dict[int, float] = {}  # each rank's own last reading
         self.refreshed = 0.0
 
     def _find(self) -> list[int]:
@@ -188,9 +189,14 @@ class Tree:
             for p in procs:
                 try:
                     t = p.cpu_times()
-                    total += t.user + t.system + t.children_user + t.children_system
+                    seconds = t.user + t.system + t.children_user + t.children_system
                 except psutil.Error:
-                    pass  # exited: its time went to its parent's children_* once reaped
+                    # A child that exited moves to its parent's children_* once reaped; an exited rank keeps its
+                    # last reading (a series that fell to 0 would read as negative CPU at the window's end).
+                    seconds = self.last.get(pid, 0.0) if p.pid == pid else 0.0
+                if p.pid == pid:
+                    self.last[pid] = seconds
+                total += seconds
             out[str(pid)] = total
         if self.parent:
             try:
