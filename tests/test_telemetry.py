@@ -165,3 +165,30 @@ def test_a_real_run_records_telemetry_and_is_flagged_under_contention(torch_pyth
     assert section is not None and "⚑" in section.rows[0]["Others (cores, max)"]
 
 
+
+
+def test_energy_reaches_the_summary_the_flags_the_section_and_the_plot(tmp_path):
+    """A log with driven telemetry lines -> record -> summary (median energy per sample with its interval,
+    contention and throttle flags) -> report section and energy.png."""
+    from dlbench.report.plots import write_plots
+    from dlbench.synthetic_logs import write_run_log
+
+    logs = []
+    for repeat in range(1, 7):  # enough repeats for an interval of the median at 95%
+        log = write_run_log(tmp_path / f"rep{repeat}.jsonl", repeat=repeat)
+        lines = log.read_text().splitlines()
+        extra = [json.dumps({"type": "window", "warmup_start": 100.0, "warmup_end": 101.0, "measure_start": 101.0,
+                             "measure_end": 104.0})]
+        extra += [json.dumps({"type": "telemetry", "host": "n1", **e}) for e in fake_lines(counter=True)]
+        log.write_text("\n".join([*lines[:-1], *extra, lines[-1]]) + "\n")
+        logs.append(str(log))
+    records = aggregate.records_frame(logs)
+    assert records["energy_per_sample_j"].tolist() == pytest.approx([750 / 320] * 6)
+    summary = aggregate.summarise(records)
+    row = summary.iloc[0]
+    assert row["energy_per_sample_j"] == pytest.approx(750 / 320) and row["contended_runs"] == 6
+    assert row["energy_ci_low"] <= row["energy_per_sample_j"] <= row["energy_ci_high"]
+    assert "contention" in row["flags"] and "throttled" in row["flags"]
+    section = telemetry(ReportInputs(records, summary, {}))
+    assert section.rows[0]["J/sample [interval]"].startswith("2.344") and "⚑" in section.rows[0]["Throttled"]
+    assert write_plots(summary, tmp_path) and (tmp_path / "energy.png").stat().st_size > 0
