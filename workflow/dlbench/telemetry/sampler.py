@@ -160,8 +160,10 @@ class Tree:
     def _find(self) -> list[int]:
         found = []
         for p in psutil.process_iter(["cmdline"]):
-            cmd = " ".join(p.info["cmdline"] or [])
-            if "dlbench.harness.rank" in cmd and self.match in cmd:
+            words = p.info["cmdline"] or []
+            cmd = " ".join(words)
+            launcher = bool(words) and Path(words[0]).name == "srun"  # names the ranks' command, is not a rank
+            if "dlbench.harness.rank" in cmd and self.match in cmd and not launcher:
                 found.append(p.pid)
         return found
 

@@ -71,7 +71,9 @@ def _host(lines: list[dict[str, Any]], start: float, end: float, warmup: tuple[f
     samples = [e for e in lines if e.get("kind") == "sample"]
     end_line = next((e for e in lines if e.get("kind") == "end"), None)
     ts = [s["t"] for s in samples]
-    inside = [s for s in samples if start <= s["t"] <= end] or samples[-1:]
+    # Readings inside the window; a window shorter than the interval gets the sample nearest its middle.
+    middle = (start + end) / 2
+    inside = [s for s in samples if start <= s["t"] <= end] or [min(samples, key=lambda s: abs(s["t"] - middle))]
     span = end - start
     out: dict[str, Any] = {}
     busy = [s["node_busy_s"] for s in samples]
