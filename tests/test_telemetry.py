@@ -192,3 +192,15 @@ def test_energy_reaches_the_summary_the_flags_the_section_and_the_plot(tmp_path)
     section = telemetry(ReportInputs(records, summary, {}))
     assert section.rows[0]["J/sample [interval]"].startswith("2.344") and "⚑" in section.rows[0]["Throttled"]
     assert write_plots(summary, tmp_path) and (tmp_path / "energy.png").stat().st_size > 0
+
+
+def test_a_sampler_that_cannot_run_is_recorded_as_unavailable(tmp_path):
+    from dlbench.harness.__main__ import stop_sampler
+
+    log = tmp_path / "run.jsonl"
+    log.write_text('{"type":"header"}\n{"type":"summary","status":"ok"}\n')
+    stop_sampler("$DLBENCH_TELEMETRY_PYTHON is not set", log)
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [e["type"] for e in lines] == ["header", "telemetry", "summary"]
+    fields = tsum.summarise([lines[1]], None, samples=10)
+    assert fields["telemetry"] == "unavailable: $DLBENCH_TELEMETRY_PYTHON is not set"

@@ -188,17 +188,16 @@ def stop(procs: list[subprocess.Popen]) -> None:
             time.sleep(0.1)
 
 
-def start_sampler(spec: RunSpec, log: Path, launcher: str, procs: list[subprocess.Popen]) -> subprocess.Popen | None:
+def start_sampler(spec: RunSpec, log: Path, launcher: str,
+                  procs: list[subprocess.Popen]) -> subprocess.Popen | str | None:
     """The telemetry sampler (dlbench.telemetry.sampler), a separate core-environment process so that nothing of
     it runs in the ranks: locally one for the ranks' process trees, under srun one per node (an overlapping
-    step) that finds the ranks by the log path in their command line."""
+    step) that finds the ranks by the log path in their command line. None: telemetry off; a text: why not."""
     python = os.environ.get(TELEMETRY_PYTHON_ENV, "")
     if spec.telemetry_ms <= 0:
         return None
     if not python:
-        print(f"[dlbench] telemetry: ${TELEMETRY_PYTHON_ENV} is not set (the core python); no sampler",
-              file=sys.stderr)
-        return None
+        return f"${TELEMETRY_PYTHON_ENV} is not set (the core environment's python, which runs the sampler)"
     out = telemetry_dir(log)
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir()
@@ -218,9 +217,13 @@ def telemetry_dir(log: Path) -> Path:
     return log.with_name(log.name + ".telemetry")
 
 
-def stop_sampler(sampler: subprocess.Popen | None, log: Path) -> None:
-    """Stop the sampler and move its lines into the log as `telemetry` lines, before the summary if there is one."""
+def stop_sampler(sampler: subprocess.Popen | str | None, log: Path) -> None:
+    """Stop the sampler and move its lines into the log as `telemetry` lines, before the summary if there is one;
+    a sampler that could not start or wrote nothing leaves one line saying why."""
     if sampler is None:
+        return
+    if isinstance(sampler, str):
+        insert_before_summary(log, [json.dumps({"type": "telemetry", "kind": "unavailable", "why": sampler})])
         return
     if sampler.poll() is None:
         os.killpg(sampler.pid, signal.SIGTERM)
@@ -241,7 +244,13 @@ def stop_sampler(sampler: subprocess.Popen | None, log: Path) -> None:
             lines.append(json.dumps({"type": "telemetry", "host": host, **entry}, separators=(",", ":")))
     shutil.rmtree(telemetry_dir(log), ignore_errors=True)
     if not lines:
-        return
+        why = f"the sampler wrote nothing (exit status {sampler.returncode}; see the rule's log)"
+        lines = [json.dumps({"type": "telemetry", "kind": "unavailable", "why": why})]
+    insert_before_summary(log, lines)
+
+
+def insert_before_summary(log: Path, lines: list[str]) -> None:
+    """The partial log rewritten with `lines` before its summary (the summary stays the last line)."""
     existing = log.read_text(encoding="utf-8").splitlines()
     tail = [existing.pop()] if existing and last_line_type(log) == "summary" else []
     tmp = log.with_name(log.name + ".tmp")
@@ -392,7 +401,7 @@ def run(spec: RunSpec, log: Path, guard: lifeline.Guard) -> int:
         for p in procs:
             guard.watch(p.pid)  # each child leads its own process group
         sampler = start_sampler(spec, log, launcher, procs)
-        if sampler is not None:
+        if isinstance(sampler, subprocess.Popen):
             guard.watch(sampler.pid)
         status, message = supervise(spec, procs)
         stop_sampler(sampler, log)

@@ -152,6 +152,10 @@ def summarise(telemetry: list[dict[str, Any]], window: dict[str, Any] | None, sa
     if not telemetry:
         out["telemetry"] = "off"
         return out
+    unavailable = next((e for e in telemetry if e.get("kind") == "unavailable"), None)
+    if unavailable:
+        out["telemetry"] = f"unavailable: {unavailable.get('why')}"
+        return out
     if not window:
         out["telemetry"] = "no measured window (the run did not reach its measured steps)"
         return out
