@@ -10,7 +10,6 @@ prints the sampler's own CPU use (cores) as its records measured it.
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 import statistics
 import subprocess
@@ -23,6 +22,10 @@ sys.path.insert(0, str(REPO / "workflow"))
 
 from dlbench import logformats  # noqa: E402
 from dlbench.harness.spec import TELEMETRY_PYTHON_ENV  # noqa: E402
+from dlbench.venvs import env_prefix  # noqa: E402
+
+# The PyTorch environment of the current envs/pytorch.yaml (older builds may sit beside it in .venvs/).
+TORCH_PYTHON = env_prefix(REPO / ".venvs", REPO / "envs" / "pytorch.yaml") / "bin" / "python"
 
 
 def run(python: str, log: Path, args: argparse.Namespace, interval_ms: int) -> dict:
@@ -37,7 +40,7 @@ def run(python: str, log: Path, args: argparse.Namespace, interval_ms: int) -> d
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--python", default=next(iter(sorted(glob.glob(str(REPO / ".venvs/pytorch-*/bin/python")))), ""))
+    p.add_argument("--python", default=str(TORCH_PYTHON))
     p.add_argument("--image-size", type=int, default=64)
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--steps", type=int, default=30)

@@ -367,10 +367,13 @@ def run(spec: RunSpec, log: Path, guard: lifeline.Guard) -> int:
 
     # SIGTERM (scancel, a SLURM time limit, Snakemake stopping) still leaves a record and a note.
     procs: list[subprocess.Popen] = []
+    samplers: list[subprocess.Popen | str] = []  # the telemetry sampler, stopped here too when we are stopped
 
     def on_term(signum: int, _frame: object) -> None:
         state = slurm_job_state()
         stop(procs)
+        for sampler in samplers:
+            stop_sampler(sampler, log)
         status = "timeout" if state == "TIMEOUT" else "failed"
         message = f"run terminated by signal {signum}" + (f" (SLURM job state {state})" if state else "")
         attempts.note(attempt=spec.attempt, event="end", status=status, slurm_state=state, error=message)
@@ -403,7 +406,9 @@ def run(spec: RunSpec, log: Path, guard: lifeline.Guard) -> int:
         sampler = start_sampler(spec, log, launcher, procs)
         if isinstance(sampler, subprocess.Popen):
             guard.watch(sampler.pid)
+        samplers.extend([sampler] if sampler is not None else [])
         status, message = supervise(spec, procs)
+        samplers.clear()
         stop_sampler(sampler, log)
         if last_line_type(log) != "summary":
             reports = rank_failures(rank_dir)
