@@ -55,6 +55,8 @@ def main() -> None:
                 (with_ if interval else without).append(record["throughput"])
                 if interval:
                     sampler.append(record["sampler_cores"])
+                print(f"  {'with' if interval else 'without'}: {record['throughput']:.2f} images/s, other processes "
+                      f"{record['contention_cores'] if interval else float('nan'):.2f} cores", file=sys.stderr)
             print(f"round {r + 1}: without {statistics.median(without):.2f}, with {statistics.median(with_):.2f} "
                   f"images/s", file=sys.stderr)
     ratio = statistics.median(with_) / statistics.median(without)
