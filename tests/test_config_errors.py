@@ -96,6 +96,13 @@ include:
     "top_level_list": ("- study: x\n- matrix: {}\n",
                        ["study.yaml, line 1, column 1: the study is a list; it must be a mapping of keys"]),
     "empty": ("# nothing yet\n", ["study.yaml: the file is empty"]),
+    "strategy_unknown": (MATRIX + "  strategy: [auto, ddp_fp61]\n",
+                         ["line 7: matrix.strategy: 'ddp_fp61' is not a known strategy (did you mean 'ddp_fp16'?)",
+                          "known: auto, ddp_gloo"]),
+    "strategy_framework": (MATRIX + "  strategy: {mxnet: [dist_sync]}\n",
+                           ["line 7: matrix.strategy.mxnet: 'mxnet' is not in matrix.framework (allowed: pytorch)"]),
+    "strategy_name": (MATRIX + "  strategy: [DDP-fp16]\n", ["line 7: matrix.strategy[0]: 'DDP-fp16' is not valid",
+                                                            "lower-case letters, digits and '_'"]),
 }
 
 

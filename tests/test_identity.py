@@ -12,7 +12,7 @@ from dlbench import identity
 from dlbench.study import load_study
 
 AXES = ("model", "framework", "topology", "batch_size", "precision", "compiler", "data", "image_size", "seq_length",
-        "optimizer", "grad_clip")
+        "optimizer", "grad_clip", "strategy")
 
 
 def test_every_configuration_of_the_default_study_round_trips():
@@ -49,3 +49,43 @@ def test_variants():
 def test_bad_paths_name_the_path(path):
     with pytest.raises(identity.IdentityError, match="not"):
         identity.parse_run_log(Path(path))
+
+
+@pytest.mark.parametrize("model", ["resnet50", "bert_base"])
+def test_strategy_suffix_only_when_not_auto_and_round_trips(model):
+    """auto keeps every existing id; another strategy adds -via_<name>, which parses back (also after BERT's
+    optimizer, a free-form part) and is never taken for another axis."""
+    axes = dict(model=model, framework="pytorch", topology="1x2", batch_size=8, precision="fp32", compiler=False,
+                data="synthetic", image_size=64, seq_length=128, optimizer="adam", grad_clip=False)
+    plain = identity.config_id(axes)
+    assert identity.config_id(axes | {"strategy": "auto"}) == plain  # ids of the default are unchanged
+    assert "via_" not in plain
+    for name in ("ddp_fp16", "ddp_bucket4mb", "dist_sync_ps", "mwms_pack1mb"):
+        config = identity.config_id(axes | {"strategy": name})
+        assert config == f"{plain}-via_{name}"
+        parsed = identity.parse_config_id(config)
+        assert parsed["strategy"] == name
+        assert parsed["optimizer"] == (axes["optimizer"] if model == "bert_base" else None)
+        assert {k: parsed[k] for k in ("batch_size", "precision", "data")} == {"batch_size": 8, "precision": "fp32",
+                                                                               "data": "synthetic"}
+    assert identity.parse_config_id(plain)["strategy"] == "auto"
+    labels = {k: v for k, v in axes.items() if k != "image_size"} | {"strategy": "mwms_ring"}
+    assert identity.from_labels(labels)["config_id"].endswith("-via_mwms_ring")
+    assert identity.from_labels({k: v for k, v in axes.items()})["strategy"] == "auto"
+
+
+def test_strategy_ids_in_a_study_round_trip(tmp_path):
+    """A study with the strategy axis (per framework): the auto configurations keep the ids they have without the
+    axis, the others carry -via_<name> and parse back to it."""
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    schema, envs = REPO / "workflow/schemas/config.schema.yaml", REPO / "envs"
+    before = set(load_study(config, schema, envs, REPO).configurations)
+    config["matrix"]["strategy"] = {"pytorch": ["auto", "ddp_fp16"], "mxnet": ["auto", "dist_sync_ps"]}
+    after = load_study(config, schema, envs, REPO).configurations
+    assert before <= set(after)
+    added = {c: after[c] for c in set(after) - before}
+    assert added and {c.strategy for c in added.values()} == {"ddp_fp16", "dist_sync_ps"}
+    for config_id, c in added.items():
+        assert config_id.endswith(f"-via_{c.strategy}")
+        assert identity.parse_run_log(c.run_log(1))["strategy"] == c.strategy
+        assert c.framework == {"ddp_fp16": "pytorch", "dist_sync_ps": "mxnet"}[c.strategy]

@@ -301,3 +301,59 @@ def test_compare_to_previous_gives_a_verdict(tmp_path):
     assert "## Compared with v1" in readme
     row = next(line for line in readme.splitlines() if line.startswith("| resnet50/pytorch/1x1"))
     assert "slower" in row and "0.90" in row
+
+
+def _study(root: Path, runs: list[dict], config: dict | None = None) -> Path:
+    """Run logs written for `runs` (write_run_log's arguments), aggregated for real and rendered: the report."""
+    logs = [str(write_run_log(root / f"runs/{i}.jsonl", **run)) for i, run in enumerate(runs)]
+    agg = root / "agg"
+    agg.mkdir(parents=True)
+    write_all(logs, [], config or {"study": "t", "report": {"confidence": 0.95}}, agg / "records.csv",
+              agg / "summary.csv", agg / "environment.json")
+    render_report(agg / "records.csv", agg / "summary.csv", agg / "environment.json", root / "report")
+    return root / "report"
+
+
+def test_real_over_synthetic_in_a_table_and_a_plot(tmp_path):
+    """Each configuration run on both kinds of data gets median(real) / median(synthetic) with its interval; one run
+    on synthetic data only gets no row; the plot exists."""
+    synthetic, real = [100.0, 102.0, 98.0, 101.0, 99.0, 100.5, 99.5], [61.0, 60.0, 59.0, 60.5, 59.5, 60.2, 59.8]
+    runs = [dict(data="synthetic", repeat=i, throughput=t, image_size=64) for i, t in enumerate(synthetic, 1)]
+    runs += [dict(data="real", repeat=i, throughput=t, image_size=64) for i, t in enumerate(real, 1)]
+    runs += [dict(data="synthetic", repeat=i, throughput=200.0, image_size=64, topology="1x2") for i in (1, 2, 3)]
+    report = _study(tmp_path, runs)
+    readme = (report / "README.md").read_text()
+    assert "## Real ÷ synthetic data" in readme and "![Real ÷ synthetic data](real_vs_synthetic.png)" in readme
+    rows = [line for line in readme.split("## Real ÷ synthetic data")[1].split("\n## ")[0].splitlines()
+            if line.startswith("| pytorch")]
+    assert len(rows) == 1 and "1x1" in rows[0]  # the 1x2 configuration has no real-data twin
+    expected = pd.Series(real).median() / pd.Series(synthetic).median()
+    ratio, low, high = map(float, re.search(r"\| ([0-9.]+) \[([0-9.]+)–([0-9.]+)\]", rows[0]).groups())
+    assert ratio == pytest.approx(expected, abs=5e-4) and low <= ratio <= high and high < 1
+    assert (report / "real_vs_synthetic.png").read_bytes().startswith(PNG_MAGIC)
+    assert 'src="real_vs_synthetic.png"' in (report / "index.html").read_text()
+    only_synthetic = _study(tmp_path / "none", runs[:7])
+    assert "Real ÷ synthetic" not in (only_synthetic / "README.md").read_text()
+    assert not (only_synthetic / "real_vs_synthetic.png").exists()
+
+
+def test_strategies_get_their_own_tables_and_the_auto_baseline(tmp_path):
+    """A non-auto strategy is a configuration of its own (own table, own id) whose speedup is against the auto 1x1
+    run; its unsupported 1x1 run does not replace that baseline; the read-back strategy reaches the records."""
+    runs = [dict(topology="1x1", repeat=i, throughput=100.0, strategy_in_effect="none (one rank)") for i in (1, 2, 3)]
+    runs += [dict(topology="1x2", repeat=i, throughput=180.0, strategy_in_effect="DDP over gloo, 25 MiB")
+             for i in (1, 2, 3)]
+    runs += [dict(topology="1x2", repeat=i, throughput=150.0, strategy="ddp_fp16",
+                  strategy_in_effect="DDP over gloo, 25 MiB, comm hook fp16_compress_hook") for i in (1, 2, 3)]
+    runs += [dict(topology="1x1", repeat=1, throughput=None, status="unsupported", strategy="ddp_fp16",
+                  error="strategy 'ddp_fp16' exchanges gradients between ranks and this run has one")]
+    report = _study(tmp_path, runs)
+    summary = pd.read_csv(report / "summary.csv").set_index("config_id")
+    fp16 = summary.loc["resnet50/pytorch/1x2/bs32-fp32-nocompile-synthetic-via_ddp_fp16"]
+    assert fp16["strategy"] == "ddp_fp16" and fp16["speedup"] == pytest.approx(1.5)
+    assert fp16["strategy_in_effect"].endswith("fp16_compress_hook")
+    assert summary.loc["resnet50/pytorch/1x2/bs32-fp32-nocompile-synthetic", "speedup"] == pytest.approx(1.8)
+    records = pd.read_csv(report / "records.csv")
+    assert set(records["strategy"]) == {"auto", "ddp_fp16"}
+    readme = (report / "README.md").read_text()
+    assert "· strategy ddp_fp16" in readme and "exchanges gradients between ranks" in readme

@@ -1,7 +1,8 @@
 """Aggregate run records per configuration: median and dispersion, speedup, scaling efficiency.
 
 Speedup = median throughput at a topology / median at 1x1 of the same model, framework, precision,
-batch size per device, compiler, data and input shape; scaling efficiency = speedup / devices.
+batch size per device, compiler, data and input shape; scaling efficiency = speedup / devices. Every
+gradient-exchange strategy is compared with the same 1x1 run, the auto one (one rank exchanges nothing).
 Intervals, steady-state counts and plausibility flags come from dlbench.stats, at the study's
 report.confidence level.
 """
@@ -24,11 +25,12 @@ from .records import FIELDS
 
 CONFIG_COLUMNS = ["config_id", "framework", "model", "topology", "nodes", "devices_per_node", "devices",
                   "batch_size", "precision", "compiler", "data", "image_size", "seq_length", "max_predictions",
-                  "optimizer", "grad_clip"]
-# Configurations whose speedups are comparable: everything but the topology.
+                  "optimizer", "grad_clip", "strategy"]
+# Configurations whose speedups are comparable: everything but the topology (and the strategy, see above).
 BASELINE_KEY = ["framework", "model", "batch_size", "precision", "compiler", "data", "image_size", "seq_length",
                 "max_predictions", "optimizer", "grad_clip"]
-SUMMARY_COLUMNS = [*CONFIG_COLUMNS, "unit", "metric", "n_total", "n_ok", "n_failed", "statuses", "error",
+SUMMARY_COLUMNS = [*CONFIG_COLUMNS, "strategy_in_effect",  # how the ranks exchanged gradients (read back)
+                   "unit", "metric", "n_total", "n_ok", "n_failed", "statuses", "error",
                    "median", "min", "max", "q25", "q75", "iqr", "cv",
                    "ci_low", "ci_high", "ci_level", "ci_coverage", "ci_note",  # the median's interval
                    "speedup", "efficiency", "speedup_low", "speedup_high", "efficiency_low", "efficiency_high",
@@ -60,6 +62,7 @@ def _summarise(group: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> dict[
     row = {
         **group.iloc[0][CONFIG_COLUMNS].to_dict(),
         "unit": next((u for u in group["unit"] if isinstance(u, str)), None),
+        "strategy_in_effect": next((s for s in group["strategy_in_effect"] if isinstance(s, str)), None),
         "metric": "time_to_train" if by_time else "throughput",
         "n_total": len(group), "n_ok": len(group) - len(failed), "n_failed": len(failed),
         "statuses": ";".join(f"{s}:{n}" for s, n in sorted(statuses.items())),
@@ -115,7 +118,7 @@ def summarise(records: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> pd.D
     summary = pd.DataFrame(rows).reindex(columns=SUMMARY_COLUMNS)
     key = pd.Series(["|".join(map(str, row)) for row in summary[BASELINE_KEY].itertuples(index=False)],
                     index=summary.index)
-    single = summary["topology"] == "1x1"
+    single = (summary["topology"] == "1x1") & summary["strategy"].fillna("auto").eq("auto")  # imports: null
     baseline = dict(zip(key[single], summary.loc[single, "median"], strict=True))
     summary["speedup"] = summary["median"] / key.map(baseline).astype(float)
     summary["efficiency"] = summary["speedup"] / summary["devices"]
@@ -183,3 +186,38 @@ def write_all(log_paths: list[str], env_markers: list[str], config: dict,
     summary.to_csv(summary_csv, index=False)
     env = environment(records, env_markers, config)
     Path(environment_json).write_text(json.dumps(env, indent=2, default=str) + "\n")
+
+
+# Configurations that differ in their data only: real ÷ synthetic is the input pipeline's cost (reading, decoding,
+# augmenting inside the step; dlbench.harness.backends.base).
+PAIR_KEY = [c for c in CONFIG_COLUMNS if c not in ("config_id", "data")]
+PAIR_COLUMNS = [*PAIR_KEY, "config_real", "config_synthetic", "unit", "n_real", "n_synthetic", "median_real",
+                "median_synthetic", "ratio", "ratio_low", "ratio_high", "ratio_note"]
+
+
+def real_vs_synthetic(records: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> pd.DataFrame:
+    """One row per configuration run on both real and synthetic data (everything else the same): the medians of
+    their ok runs and ratio = median(real) / median(synthetic) with its bootstrap interval (stats.ratio_ci), as the
+    seed's synthetic-versus-real figure. Below 1: the input pipeline slows training down by that factor."""
+    if records.empty or "data" not in records:
+        return pd.DataFrame(columns=PAIR_COLUMNS)
+    key = pd.Series(["|".join(map(str, row)) for row in records[PAIR_KEY].itertuples(index=False)],
+                    index=records.index)
+    rows = []
+    for _, group in records.groupby(key, sort=False):
+        sides = {data: runs for data, runs in group.groupby("data") if data in ("real", "synthetic")}
+        if len(sides) < 2:
+            continue
+        ok = {data: runs.loc[runs["status"] == "ok", "throughput"].astype(float).dropna().to_numpy()
+              for data, runs in sides.items()}
+        ci = stats.ratio_ci(ok["real"], ok["synthetic"], level)
+        first = group.iloc[0]
+        rows.append({**{k: first[k] for k in PAIR_KEY},
+                     "config_real": sides["real"]["config_id"].iloc[0],
+                     "config_synthetic": sides["synthetic"]["config_id"].iloc[0],
+                     "unit": next((u for u in group["unit"] if isinstance(u, str)), None),
+                     "n_real": len(ok["real"]), "n_synthetic": len(ok["synthetic"]),
+                     "median_real": float(np.median(ok["real"])) if len(ok["real"]) else None,
+                     "median_synthetic": float(np.median(ok["synthetic"])) if len(ok["synthetic"]) else None,
+                     "ratio": ci.ratio, "ratio_low": ci.low, "ratio_high": ci.high, "ratio_note": ci.note})
+    return pd.DataFrame(rows, columns=PAIR_COLUMNS)

@@ -4,8 +4,9 @@ Standard library only: the study (core environment), the Snakemake rules, the ha
 environments), the log parsers and the test fixtures all call it, so the five of them cannot disagree.
 
     config id    <model>/<framework>/<topology>/<variant>           resnet50/pytorch/1x2/bs64-amp-nocompile-synthetic
-    variant      bs<B>-<precision>-<compile|nocompile>-<data>[-img<S>]             (ResNet-50; img only when not 224)
-                 bs<B>-<precision>-<compile|nocompile>-<data>-seq<L>-<optimizer>-<clip|noclip>      (BERT)
+    variant      bs<B>-<precision>-<compile|nocompile>-<data>[-img<S>][-via_<strategy>]     (ResNet-50; img: not 224)
+                 bs<B>-<precision>-<compile|nocompile>-<data>-seq<L>-<optimizer>-<clip|noclip>[-via_<strategy>]  (BERT)
+                 (-via_<strategy> only when the gradient-exchange strategy is not auto)
     run id       <config id>/rep<N>
     run log      results/runs/<config id>/rep<N>.jsonl
 """
@@ -18,6 +19,8 @@ from pathlib import PurePath
 from typing import Any
 
 DEFAULT_IMAGE_SIZE = 224  # ids mention the image size only when it differs
+DEFAULT_STRATEGY = "auto"  # ... and the gradient-exchange strategy (harness/strategies.py) only when not auto
+STRATEGY_PREFIX = "via_"  # no other part starts so (optimizers are adam or lamb)
 RUNS_DIR = "results/runs"
 BERT_MODELS = ("bert_base", "bert_tiny")  # dimensions: harness/bert.py
 
@@ -43,13 +46,15 @@ def is_bert(model: str) -> bool:
 
 def variant(axes: Mapping[str, Any]) -> str:
     """The variant of a configuration from its axes (model, batch_size, precision, compiler, data, and
-    image_size for ResNet-50 or seq_length, optimizer, grad_clip for BERT)."""
+    image_size for ResNet-50 or seq_length, optimizer, grad_clip for BERT; strategy, absent = auto)."""
     parts = [f"bs{axes['batch_size']}", axes["precision"], "compile" if axes["compiler"] else "nocompile",
              axes["data"]]
     if is_bert(axes["model"]):
         parts += [f"seq{axes['seq_length']}", str(axes["optimizer"]), "clip" if axes["grad_clip"] else "noclip"]
     elif (axes.get("image_size") or DEFAULT_IMAGE_SIZE) != DEFAULT_IMAGE_SIZE:
         parts.append(f"img{axes['image_size']}")
+    if (axes.get("strategy") or DEFAULT_STRATEGY) != DEFAULT_STRATEGY:
+        parts.append(f"{STRATEGY_PREFIX}{axes['strategy']}")
     return "-".join(parts)
 
 
@@ -89,9 +94,11 @@ def parse_variant(model: str, text: str) -> dict[str, Any]:
                             "data": data}
     # Axes that do not apply to the model are None (as in the study's configurations).
     axes |= {"image_size": None if is_bert(model) else DEFAULT_IMAGE_SIZE, "seq_length": None, "optimizer": None,
-             "grad_clip": None}
+             "grad_clip": None, "strategy": DEFAULT_STRATEGY}
     for part in rest:
-        if part.startswith("img") and part[3:].isdigit():
+        if part.startswith(STRATEGY_PREFIX) and len(part) > len(STRATEGY_PREFIX):
+            axes["strategy"] = part[len(STRATEGY_PREFIX):]
+        elif part.startswith("img") and part[3:].isdigit():
             axes["image_size"] = int(part[3:])
         elif part.startswith("seq") and part[3:].isdigit():
             axes["seq_length"] = int(part[3:])
@@ -126,7 +133,8 @@ def parse_run_log(path: str | PurePath) -> dict[str, Any]:
 
 
 AXIS_DEFAULTS = {"precision": "fp32", "compiler": False, "data": "synthetic", "image_size": DEFAULT_IMAGE_SIZE,
-                 "seq_length": 128, "optimizer": "adam", "grad_clip": False, "repeat": 1}
+                 "seq_length": 128, "optimizer": "adam", "grad_clip": False, "strategy": DEFAULT_STRATEGY,
+                 "repeat": 1}
 REQUIRED_LABELS = ("framework", "model", "topology", "batch_size")
 
 

@@ -21,12 +21,13 @@ import yaml
 
 from . import identity, imports, logformats
 from .harness import runner as runner_module
+from .harness import strategies as strategy_registry
 from .harness.spec import FRAMEWORKS
 from .identity import is_bert
 from .references import load_references
 
 AXES = ("framework", "model", "topology", "precision", "compiler", "data", "batch_size",
-        "seq_length", "grad_clip", "optimizer")
+        "seq_length", "grad_clip", "optimizer", "strategy")
 BERT_AXES = ("seq_length", "grad_clip", "optimizer")  # apply to BERT models only (None for ResNet-50)
 BERT_AXIS_DEFAULTS = {"seq_length": 128, "grad_clip": False, "optimizer": "adam"}
 SETTINGS = ("repeats", "warmup_steps", "max_warmup_steps", "measured_steps", "image_size", "timeout_minutes")
@@ -50,6 +51,7 @@ class Configuration:
     seq_length: int | None  # BERT only
     grad_clip: bool | None  # BERT only
     optimizer: str | None  # BERT only (ResNet-50 trains with SGD + momentum)
+    strategy: str  # gradient exchange between ranks: auto or a framework's (harness/strategies.py)
     repeats: int
     warmup_steps: int | str  # a number, or "auto": until the step times settle, at most max_warmup_steps
     max_warmup_steps: int
@@ -225,7 +227,7 @@ def _fill_defaults(config: dict[str, Any], schema: dict[str, Any]) -> dict[str, 
     out["defaults"] = {k: v["default"] for k, v in settings_schema.items()} | config.get("defaults", {})
     # An imports-only study has no matrix: no axes, no runs.
     matrix = dict(config.get("matrix", {"framework": [], "model": [], "topology": [], "batch_size": []}))
-    for axis in ("precision", "compiler", "data", *BERT_AXES):
+    for axis in ("precision", "compiler", "data", "strategy", *BERT_AXES):
         matrix.setdefault(axis, schema["properties"]["matrix"]["properties"][axis]["default"])
     out["matrix"] = matrix
     for key in ("exclude", "include", "overrides", "imports", "references"):
@@ -320,7 +322,8 @@ def _check_report_version(config: dict[str, Any], base_dir: Path) -> list[str]:
 
 def _include_axes(entry: dict[str, Any]) -> dict[str, Any]:
     """The configuration an include entry names (precision, compiler, data and BERT's axes defaulted)."""
-    axes = {"precision": "fp32", "compiler": False, "data": "synthetic"} | {k: v for k, v in entry.items() if k in AXES}
+    axes = {"precision": "fp32", "compiler": False, "data": "synthetic", "strategy": strategy_registry.AUTO} | {
+        k: v for k, v in entry.items() if k in AXES}
     for axis in BERT_AXES:  # BERT axes default as in the matrix; ResNet-50 has none
         axes[axis] = axes.get(axis, BERT_AXIS_DEFAULTS[axis]) if is_bert(axes["model"]) else None
     return axes
@@ -397,6 +400,32 @@ def _batch_sizes(matrix: dict[str, Any], model: str, precision: str) -> list[int
     return per_model if isinstance(per_model, list) else per_model[precision]
 
 
+def _strategies(matrix: dict[str, Any], framework: str) -> list[str]:
+    spec = matrix["strategy"]
+    return spec if isinstance(spec, list) else spec.get(framework, [strategy_registry.AUTO])
+
+
+def _check_strategies(config: dict[str, Any]) -> list[str]:
+    """Every strategy name must be some framework's (a framework's name for another framework's strategy is an
+    `unsupported` record, not an error); per framework, only the matrix's frameworks."""
+    matrix, problems = config["matrix"], []
+    spec = matrix["strategy"]
+    given = [("matrix.strategy", spec)] if isinstance(spec, list) else [
+        (f"matrix.strategy.{fw}", names) for fw, names in spec.items()]
+    given += [(f"include[{i}].strategy", [e["strategy"]]) for i, e in enumerate(config["include"]) if "strategy" in e]
+    for where, names in given:
+        for name in names:
+            if not strategy_registry.known(name):
+                close = difflib.get_close_matches(name, strategy_registry.names(), n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                problems.append(f"{where}: {name!r} is not a known strategy{hint}; known: auto, "
+                                f"{', '.join(strategy_registry.names())} (README, 'Gradient-exchange strategies')")
+    if isinstance(spec, dict):
+        problems += [f"matrix.strategy.{fw}: {fw!r} is not in matrix.framework (allowed: "
+                     f"{', '.join(matrix['framework'])})" for fw in spec if fw not in matrix["framework"]]
+    return problems
+
+
 def _check_runners(runners: dict[str, dict[str, Any]], envs_dir: Path, base_dir: Path) -> list[str]:
     """A runner must name a known log format, an environment or interpreter that exists and only known
     placeholders; a runner may not take a framework's name."""
@@ -428,7 +457,7 @@ def _check_runners(runners: dict[str, dict[str, Any]], envs_dir: Path, base_dir:
 
 def _check_matrix(config: dict[str, Any], envs_dir: Path, base_dir: Path = Path(".")) -> None:
     matrix = config["matrix"]
-    problems = _check_runners(config["runners"], envs_dir, base_dir)
+    problems = _check_runners(config["runners"], envs_dir, base_dir) + _check_strategies(config)
     available = [fw for fw in FRAMEWORKS if Path(envs_dir, f"{fw}.yaml").exists()] + list(config["runners"])
     frameworks = {*matrix["framework"], *(e["framework"] for e in config["include"])}
     for fw in sorted(frameworks):
@@ -472,9 +501,11 @@ def expand(config: dict[str, Any], envs_dir: Path, base_dir: Path = Path("."),
         matrix["precision"], matrix["compiler"], matrix["data"],
     ):
         bert_cells = itertools.product(*(matrix[a] for a in BERT_AXES)) if is_bert(model) else [(None,) * 3]
-        for bert_axes, bs in itertools.product(list(bert_cells), _batch_sizes(matrix, model, prec)):
+        for bert_axes, bs, strategy in itertools.product(list(bert_cells), _batch_sizes(matrix, model, prec),
+                                                         _strategies(matrix, fw)):
             cells.append(dict(framework=fw, model=model, topology=topo, precision=prec, compiler=comp,
-                              data=data, batch_size=bs, **dict(zip(BERT_AXES, bert_axes, strict=True))))
+                              data=data, batch_size=bs, **dict(zip(BERT_AXES, bert_axes, strict=True)),
+                              strategy=strategy))
     for i, selector in enumerate(config["exclude"]):
         kept = [c for c in cells if not _matches(selector, c)]
         if len(kept) == len(cells):

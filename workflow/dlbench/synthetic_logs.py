@@ -16,14 +16,17 @@ def write_run_log(path: Path, *, framework: str = "pytorch", model: str = "resne
                   batch_size: int = 32, precision: str = "fp32", compiler: bool = False, data: str = "synthetic",
                   image_size: int = 224, repeat: int = 1, throughput: float | None = 100.0,
                   status: str = "ok", error: str = "", measured_steps: int = 10, warmup_steps: int = 2,
-                  seq_length: int = 128, optimizer: str = "adam", grad_clip: bool = False) -> Path:
-    """A complete log whose measured steps give exactly `throughput` (None: no summary line)."""
+                  seq_length: int = 128, optimizer: str = "adam", grad_clip: bool = False,
+                  strategy: str = "auto", strategy_in_effect: str = "") -> Path:
+    """A complete log whose measured steps give exactly `throughput` (None: no summary line); the environment line
+    says `strategy_in_effect` as the backend's read-back summary (none: a run that failed before setup)."""
     nodes, per_node = identity.parse_topology(topology)
     world = nodes * per_node
     bert = is_bert(model)
     config_id = identity.config_id(dict(model=model, framework=framework, topology=topology, batch_size=batch_size,
                                         precision=precision, compiler=compiler, data=data, image_size=image_size,
-                                        seq_length=seq_length, optimizer=optimizer, grad_clip=grad_clip))
+                                        seq_length=seq_length, optimizer=optimizer, grad_clip=grad_clip,
+                                        strategy=strategy))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.unlink(missing_ok=True)
     config = {"framework": framework, "model": model, "nodes": nodes, "devices_per_node": per_node,
@@ -31,14 +34,15 @@ def write_run_log(path: Path, *, framework: str = "pytorch", model: str = "resne
               "image_size": image_size, "warmup_steps": warmup_steps, "measured_steps": measured_steps,
               "repeat": repeat, "config_id": config_id, "topology": topology, "world_size": world,
               "seq_length": seq_length, "max_predictions": 0, "grad_clip": grad_clip,
-              "optimizer": optimizer if bert else "auto"}
+              "optimizer": optimizer if bert else "auto", "strategy": strategy}
     run_id = identity.run_id(config_id, repeat)
     append_line(path, {"type": "header", "schema_version": LOG_SCHEMA_VERSION, "run_id": run_id, "config_id": config_id,
                        "config": config, "hostname": "node001", "python": "3.11.7",
                        "cpu_model": "Test CPU", "threads_per_rank": 2, "git_commit": "0" * 40,
                        "started_at": "2026-01-01T00:00:00Z", "slurm": None})
     append_line(path, {"type": "environment", "framework": framework, "framework_version": "1.0",
-                       "device_name": "Test GPU", "device_type": "cuda"})
+                       "device_name": "Test GPU", "device_type": "cuda", "strategy": strategy,
+                       **({"strategy_in_effect": {"summary": strategy_in_effect}} if strategy_in_effect else {})})
     if throughput is None and status == "ok":
         return path  # an interrupted run: no summary
     samples = batch_size * world * measured_steps

@@ -190,6 +190,8 @@ def run_arguments(wildcards):
         f"--framework {c.framework} --model {c.model} --topology {c.topology}",
         f"--batch-size {c.batch_size} --precision {c.precision} --compiler {'on' if c.compiler else 'off'}",
         f"--data {c.data} {inputs}",
+        # Only when not auto, so that the command lines of the other runs stay as they were.
+        *([f"--strategy {c.strategy}"] if c.strategy != "auto" else []),
         f"{warmup} --measured-steps {c.measured_steps}",
         f"--repeat {wildcards.repeat} --config-id {c.config_id}",
         f"--device {SETTINGS['platform']['device']} --timeout-s {c.timeout_minutes * 60:g}",

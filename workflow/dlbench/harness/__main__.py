@@ -31,7 +31,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from .. import layout
-from . import lifeline, runner, sysinfo
+from . import lifeline, runner, strategies, sysinfo
 from .runlog import LOG_SCHEMA_VERSION, append_line, failure_summary, last_line_type, partial_path, utc_now
 from .spec import TELEMETRY_PYTHON_ENV, RunSpec, Unsupported, parser, spec_from_args
 
@@ -389,6 +389,8 @@ def run(spec: RunSpec, log: Path, guard: lifeline.Guard) -> int:
         append_line(log, failure_summary("error", "the prepared data changed after it was verified: "
                                          + "; ".join(changed[:5]) + " - verify it again (snakemake --forcerun "
                                          "verify_imagenet or verify_bert), which names the bad record"))
+    elif reason := strategies.problem(spec.framework, spec.strategy, spec.world_size):
+        append_line(log, failure_summary("unsupported", reason))  # decided before any rank starts
     elif spec.runner:
         run_external(spec, log, threads, procs, guard)
     elif spec.nodes > 1 and launcher != "srun":

@@ -125,7 +125,10 @@ def run(spec: RunSpec, backend, rank: int, world: int, log: Path | None) -> dict
                           f"(available: {', '.join(backend.data)})")
     backend.setup()
     if log is not None:
-        append_line(log, {"type": "environment", **backend.environment()})
+        in_effect = backend.strategy_in_effect()
+        append_line(log, {"type": "environment", **backend.environment(), "strategy": spec.strategy,
+                          "strategy_in_effect": in_effect})
+        print(f"[dlbench] strategy {spec.strategy}: {in_effect['summary']}", file=sys.stderr)
     warmup_start = time.time()  # wall clock: the sampler's timestamps are time.time() too
     warmup = warm_up(spec, backend, world, log)
     warmup_end = time.time()

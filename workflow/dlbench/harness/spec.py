@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 
 from ..identity import BERT_MODELS, IdentityError, is_bert, parse_topology, run_id
 from .frameworks import NAMES
+from .strategies import NAME
 
 FRAMEWORKS = NAMES  # registered in frameworks.py: a backend package each, backends/<name>/
 MODELS = ("resnet50", *BERT_MODELS)
@@ -56,6 +57,7 @@ class RunSpec:
     max_predictions: int = 0  # BERT: masked positions per sequence; 0 = 20 at 128, 80 at 512 (bert.py)
     grad_clip: bool = False  # BERT: clip gradients by global norm 1.0
     optimizer: str = "auto"  # auto: SGD with momentum for ResNet-50, Adam with weight decay for BERT
+    strategy: str = "auto"  # gradient exchange between ranks (strategies.py); auto: the framework's default
     data_dir: str = ""  # data real: ImageNet shards (train-*, dali_index/) or BERT shards (tfrecord/, hdf5/)
     launcher: str = "auto"  # auto | local | srun
     attempt: int = 1  # this try of the run (Snakemake's attempt), 1-based
@@ -127,6 +129,12 @@ def _warmup_steps(text: str) -> int | str:
     return int(text)
 
 
+def _strategy_name(text: str) -> str:
+    if not NAME.match(text):
+        raise argparse.ArgumentTypeError(f"expected a strategy name (lower-case letters, digits, '_'), got {text!r}")
+    return text
+
+
 def parser(prog: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description="Run one training-throughput benchmark.")
     p.add_argument("--framework", required=True, help=f"{', '.join(FRAMEWORKS)}, or a runner's name (--runner)")
@@ -155,6 +163,9 @@ def parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--grad-clip", type=_on_off, default=False, help="BERT: clip gradients by global norm 1.0")
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="auto",
                    help="auto: SGD with momentum (ResNet-50), Adam with weight decay (BERT); lamb: LAMB (BERT)")
+    p.add_argument("--strategy", default="auto", type=_strategy_name,
+                   help="gradient exchange between ranks: auto (the framework's default) or one of the framework's "
+                   "strategies (dlbench/harness/strategies.py), e.g. ddp_fp16, mwms_ring, dist_sync_ps")
     p.add_argument("--launcher", choices=("auto", "local", "srun"), default="auto",
                    help="start ranks as local processes or with srun (auto: srun inside a SLURM job, world > 1)")
     p.add_argument("--telemetry-ms", type=int, default=0,

@@ -25,7 +25,7 @@ from .. import identity
 from ..records import FIELDS, LogError, complete
 
 AXIS_LABELS = frozenset({"framework", "model", "topology", "batch_size", "precision", "compiler", "data",
-                         "image_size", "seq_length", "max_predictions", "optimizer", "grad_clip", "repeat",
+                         "image_size", "seq_length", "max_predictions", "optimizer", "grad_clip", "strategy", "repeat",
                          "device_name", "framework_version"})
 IDENTITY_LABELS = frozenset({"variant", "config_id", "run_id", "run_set"})
 RECORD_LABELS = AXIS_LABELS | IDENTITY_LABELS

@@ -82,7 +82,7 @@ def _placed(path: Path, problem: Exception, labels: dict[str, Any]) -> dict[str,
             cfg = identity.from_labels(labels)
         except identity.IdentityError as error:
             raise LogError(f"{problem}; {error}") from None
-    return {**cfg, **model_inputs(cfg)}
+    return {**cfg, **model_inputs(cfg)}  # strategy too: the path's variant says it
 
 
 def parse(path: str | Path, labels: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -123,6 +123,7 @@ def parse(path: str | Path, labels: dict[str, Any] | None = None) -> dict[str, A
         "train_flops_per_sample": summary.get("train_flops_per_sample"),
         "achieved_tflops": summary.get("achieved_tflops") if ok else None,
         "framework_version": env.get("framework_version"), "device_name": env.get("device_name"),
+        "strategy_in_effect": (env.get("strategy_in_effect") or {}).get("summary"),
         "peak_memory_bytes": max((r.get("peak_memory_bytes") or 0 for r in summary.get("ranks", [])),
                                  default=None) or None,
         "slurm_state": summary.get("slurm_state") or next(
@@ -147,6 +148,7 @@ def run_fields(path: Path, header: dict[str, Any], summary: dict[str, Any]) -> d
         "devices_per_node": cfg["devices_per_node"], "devices": devices, "batch_size": cfg["batch_size"],
         "global_batch_size": cfg["batch_size"] * devices, "precision": cfg["precision"],
         "compiler": cfg["compiler"], "data": cfg["data"], **model_inputs(cfg),
+        "strategy": cfg.get("strategy", identity.DEFAULT_STRATEGY),  # logs from before the axis: auto
         "warmup_steps": cfg.get("warmup_steps"), "measured_steps": cfg.get("measured_steps"),
         "repeat": cfg["repeat"], "hosts": ";".join(summary.get("hosts") or [header.get("hostname", "")]),
         "cpu_model": header.get("cpu_model"), "threads_per_rank": header.get("threads_per_rank"),

@@ -1,4 +1,4 @@
-"""The report's plots (seaborn on an explicit Agg canvas): throughput and speedup vs. devices."""
+"""The report's plots (seaborn on an explicit Agg canvas): throughput and speedup vs. devices, real ÷ synthetic."""
 
 from __future__ import annotations
 
@@ -151,3 +151,37 @@ def write_plots(summary: pd.DataFrame, out_dir: Path) -> bool:
                           "Energy efficiency vs. devices (energy_scope in the data files says what was measured)",
                           palette, ideal=False, interval=("", ""))
     return not energy.empty
+
+
+def write_real_vs_synthetic(pairs: pd.DataFrame, out_dir: Path, label: Any) -> bool:
+    """real_vs_synthetic.png: one bar per configuration run on both kinds of data, its real ÷ synthetic ratio
+    (aggregate.real_vs_synthetic) with the interval, a line at 1 (no input cost). False (and no file): no pair."""
+    path = out_dir / "real_vs_synthetic.png"
+    path.unlink(missing_ok=True)
+    pairs = pairs[pairs["ratio"].notna()]
+    if pairs.empty:
+        return False
+    labels = [label(r) for _, r in pairs.iterrows()]
+    ratios = pairs["ratio"].astype(float).to_numpy()
+    frameworks = sorted({fmt_text(f) for f in pairs["framework"]})
+    colours = dict(zip(frameworks, sns.color_palette("tab10", max(len(frameworks), 1)), strict=False))
+    fig = new_figure(7.5, 0.45 * len(pairs) + 1.6)
+    ax = fig.add_subplot()
+    y = np.arange(len(pairs))
+    ax.barh(y, ratios, color=[colours[fmt_text(f)] for f in pairs["framework"]])
+    has = pairs["ratio_low"].notna().to_numpy()
+    if has.any():
+        low, high = pairs["ratio_low"].astype(float).to_numpy(), pairs["ratio_high"].astype(float).to_numpy()
+        ax.errorbar(ratios[has], y[has], xerr=[(ratios - low)[has].clip(min=0), (high - ratios)[has].clip(min=0)],
+                    fmt="none", ecolor="0.2", capsize=3, linewidth=1)
+    ax.axvline(1.0, linestyle="--", color="0.4", linewidth=1.2)
+    ax.set_yticks(y)
+    ax.set_yticklabels(labels, fontsize="small")
+    ax.invert_yaxis()
+    ax.set_xlim(left=0)
+    ax.set_xlabel("median throughput, real ÷ synthetic data (bars: interval)")
+    ax.set_title("Input pipeline cost: real vs. synthetic data (dashed: no cost)")
+    ax.grid(True, axis="x", alpha=0.3)
+    fig.savefig(path, format="png")
+    fig.clear()
+    return True

@@ -10,12 +10,12 @@ from typing import Any
 import jinja2
 import pandas as pd
 
-from ..aggregate import SUMMARY_COLUMNS
+from ..aggregate import SUMMARY_COLUMNS, real_vs_synthetic
 from .format import DASH, fmt_text, md_escape
 from .load import RECORD_COLUMNS, load_environment, read_table
 from .notes import caveats
-from .plots import write_plots
-from .sections import ReportInputs, build_sections
+from .plots import write_plots, write_real_vs_synthetic
+from .sections import ReportInputs, build_sections, confidence_level, pair_label
 from .tables import build_groups, detail_rows, environment_view, failure_rows, group_markdown, overview, rows_markdown
 
 TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "templates"
@@ -50,6 +50,7 @@ def markdown(ctx: dict[str, Any]) -> str:
     lines += ["## Plots", "", "![Throughput vs. devices](throughput.png)", "",
               "![Speedup vs. devices](speedup.png)", "",
               *(["![Samples per joule vs. devices](energy.png)", ""] if ctx.get("energy_plot") else []),
+              *(["![Real ÷ synthetic data](real_vs_synthetic.png)", ""] if ctx.get("input_plot") else []),
               "## Failures", "", rows_markdown(ctx["failures"], limit=300), ""]
     for section in ctx["sections"]:
         lines += [f"## {section.title}", "", f"_{md_escape(section.caption, table=False)}_", "",
@@ -97,6 +98,7 @@ def render_report(records_csv: Path, summary_csv: Path, environment_json: Path,
     summary.to_parquet(out_dir / "summary.parquet", index=False)
 
     energy_plot = write_plots(summary, out_dir)
+    input_plot = write_real_vs_synthetic(real_vs_synthetic(records, confidence_level(env)), out_dir, pair_label)
 
     groups = build_groups(summary)
     for group in groups:
@@ -118,6 +120,7 @@ def render_report(records_csv: Path, summary_csv: Path, environment_json: Path,
         "failures": failure_rows(summary, records),
         "details": detail_rows(summary),
         "energy_plot": energy_plot,
+        "input_plot": input_plot,
         "sections": build_sections(ReportInputs(records, summary, env, baseline, baseline_label)),
         "env": environment_view(env),
         "data_files": DATA_FILES,

@@ -28,7 +28,7 @@ from .format import (
 
 # Identity of a DLPerf table: everything but framework and topology.
 INPUT_KEYS = ("image_size", "seq_length", "max_predictions", "optimizer", "grad_clip")  # per model; None if n/a
-GROUP_KEYS = ("model", "precision", "batch_size", "compiler", "data", *INPUT_KEYS)
+GROUP_KEYS = ("model", "precision", "batch_size", "compiler", "data", *INPUT_KEYS, "strategy")
 
 
 def framework_cell(row: pd.Series | None) -> dict[str, str]:
@@ -74,7 +74,7 @@ def topology_sort(row: pd.Series) -> tuple[int, int, str]:
 
 
 def build_groups(summary: pd.DataFrame) -> list[dict[str, Any]]:
-    """One DLPerf-style table per (model, precision, batch, compiler, data, input size)."""
+    """One DLPerf-style table per (model, precision, batch, compiler, data, input size, strategy)."""
     if "metric" in summary:  # configurations measured by time to train have a table of their own (sections.py)
         summary = summary[summary["metric"].fillna("throughput") != "time_to_train"]
     frameworks = sorted({fmt_text(f) for f in summary["framework"]})
@@ -85,7 +85,7 @@ def build_groups(summary: pd.DataFrame) -> list[dict[str, Any]]:
     groups = []
     for key in sorted(keyed, key=sort_key):
         rows = keyed[key]
-        model, precision, batch, compiler, data, *inputs = key
+        model, precision, batch, compiler, data, *inputs, strategy = key
         group_fws = [f for f in frameworks if any(fmt_text(r["framework"]) == f for r in rows)]
         units = sorted({fmt_text(r.get("unit")) for r in rows} - {""})
         by_topo: dict[str, dict[str, pd.Series]] = {}
@@ -109,6 +109,8 @@ def build_groups(summary: pd.DataFrame) -> list[dict[str, Any]]:
             f"batch {fmt_int(batch)}/device", compiler_label(compiler),
             f"{fmt_text(data) or '?'} data", input_label(*inputs),
         ]
+        if fmt_text(strategy) not in ("", "auto"):  # speedups against the auto 1x1 (aggregate.py)
+            title_parts.append(f"strategy {fmt_text(strategy)}")
         unit = ", ".join(units) or "samples/s"
         groups.append({
             "title": " · ".join(title_parts),

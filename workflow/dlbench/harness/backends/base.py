@@ -7,7 +7,7 @@ drives it, in this order, on every rank:
     backend = Backend(spec, rank, world, local_rank, threads)   # after this process is pinned to its cores
     rank.run checks spec.model in backend.models and spec.data in backend.data   (else: unsupported)
     backend.setup()
-    backend.environment()                                        # rank 0: the log's environment line
+    backend.environment(), backend.strategy_in_effect()          # rank 0: the log's environment line
     warm-up:   backend.step(); backend.loss()                    # each step timed alone (loss() waits for it)
     backend.sync(); backend.barrier()
     measured:  backend.step() x measured_steps                   # timed back to back, no host synchronisation
@@ -130,6 +130,13 @@ class BackendBase(ABC):
         """The log's environment line (rank 0, after setup): framework and library versions, device, world
         size and distributed backend, threads, precision, compiler, parameters, input pipeline; for BERT also
         bert_environment()'s keys."""
+
+    @abstractmethod
+    def strategy_in_effect(self) -> dict:
+        """How the ranks exchange gradients, read back from the framework's own objects after setup (not echoed
+        from spec.strategy): a dict of facts with `summary`, one line (the record's strategy_in_effect). With
+        one rank: {"summary": "none (one rank)"}. spec.strategy's GPU-only or build-dependent cases raise
+        Unsupported in setup_runtime, before any model is built (harness/strategies.py)."""
 
     def bert_environment(self, optimizer: str, clip_norm: float) -> dict:
         """The BERT keys of environment(): the optimizer as this framework implements it, clipping, shapes."""

@@ -34,6 +34,7 @@ import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from importlib import metadata  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import mxnet as mx  # noqa: E402
 import numpy as np  # noqa: E402
@@ -49,6 +50,10 @@ from .resnet import ResNet50, parameter_count  # noqa: E402
 GATHER_KEY = 1 << 30  # kvstore key of all_gather's buffer (the Trainer uses 0..n_params-1)
 GATHER_BYTES = 16384  # per rank
 KV_CHILD_WAIT_S = 30.0
+# spec.strategy -> the kvstore type within one node (strategies.py); auto = dist_sync
+KV_TYPES = {"auto": "dist_sync", "dist_sync": "dist_sync", "dist_device_sync": "dist_device_sync",
+            "dist_sync_ps": "dist_sync", "dist_async": "dist_async"}
+SERVER_UPDATE = ("dist_sync_ps", "dist_async")  # the server runs the optimizer (update_on_kvstore=True)
 
 
 def _feature(name: str) -> bool:
@@ -102,6 +107,7 @@ class Backend(BackendBase):
         self.kv = None
         self.hvd = None
         self.distributed_backend: str | None = None
+        self.update_on_kvstore = spec.strategy in SERVER_UPDATE
         self._kv_children: list[subprocess.Popen] = []
         self._finished = False
         self._loss = None
@@ -144,7 +150,7 @@ class Backend(BackendBase):
             # one process, one context: no kvstore; several: the dist kvstore sums the gradients and
             # every worker updates its own copy of the weights.
             trainer = gluon.Trainer(params, optimizer, optimizer_params, kvstore=self.kv,
-                                    update_on_kvstore=False if self.kv is not None else None)
+                                    update_on_kvstore=self.update_on_kvstore if self.kv is not None else None)
             if self.kv is not None:  # broadcast the first worker's weights now, not inside the first step
                 trainer._init_kvstore()
                 trainer._init_params()
@@ -164,10 +170,14 @@ class Backend(BackendBase):
             net.hybridize(static_alloc=True, static_shape=True)
             loss_fn.hybridize(static_alloc=True, static_shape=True)
         self.net, self.loss_fn = net, loss_fn
-        self.trainer = self._trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9, "wd": 5e-5})
-        self.scale_loss = self.amp_dtype == "float16"
+        sgd = {"learning_rate": 0.1, "momentum": 0.9, "wd": 5e-5}
         # gradients are summed over the ranks: normalise by the global batch (the mean, like DDP)
         self.global_batch = spec.batch_size * (self.world if self.hvd is None else 1)
+        if self.update_on_kvstore and self.kv is not None:
+            # The server's optimizer keeps the rescale_grad it was sent: give it 1/global batch now, step(1).
+            sgd["rescale_grad"], self.global_batch = 1.0 / self.global_batch, 1
+        self.trainer = self._trainer(net.collect_params(), "sgd", sgd)
+        self.scale_loss = self.amp_dtype == "float16"
         if spec.data == "real":
             self.pipeline = mx_data.imagenet_pipeline(spec, self.rank, self.world, self.threads, self.ctx)
             return
@@ -212,12 +222,20 @@ class Backend(BackendBase):
         return "bfloat16"
 
     def _init_distributed(self) -> None:
-        if self.spec.nodes > 1:
+        name = self.spec.strategy
+        if self.spec.nodes > 1 and name not in ("auto", "horovod"):
+            raise Unsupported(f"strategy {name!r}: dlbench starts the ps-lite scheduler and server on one node only; "
+                              "across nodes MXNet runs with Horovod (strategy auto or horovod)")
+        if name in SERVER_UPDATE and self.is_bert:
+            raise Unsupported(f"strategy {name!r} runs the optimizer on the kvstore server, but BERT's learning-rate "
+                              "schedule and gradient clipping run on the workers (ResNet-50 only)")
+        if self.spec.nodes > 1 or name == "horovod":
             try:
                 import horovod.mxnet as hvd
             except ImportError as exc:
+                where = f"across {self.spec.nodes} nodes" if self.spec.nodes > 1 else "with strategy 'horovod'"
                 raise Unsupported(
-                    f"MXNet across {self.spec.nodes} nodes needs Horovod (horovod.mxnet), which is not "
+                    f"MXNet {where} needs Horovod (horovod.mxnet), which is not "
                     f"installed ({exc}); the dist kvstore is used within one node only") from None
             hvd.init()
             if hvd.size() != self.world:
@@ -226,9 +244,9 @@ class Backend(BackendBase):
                 self.ctx = mx.gpu(hvd.local_rank())
             self.hvd, self.distributed_backend = hvd, "horovod"
             return
-        self._init_kvstore()
+        self._init_kvstore(KV_TYPES[name])
 
-    def _init_kvstore(self) -> None:
+    def _init_kvstore(self, kv_type: str) -> None:
         """ps-lite on this node: rank 0 starts the scheduler (at MASTER_PORT) and one server."""
         if not _feature("DIST_KVSTORE"):
             raise Unsupported("MXNet multi-process training needs Horovod or a dist kvstore: this MXNet build "
@@ -246,12 +264,13 @@ class Backend(BackendBase):
                 env = dict(os.environ, **dmlc, DMLC_ROLE=role, OMP_NUM_THREADS="1")
                 self._kv_children.append(subprocess.Popen([sys.executable, "-c", "import mxnet"], env=env))
         os.environ.update(dmlc, DMLC_ROLE="worker")
-        kv = mx.kv.create("dist_sync")  # blocks until every worker and the server have joined
+        kv = mx.kv.create(kv_type)  # blocks until every worker and the server have joined
         if kv.num_workers != self.world:
             raise RuntimeError(f"dist kvstore sees {kv.num_workers} workers, the launcher started {self.world}")
         # ps-lite numbers the workers in its own order (by address): kv.rank may differ from ours
-        kv.init(GATHER_KEY, mx.nd.zeros(self.world * GATHER_BYTES))
-        self.kv, self.distributed_backend = kv, "kvstore dist_sync"
+        if not self.update_on_kvstore:  # else the server would apply its optimizer to the buffer: all_gather
+            kv.init(GATHER_KEY, mx.nd.zeros(self.world * GATHER_BYTES))
+        self.kv, self.distributed_backend = kv, f"kvstore {kv_type}"
 
     # ---- the measured work
     def resnet_step(self) -> None:
@@ -310,6 +329,8 @@ class Backend(BackendBase):
         if self.kv is None and self.hvd is None:
             self._finished = True
             return [obj]
+        if self.kv is not None and self.update_on_kvstore:
+            return self._gather_files(obj)
         data = json.dumps([self.rank, obj]).encode()
         if len(data) > GATHER_BYTES:
             raise ValueError(f"all_gather: {len(data)} bytes, at most {GATHER_BYTES} per rank")
@@ -329,6 +350,31 @@ class Backend(BackendBase):
             gathered[rank] = value
         self._finished = True
         return [gathered[r] for r in range(self.world)]
+
+    def _gather_files(self, obj: dict) -> list[dict]:
+        """all_gather when the server runs the optimizer (it would update a pushed buffer as a weight): through
+        files in the run's rank directory, which every rank sees (the kvstore runs within one node)."""
+        folder = Path(os.environ.get("DLBENCH_RANK_DIR") or f"{self.spec.log}.ranks")
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f"gather-{self.rank}.json.tmp"
+        tmp.write_text(json.dumps(obj))
+        tmp.replace(folder / f"gather-{self.rank}.json")
+        self.kv._barrier()
+        self._finished = True
+        return [json.loads((folder / f"gather-{r}.json").read_text()) for r in range(self.world)]
+
+    def strategy_in_effect(self) -> dict:
+        """Read back from MXNet: the kvstore's type and worker count and where the Trainer updates, or Horovod."""
+        if self.hvd is not None:
+            return {"library": "horovod", "size": self.hvd.size(),
+                    "summary": f"Horovod DistributedTrainer over {self.hvd.size()} ranks"}
+        if self.kv is None:
+            return {"summary": "none (one rank)"}
+        on_server = bool(self.trainer._update_on_kvstore)
+        facts = {"kvstore_type": self.kv.type, "num_workers": self.kv.num_workers, "update_on_kvstore": on_server}
+        facts["summary"] = (f"kvstore {facts['kvstore_type']} (ps-lite, {facts['num_workers']} workers, 1 server), "
+                            f"optimizer on {'the server' if on_server else 'each worker'}")
+        return facts
 
     # ---- facts for the log
     def device_name(self) -> str:

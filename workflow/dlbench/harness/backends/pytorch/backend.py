@@ -13,7 +13,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ... import bert, sysinfo
+from ... import bert, strategies, sysinfo
 from ...spec import RunSpec, Unsupported
 from ..base import BackendBase
 from . import bert as torch_bert  # this framework's BERT (bert: what every backend shares)
@@ -34,6 +34,7 @@ class Backend(BackendBase):
         self.model: nn.Module | None = None
         self._loss = torch.zeros(())
         self._distributed = False
+        self._ddp: nn.parallel.DistributedDataParallel | None = None
 
     def _pick_device(self, request: str) -> torch.device:
         if request == "cuda" or (request == "auto" and torch.cuda.is_available()):
@@ -48,11 +49,18 @@ class Backend(BackendBase):
         return torch.device("cpu")
 
     # ---- building
+    def _process_group_backend(self) -> str:
+        """The process group's backend for spec.strategy (strategies.py): NCCL on GPUs and Gloo on CPUs unless
+        the strategy names one; GPU-only strategies on a CPU run are unsupported (before any collective)."""
+        name, cuda = self.spec.strategy, self.device.type == "cuda"
+        if not cuda and (reason := strategies.cpu_problem("pytorch", name)):
+            raise Unsupported(reason)
+        return "gloo" if name == "ddp_gloo" or not cuda else "nccl"
+
     def setup_runtime(self) -> None:
         spec = self.spec
         if self.world > 1:
-            dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo",
-                                    rank=self.rank, world_size=self.world)
+            dist.init_process_group(self._process_group_backend(), rank=self.rank, world_size=self.world)
             self._distributed = True
         torch.manual_seed(spec.seed + self.rank)
         # AMP: fp16 with loss scaling on CUDA; bf16 (no scaling needed) on CPU.
@@ -60,14 +68,68 @@ class Backend(BackendBase):
         self.amp_dtype = (torch.float16 if cuda else torch.bfloat16) if spec.precision == "amp" else None
         self.scaler = torch.amp.GradScaler("cuda") if self.amp_dtype is torch.float16 else None
 
+    def _shard(self, model: nn.Module) -> nn.Module:
+        """Strategy fsdp: FSDP2's fully_shard on every block of model.layers (ResNet's bottlenecks, BERT's
+        encoder layers), then the root, in place: before the optimizer is built, which must see the sharded
+        parameters."""
+        if self._distributed and self.spec.strategy == "fsdp":
+            from torch.distributed.fsdp import fully_shard
+
+            for block in model.layers:
+                fully_shard(block)
+            fully_shard(model)
+        return model
+
     def _wrap(self, model: nn.Module) -> nn.Module:
-        """DDP over the ranks, then the compiler: the same for every model."""
-        if self._distributed:
+        """DDP over the ranks (unless sharded: fsdp), with the strategy's bucket size or communication hook, then
+        the compiler: the same for every model."""
+        name = self.spec.strategy
+        if self._distributed and name != "fsdp":
             cuda = self.device.type == "cuda"
-            model = nn.parallel.DistributedDataParallel(model, device_ids=[self.local_rank] if cuda else None)
+            bucket = strategies.find("pytorch", name).number(name) if name.startswith("ddp_bucket") else None
+            model = nn.parallel.DistributedDataParallel(model, device_ids=[self.local_rank] if cuda else None,
+                                                        bucket_cap_mb=bucket)
+            self._ddp = model
+            if name in ("ddp_fp16", "ddp_bf16", "ddp_powersgd"):
+                from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+
+                if name == "ddp_powersgd":
+                    state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=1,
+                                                        start_powerSGD_iter=2)
+                    model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+                else:
+                    hook = default_hooks.fp16_compress_hook if name == "ddp_fp16" else default_hooks.bf16_compress_hook
+                    model.register_comm_hook(None, hook)
         if self.spec.compiler:
             model = torch.compile(model)
         return model
+
+    def strategy_in_effect(self) -> dict:
+        """Read back from PyTorch: the process group's backend and DDP's own logging data (bucket size, the
+        registered hook), or FSDP2's parameter placements."""
+        if not self._distributed:
+            return {"summary": "none (one rank)"}
+        facts: dict = {"process_group_backend": dist.get_backend()}
+        if self._ddp is not None:
+            data = self._ddp._get_ddp_logging_data()  # what DDP itself records about its setup
+            facts |= {"wrapper": type(self._ddp).__name__, "bucket_cap_bytes": data.get("bucket_cap_bytes"),
+                      "comm_hook": data.get("comm_hook"), "bucket_sizes": data.get("bucket_sizes")}
+            hook = f", comm hook {facts['comm_hook']}" if facts["comm_hook"] else ""
+            facts["summary"] = (f"DistributedDataParallel over {facts['process_group_backend']}, buckets "
+                                f"{facts['bucket_cap_bytes'] / 2**20:g} MiB{hook}")
+            return facts
+        from torch.distributed.fsdp import FSDPModule
+        from torch.distributed.tensor import DTensor
+
+        model = getattr(self.model, "_orig_mod", self.model)  # under torch.compile
+        param = next(model.parameters())
+        placements = [str(p) for p in param.placements] if isinstance(param, DTensor) else []
+        mesh = param.device_mesh.size() if isinstance(param, DTensor) else None
+        facts |= {"wrapper": "fully_shard" if isinstance(model, FSDPModule) else type(model).__name__,
+                  "placements": placements, "mesh_size": mesh}
+        facts["summary"] = (f"FSDP2 {facts['wrapper']} over {facts['process_group_backend']}, parameters "
+                            f"{'/'.join(placements) or 'not sharded'} over {mesh} ranks")
+        return facts
 
     def setup_resnet(self) -> None:
         spec = self.spec
@@ -76,6 +138,7 @@ class Backend(BackendBase):
         self.memory_format = torch.channels_last if cuda else torch.contiguous_format
         model = ResNet50().to(self.device, memory_format=self.memory_format)
         self.parameters = parameter_count(model)
+        model = self._shard(model)
         self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-5)
         self.model = self._wrap(model)
         if spec.data == "real":
@@ -97,6 +160,7 @@ class Backend(BackendBase):
         self.memory_format = torch.contiguous_format
         model = torch_bert.BertForPreTraining(cfg).to(self.device)
         self.parameters = torch_bert.parameter_count(model)
+        model = self._shard(model)
         self.settings = bert.OPTIMIZERS[spec.optimizer_name]
         self.optimizer = torch_bert.make_optimizer(model, spec.optimizer_name, self.settings)
         self.scheduler = torch_bert.make_scheduler(self.optimizer, self.settings)

@@ -37,7 +37,7 @@ os.environ["KERAS_BACKEND"] = "tensorflow"  # tf.keras is Keras 3: make sure it 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from ... import bert, sysinfo  # noqa: E402
+from ... import bert, strategies, sysinfo  # noqa: E402
 from ...spec import RunSpec, Unsupported  # noqa: E402
 from ..base import BackendBase  # noqa: E402
 from . import bert as tf_bert  # noqa: E402 - this framework's BERT (bert: what every backend shares)
@@ -122,19 +122,46 @@ class Backend(BackendBase):
     def setup_runtime(self) -> None:
         spec = self.spec
         if self.world > 1:
+            options = self._communication_options()
+            self._communication = options.implementation
             # Must come before any other op: it starts this worker's gRPC server and the collectives.
-            implementation = tf.distribute.experimental.CommunicationImplementation
-            self._communication = implementation.NCCL if self.gpu else implementation.RING
             self.strategy = tf.distribute.MultiWorkerMirroredStrategy(
-                cluster_resolver=self._cluster_resolver(),
-                communication_options=tf.distribute.experimental.CommunicationOptions(
-                    implementation=self._communication))
+                cluster_resolver=self._cluster_resolver(), communication_options=options)
         else:
             self.strategy = tf.distribute.get_strategy()  # the default (no-op) strategy
         if spec.precision == "amp":
             self.policy = "mixed_float16" if self.gpu else "mixed_bfloat16"
         keras.mixed_precision.set_global_policy(self.policy or "float32")
         keras.utils.set_random_seed(spec.seed + self.rank)  # workers start from worker 0's variables
+
+    def _communication_options(self) -> tf.distribute.experimental.CommunicationOptions:
+        """MultiWorkerMirroredStrategy's collectives for spec.strategy (strategies.py): auto = NCCL on GPUs, ring
+        on CPUs. NCCL without a GPU is refused here: TensorFlow would accept it and run something else."""
+        implementation = tf.distribute.experimental.CommunicationImplementation
+        name = self.spec.strategy
+        chosen = {"mwms_ring": implementation.RING, "mwms_nccl": implementation.NCCL,
+                  "mwms_auto": implementation.AUTO}.get(name, implementation.NCCL if self.gpu else implementation.RING)
+        if not self.gpu and (reason := strategies.cpu_problem("tensorflow", name)):
+            raise Unsupported(reason)
+        pack = strategies.find("tensorflow", name).number(name) if name.startswith("mwms_pack") else None
+        return tf.distribute.experimental.CommunicationOptions(bytes_per_pack=(pack or 0) * 2**20,
+                                                               implementation=chosen)
+
+    def strategy_in_effect(self) -> dict:
+        """Read back from the strategy object: its class, the cross-device ops it built and the communication
+        options it holds (no public getter: the `extended` attribute TensorFlow's own code reads)."""
+        if self.world == 1:
+            return {"summary": "none (one rank)"}
+        extended = self.strategy.extended
+        options = extended._communication_options
+        cross = extended._get_cross_device_ops(None)
+        facts = {"strategy_class": type(self.strategy).__name__, "cross_device_ops": type(cross).__name__,
+                 "implementation": options.implementation.name, "bytes_per_pack": options.bytes_per_pack,
+                 "replicas": self.strategy.num_replicas_in_sync}
+        pack = f"{options.bytes_per_pack / 2**20:g} MiB" if options.bytes_per_pack else "auto"
+        facts["summary"] = (f"{facts['strategy_class']} ({facts['cross_device_ops']}), implementation "
+                            f"{facts['implementation']}, bytes_per_pack {pack}, {facts['replicas']} replicas")
+        return facts
 
     def setup_resnet(self) -> None:
         spec = self.spec
