@@ -15,7 +15,9 @@ The contract, and when the harness calls what: backends/base.py. Here:
   into MXNet. Rank 0 also starts the ps-lite scheduler and one server as child processes (in its process
   group, so the supervisor's stop() ends them too); every worker push-pulls its gradients through it
   (the server sums them, each worker then applies the optimizer itself: update_on_kvstore=False, as
-  an allreduce). Across nodes: Horovod when importable, else `Unsupported`.
+  an allreduce). Across nodes: Horovod when importable, else `Unsupported`. spec.strategy (strategies.py) may
+  pick dist_device_sync, a parameter server that runs the optimizer (dist_sync_ps, dist_async:
+  update_on_kvstore=True) or Horovod within the node.
 """
 
 from __future__ import annotations

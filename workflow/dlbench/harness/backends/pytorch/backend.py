@@ -1,6 +1,7 @@
 """PyTorch backend: ResNet-50 v1.5 (SGD with momentum) and BERT pretraining (AdamW or LAMB, bert.py),
 synthetic data resident on the device or real data (data.py: DALI for the ImageNet TFRecords, h5py for
 BERT's HDF5 shards; each step takes the pipeline's next batch, so reading, decoding and augmenting are in it).
+Several ranks: DDP, or what spec.strategy names (bucket size, a compression hook, FSDP2: strategies.py).
 The contract, and when the harness calls what: backends/base.py.
 """
 
