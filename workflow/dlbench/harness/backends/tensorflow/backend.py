@@ -17,7 +17,8 @@ The contract, and when the harness calls what: backends/base.py. Here:
 - One process per device. With several ranks: `tf.distribute.MultiWorkerMirroredStrategy`, its
   cluster from our launcher's variables (MASTER_ADDR, MASTER_PORT + rank per worker, as TF_CONFIG)
   or, under `srun` without our launcher, from `SlurmClusterResolver`. Collectives: NCCL on GPUs,
-  ring over gRPC on CPUs, or what spec.strategy names (mwms_ring/nccl/auto, mwms_pack<N>mb: strategies.py). Each worker feeds `batch_size` images: the global batch is batch x world,
+  ring over gRPC on CPUs, or what spec.strategy names (mwms_ring/nccl/auto, mwms_pack<N>mb: strategies.py).
+  Each worker feeds `batch_size` images: the global batch is batch x world,
   the loss is scaled by 1/world and the optimizer sums the gradients of all workers (= the mean).
   With XLA and several ranks only forward + backward are compiled: the gradient all-reduce and the
   update run outside the cluster (XLA on CPU has no cross-worker collectives).
