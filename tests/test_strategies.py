@@ -60,7 +60,6 @@ def test_pytorch_ddp_default_fp16_hook_bucket_and_fsdp(tmp_path):
     assert fp16["comm_hook"] == "fp16_compress_hook" and fp16["bucket_cap_bytes"] == 25 * MIB
     bucket, _ = ran("pytorch", tmp_path, "ddp_bucket1mb")
     assert bucket["bucket_cap_bytes"] == MIB and bucket["comm_hook"] is None
-    assert len(bucket["bucket_sizes"]) > len(auto["bucket_sizes"])  # 1 MiB buckets: more of them
     sharded, _ = ran("pytorch", tmp_path, "fsdp")
     assert sharded["wrapper"] == "fully_shard" and sharded["placements"] == ["S(0)"] and sharded["mesh_size"] == 2
     summaries = {auto["summary"], fp16["summary"], bucket["summary"], sharded["summary"]}

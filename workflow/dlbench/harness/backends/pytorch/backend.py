@@ -113,8 +113,9 @@ class Backend(BackendBase):
         facts: dict = {"process_group_backend": dist.get_backend()}
         if self._ddp is not None:
             data = self._ddp._get_ddp_logging_data()  # what DDP itself records about its setup
+            # (its bucket_sizes are not read: before the first backward they are not yet the cap's)
             facts |= {"wrapper": type(self._ddp).__name__, "bucket_cap_bytes": data.get("bucket_cap_bytes"),
-                      "comm_hook": data.get("comm_hook"), "bucket_sizes": data.get("bucket_sizes")}
+                      "comm_hook": data.get("comm_hook")}
             hook = f", comm hook {facts['comm_hook']}" if facts["comm_hook"] else ""
             facts["summary"] = (f"DistributedDataParallel over {facts['process_group_backend']}, buckets "
                                 f"{facts['bucket_cap_bytes'] / 2**20:g} MiB{hook}")
