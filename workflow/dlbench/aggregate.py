@@ -201,7 +201,8 @@ def real_vs_synthetic(records: pd.DataFrame, level: float = stats.DEFAULT_LEVEL)
     seed's synthetic-versus-real figure. Below 1: the input pipeline slows training down by that factor."""
     if records.empty or "data" not in records:
         return pd.DataFrame(columns=PAIR_COLUMNS)
-    key = pd.Series(["|".join(map(str, row)) for row in records[PAIR_KEY].itertuples(index=False)],
+    present = [c for c in PAIR_KEY if c in records]  # records of older files may lack an axis
+    key = pd.Series(["|".join(map(str, row)) for row in records[present].itertuples(index=False)],
                     index=records.index)
     rows = []
     for _, group in records.groupby(key, sort=False):
@@ -212,7 +213,7 @@ def real_vs_synthetic(records: pd.DataFrame, level: float = stats.DEFAULT_LEVEL)
               for data, runs in sides.items()}
         ci = stats.ratio_ci(ok["real"], ok["synthetic"], level)
         first = group.iloc[0]
-        rows.append({**{k: first[k] for k in PAIR_KEY},
+        rows.append({**{k: first.get(k) for k in PAIR_KEY},
                      "config_real": sides["real"]["config_id"].iloc[0],
                      "config_synthetic": sides["synthetic"]["config_id"].iloc[0],
                      "unit": next((u for u in group["unit"] if isinstance(u, str)), None),
