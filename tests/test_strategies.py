@@ -7,10 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
-from conftest import assert_ranks_counted, env_python, read_log, run_harness
+from conftest import REPO, assert_ranks_counted, env_python, read_log, run_harness
 from dlbench import logformats
 from dlbench.harness import strategies
+from dlbench.study import load_study
 
 TINY = ["--image-size", "32", "--batch-size", "2", "--warmup-steps", "1", "--measured-steps", "3", "--device", "cpu"]
 MIB = 2**20
@@ -126,3 +128,19 @@ def test_registry_names_are_id_safe_and_each_framework_has_two_cpu_strategies():
     assert strategies.find("pytorch", "ddp_bucket64mb").number("ddp_bucket64mb") == 64
     assert strategies.find("tensorflow", "ddp_fp16") is None and strategies.known("ddp_fp16")
     assert strategies.problem("mxnet", "auto", 1) is None
+
+
+def test_the_shipped_strategy_study_runs_two_cpu_strategies_per_framework_besides_auto():
+    """workflow/studies/strategies.yaml: per framework auto at 1x1 (the speedup baseline) and 1x2, and two more
+    strategies at 1x2 only, each one that runs on CPUs."""
+    config = yaml.safe_load((REPO / "workflow/studies/strategies.yaml").read_text())
+    study = load_study(config, REPO / "workflow/schemas/config.schema.yaml", REPO / "envs", REPO)
+    for framework in ("pytorch", "tensorflow", "mxnet"):
+        cells = [c for c in study.configurations.values() if c.framework == framework]
+        assert {c.strategy for c in cells if c.topology == "1x1"} == {"auto"}
+        others = {c.strategy for c in cells if c.topology == "1x2"} - {"auto"}
+        assert len(others) == 2, (framework, others)
+        for name in others:
+            entry = strategies.find(framework, name)
+            assert entry and not entry.gpu_only and not entry.note
+            assert strategies.problem(framework, name, 2) is None
