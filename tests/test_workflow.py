@@ -80,6 +80,19 @@ def test_adding_a_configuration_runs_only_it(study):
     assert runs == [RUN.format("1x1", r).replace("-fp32-", "-amp-") for r in (1, 2)]
 
 
+def test_adding_a_strategy_runs_only_its_configurations(study):
+    """matrix.strategy gains a value: the auto runs keep their ids and command lines (nothing of them reruns), the
+    new strategy's configurations run (at 1x1 too, where they end as unsupported records)."""
+    work, _ = study
+    config = tiny_config()
+    config["matrix"]["strategy"] = {"pytorch": ["auto", "ddp_fp16"]}
+    jobs = planned_jobs(work, write_config(work / "strategy.yaml", config))
+    runs = sorted(out for rule, out in jobs if rule == "benchmark_run")
+    assert runs == sorted(RUN.format(t, r).replace("-img32/", "-img32-via_ddp_fp16/") for t in ("1x1", "1x2")
+                          for r in (1, 2))
+    assert rules(jobs) == {"benchmark_run": 4, "aggregate": 1, "report": 1, "all": 1}
+
+
 def test_removing_a_configuration_reruns_only_aggregate_and_report(study):
     work, _ = study
     config = tiny_config()
