@@ -82,6 +82,15 @@ def error_bars(ax: Any, df: pd.DataFrame, value: str, interval: tuple[str, str],
                     fmt="none", ecolor=palette.get(framework), capsize=3, linewidth=1)
 
 
+def label_strategies(ax: Any, df: pd.DataFrame, value: str, palette: dict[str, Any]) -> None:
+    """Name the points of a gradient-exchange strategy other than auto (series of their own, without a 1x1)."""
+    if "strategy" not in df:
+        return
+    for _, row in df[df["strategy"].fillna("auto") != "auto"].iterrows():
+        ax.annotate(fmt_text(row["strategy"]), (row["devices"], row[value]), textcoords="offset points",
+                    xytext=(5, -3), fontsize="x-small", color=palette.get(row["framework"]))
+
+
 def faceted_plot(path: Path, df: pd.DataFrame, value: str, ylabel: str, title: str,
                   palette: dict[str, Any], ideal: bool, interval: tuple[str, str]) -> None:
     models = sorted(df["model"].unique())
@@ -101,6 +110,7 @@ def faceted_plot(path: Path, df: pd.DataFrame, value: str, ylabel: str, title: s
                      units="series", estimator=None, markers=True, dashes=False,
                      legend=i == 0, ax=ax)
         error_bars(ax, sub, value, interval, palette)
+        label_strategies(ax, sub, value, palette)
         log2_devices_axis(ax, sorted(set(devices) | ({1} if ideal else set())))
         ax.set_title(model)
         ax.set_xlabel("devices")
