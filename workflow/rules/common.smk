@@ -14,7 +14,7 @@ PACKAGE_DIR = str(Path(workflow.basedir, "workflow"))
 sys.path.insert(0, PACKAGE_DIR)
 
 from dlbench import retries, stale_lock  # noqa: E402
-from dlbench.identity import RUN_LOG_PATTERN, config_id_of  # noqa: E402
+from dlbench.identity import MLPERF_LOG_PATTERN, RUN_LOG_PATTERN, config_id_of  # noqa: E402
 from dlbench.identity import WILDCARDS as RUN_WILDCARDS  # noqa: E402
 from dlbench.study import ConfigError, dataset_of, PUBLISHED_MANIFEST, REPORTS_DIR  # noqa: E402
 from dlbench.venvs import env_prefix, MARKER  # noqa: E402
@@ -194,7 +194,8 @@ def run_arguments(wildcards):
         f"--repeat {wildcards.repeat} --config-id {c.config_id}",
         f"--device {SETTINGS['platform']['device']} --timeout-s {c.timeout_minutes * 60:g}",
     ] + ([f"--telemetry-ms {TELEMETRY['interval_ms']}"] if TELEMETRY["enabled"] else [])
-      + ([f"--runner {shlex.quote(json.dumps(RUNNERS[c.framework], sort_keys=True))}"] if c.framework in RUNNERS else []))
+      + ([f"--runner {shlex.quote(json.dumps(RUNNERS[c.framework], sort_keys=True))}"] if c.framework in RUNNERS else [])
+      + ([f"--quality {shlex.quote(c.quality)}"] if c.quality else []))
 
 
 def max_attempts(wildcards):
