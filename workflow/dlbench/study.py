@@ -235,7 +235,8 @@ def _fill_defaults(config: dict[str, Any], schema: dict[str, Any]) -> dict[str, 
     out["telemetry"] = _object_defaults(config.get("telemetry", {}), schema["properties"]["telemetry"])
     out["platform"] = {"device": "auto", **config.get("platform", {})}
     out["software"] = {"find_links": "pip", "venv_dir": ".venvs", **config.get("software", {})}
-    out["defaults"] = {k: v["default"] for k, v in settings_schema.items()} | config.get("defaults", {})
+    out["defaults"] = ({k: v["default"] for k, v in settings_schema.items() if "default" in v}
+                       | config.get("defaults", {}))
     # An imports-only study has no matrix: no axes, no runs.
     matrix = dict(config.get("matrix", {"framework": [], "model": [], "topology": [], "batch_size": []}))
     for axis in ("precision", "compiler", "data", "metric", *BERT_AXES):

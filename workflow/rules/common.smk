@@ -247,6 +247,15 @@ def dataprep_env(wildcards=None):
     return [] if USE_CONDA else env_marker("dataprep")
 
 
+def sample_imagenet_options():
+    """The sample's options beyond the counts, only where not default (so existing data is not remade)."""
+    sample = IMAGENET["sample"]
+    options = " --photo-per-class" if sample["photo_per_class"] else ""
+    if list(sample["long_side"]) != [480, 640]:
+        options += " --long-side {} {}".format(*sample["long_side"])
+    return options
+
+
 def imagenet_raw_inputs():
     """The converter's input arguments: the sample tree, or the user's raw ImageNet."""
     if IMAGENET["source"] == "sample":

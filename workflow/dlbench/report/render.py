@@ -14,7 +14,7 @@ from ..aggregate import SUMMARY_COLUMNS
 from .format import DASH, fmt_text, md_escape
 from .load import RECORD_COLUMNS, load_environment, read_table
 from .notes import caveats
-from .plots import write_plots
+from .plots import write_plots, write_quality_plots
 from .sections import ReportInputs, build_sections
 from .tables import build_groups, detail_rows, environment_view, failure_rows, group_markdown, overview, rows_markdown
 
@@ -50,6 +50,9 @@ def markdown(ctx: dict[str, Any]) -> str:
     lines += ["## Plots", "", "![Throughput vs. devices](throughput.png)", "",
               "![Speedup vs. devices](speedup.png)", "",
               *(["![Samples per joule vs. devices](energy.png)", ""] if ctx.get("energy_plot") else []),
+              *(["![Convergence curves](convergence.png)", "",
+                 "![Samples to converge vs. batch size](samples_to_converge.png)", ""] if ctx.get("quality_plots")
+                else []),
               "## Failures", "", rows_markdown(ctx["failures"], limit=300), ""]
     for section in ctx["sections"]:
         lines += [f"## {section.title}", "", f"_{md_escape(section.caption, table=False)}_", "",
@@ -97,6 +100,7 @@ def render_report(records_csv: Path, summary_csv: Path, environment_json: Path,
     summary.to_parquet(out_dir / "summary.parquet", index=False)
 
     energy_plot = write_plots(summary, out_dir)
+    quality_plots = write_quality_plots(records, summary, out_dir)
 
     groups = build_groups(summary)
     for group in groups:
@@ -118,6 +122,7 @@ def render_report(records_csv: Path, summary_csv: Path, environment_json: Path,
         "failures": failure_rows(summary, records),
         "details": detail_rows(summary),
         "energy_plot": energy_plot,
+        "quality_plots": quality_plots,
         "sections": build_sections(ReportInputs(records, summary, env, baseline, baseline_label)),
         "env": environment_view(env),
         "data_files": DATA_FILES,
