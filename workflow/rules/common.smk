@@ -195,7 +195,8 @@ def run_arguments(wildcards):
         f"--device {SETTINGS['platform']['device']} --timeout-s {c.timeout_minutes * 60:g}",
     ] + ([f"--telemetry-ms {TELEMETRY['interval_ms']}"] if TELEMETRY["enabled"] else [])
       + ([f"--runner {shlex.quote(json.dumps(RUNNERS[c.framework], sort_keys=True))}"] if c.framework in RUNNERS else [])
-      + ([f"--quality {shlex.quote(c.quality)}"] if c.quality else []))
+      # time to quality: each run its own fixed seed (MLPerf's runs differ in seed; the olympic mean needs spread)
+      + ([f"--quality {shlex.quote(c.quality)} --seed {int(wildcards.repeat) - 1}"] if c.quality else []))
 
 
 def max_attempts(wildcards):

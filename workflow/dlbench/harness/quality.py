@@ -4,6 +4,8 @@ library only; dlbench.harness.rank runs it instead of the throughput loop when -
 MLPerf Training's rules, as far as they apply to one dlbench run:
 - init (init_start .. init_stop): building the model, optimizer and input pipelines (train and evaluation). Not
   timed. run_start follows a barrier; time to train = run_stop - run_start, evaluation included.
+- Seeds: spec.seed (+ rank), fixed per run; the workflow gives each repeat its own (repeat - 1), as MLPerf's runs
+  differ in seed.
 - The schedule: a step of spec.batch_size per rank at the learning rate `learning_rate(settings, step)` (linear
   warm-up from 0, then cosine or polynomial (power 2, MLPerf's LARS reference) decay to end_lr over decay_steps,
   or constant); every eval_every_steps steps an evaluation over the whole held-out split (ResNet-50: top-1 on the

@@ -151,6 +151,7 @@ def quality_fields(cfg: dict[str, Any], summary: dict[str, Any], evals: list[dic
     fields: dict[str, Any] = {"metric": identity.TIME_TO_QUALITY, "target_accuracy": settings["target"],
                               "benchmark": mlperf.BENCHMARKS.get(cfg["model"]),
                               "run_set": cfg["config_id"], "throughput": None, "achieved_tflops": None,
+                              "warmup_steps": None, "measured_steps": None,  # no timed window: trained to a target
                               "eval_curve": json.dumps([[e["elapsed_s"], e["samples"], e["accuracy"]] for e in evals]),
                               "eval_accuracy": evals[-1]["accuracy"] if evals else None}
     if not (ok and quality):
