@@ -245,6 +245,10 @@ def test_quality_settings_errors_name_the_key():
     too_long["defaults"]["quality"]["max_minutes"] = 30
     with pytest.raises(ConfigError, match="max_minutes 30 must be less than timeout_minutes 15"):
         study(too_long)
+    synthetic = copy.deepcopy(config)
+    synthetic["matrix"]["data"] = ["synthetic"]
+    with pytest.raises(ConfigError, match="time_to_quality of resnet_tiny/pytorch on synthetic data: only"):
+        study(synthetic)
     bad = copy.deepcopy(config)
     bad["defaults"]["quality"]["decay"] = "step"
     with pytest.raises(ConfigError, match=r"defaults.quality.decay: 'step' is not allowed"):
