@@ -39,6 +39,7 @@ def compliance(log: Path, tmp_path: Path) -> subprocess.CompletedProcess:
 
 
 # ---------------------------------------------------------------- real convergence runs
+RESNET_TINY_PARAMETERS = 1_019_384  # harness/resnet.py's resnet_tiny with 1000 classes (fc: 513,000 of them)
 TARGET = 0.4  # top-1 over 10 classes (chance 0.1) on the 100 held-out images
 QUALITY = {"target": TARGET, "eval_every_steps": 25, "base_lr": 0.05, "warmup_steps": 5, "decay": "cosine",
            "decay_steps": 300, "max_steps": 300, "max_minutes": 8}
@@ -76,7 +77,9 @@ def train_to_target(framework: str, data: Path, log: Path, **quality) -> dict:
 def test_real_run_converges_and_its_mlperf_log_is_compliant(framework, learnable, tmp_path):
     record = train_to_target(framework, learnable, tmp_path / "rep1.jsonl")
     assert record["status"] == "ok" and record["converged"] is True, record["error"]
-    evals = read_log(tmp_path / "rep1.jsonl")["eval"]
+    lines = read_log(tmp_path / "rep1.jsonl")
+    assert lines["environment"][0]["parameters"] == RESNET_TINY_PARAMETERS  # the same network in both frameworks
+    evals = lines["eval"]
     # it stops at the first evaluation that reaches the target, every 25 steps, over all 100 held-out images
     assert evals[-1]["accuracy"] >= TARGET and all(e["accuracy"] < TARGET for e in evals[:-1])
     assert [e["step"] for e in evals] == [25 * (i + 1) for i in range(len(evals))]
@@ -170,6 +173,19 @@ def test_mlperf_log_passes_the_compliance_checker_and_reads_back(tmp_path, conve
     assert theirs["status"] == ours["status"] == ("ok" if converged else "failed")
     assert theirs["eval_accuracy"] == ours["eval_accuracy"] and theirs["global_batch_size"] == 32
     assert theirs["benchmark"] == "resnet" and theirs["division"] == "open"
+
+
+def test_closed_division_rules_that_do_not_apply(tmp_path):
+    """The log declares the open division; against the closed ResNet rules the one failing check is the end
+    learning rate (MLPerf's reference decays to 0.0001, the default cosine decay here to 0): README's list."""
+    run = write_quality_log(tmp_path / "rep1.jsonl", accuracies=(0.5, 0.8))
+    text = mlperf.write_log(run, tmp_path / "rep1.mlperf.log").read_text()
+    closed = tmp_path / "closed.log"
+    closed.write_text(text.replace('"key": "submission_division", "value": "open"',
+                                   '"key": "submission_division", "value": "closed"'))
+    assert compliance(closed, tmp_path).returncode != 0
+    failed = set(re.findall(r"CHECK for '(\w+)' failed", (tmp_path / "checker.log").read_text()))
+    assert failed == {"sgd_opt_end_learning_rate"}
 
 
 def test_mlperf_log_refuses_a_throughput_run(tmp_path):
