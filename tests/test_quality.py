@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import REPO, env_python, planned_jobs, read_log, run_harness, run_tool, snakemake, write_config
+from conftest import REPO, env_python, planned_jobs, read_log, run_env, run_harness, run_tool, snakemake, write_config
 from dlbench import identity
 from dlbench.aggregate import summarise
 from dlbench.logformats import dlbench as dlbench_format
@@ -60,6 +60,16 @@ def learnable(tmp_path_factory) -> Path:
              "--synsets", str(tree / "synsets.txt"), "--out", str(root / "imagenet"), "--train-shards", "2",
              "--validation-shards", "1", "--workers", "1")
     return root / "imagenet"
+
+
+def test_learnable_sample_cuts_each_class_from_its_own_photo(learnable, tmp_path):
+    info = json.loads((learnable.parent / "tree" / "sample.json").read_text())
+    photos = info["photo_per_class"]
+    assert sorted(photos) == sorted(info["synsets"]) and len(set(photos.values())) == 10
+    too_many = run_env(env_python("dataprep"), "-m", "dlbench.dataprep.sample_imagenet", "--wheels",
+                       str(learnable.parent / "wheels"), "--out", str(tmp_path / "t"), "--classes", "17",
+                       "--photo-per-class", check=False)
+    assert too_many.returncode != 0 and "--photo-per-class: at most 16 classes" in too_many.stderr
 
 
 def train_to_target(framework: str, data: Path, log: Path, **quality) -> dict:
