@@ -72,12 +72,13 @@ def test_learnable_sample_cuts_each_class_from_its_own_photo(learnable, tmp_path
     assert too_many.returncode != 0 and "--photo-per-class: at most 16 classes" in too_many.stderr
 
 
-def train_to_target(framework: str, data: Path, log: Path, **quality) -> dict:
-    """A real time-to-quality run of resnet_tiny at 32x32 on one core (two threads on a loaded 2-core machine are
-    far slower than one); its record."""
+def train_to_target(framework: str, data: Path, log: Path, topology: str = "1x1", **quality) -> dict:
+    """A real time-to-quality run of resnet_tiny at 32x32, one core per rank (two threads on a loaded 2-core machine
+    are far slower than one); its record."""
+    ranks = int(topology.split("x")[1])
     result = run_harness(env_python(framework), log, "--framework", framework, "--model", "resnet_tiny",
-                         "--topology", "1x1", "--batch-size", "32", "--data", "real", "--data-dir", str(data),
-                         "--image-size", "32", "--device", "cpu", "--cpus", "1",
+                         "--topology", topology, "--batch-size", str(32 // ranks), "--data", "real",
+                         "--data-dir", str(data), "--image-size", "32", "--device", "cpu", "--cpus", str(ranks),
                          "--quality", json.dumps(QUALITY | quality), framework=framework, model="resnet_tiny")
     assert result.returncode == 0, result.stderr[-3000:]
     return dlbench_format.parse(log)
@@ -104,6 +105,14 @@ def test_real_run_converges_and_its_mlperf_log_is_compliant(framework, learnable
     theirs = mlperf.parse(out, {"framework": framework, "topology": "1x1", "batch_size": 32})
     assert theirs["status"] == "ok" and theirs["time_to_train_min"] == pytest.approx(record["time_to_train_min"],
                                                                                      abs=1e-4)
+
+
+def test_real_two_rank_run_evaluates_the_whole_split_once(learnable, tmp_path):
+    record = train_to_target("pytorch", learnable, tmp_path / "rep1.jsonl", topology="1x2")
+    assert record["status"] == "ok" and record["converged"] is True and record["global_batch_size"] == 32
+    evals = read_log(tmp_path / "rep1.jsonl")["eval"]
+    assert all(e["count"] == 100 for e in evals)  # each rank half of the 100 held-out images, summed
+    assert record["samples_to_converge"] == evals[-1]["step"] * 32
 
 
 def test_real_run_with_too_small_a_budget_did_not_converge(learnable, tmp_path):
