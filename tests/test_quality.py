@@ -147,7 +147,8 @@ def test_scoring_all_converged_is_the_olympic_mean(tmp_path):
     assert records[0]["score_min"] == pytest.approx(olympic(times) / 60)
     assert [r["score_counted"] for r in records] == [True, False, True, True, False]  # 55 and 90 dropped
     row = summarise(pd.DataFrame(records)).iloc[0]
-    assert row["metric"] == "time_to_train" and row["score_min"] == pytest.approx(olympic(times) / 60)
+    assert row["metric"] == "time_to_train" and row["unit"] == "min (time to train)"
+    assert row["score_min"] == pytest.approx(olympic(times) / 60)
     assert row["median"] == pytest.approx(62.0 / 60) and row["n_ok"] == 5
     assert row["samples_to_converge"] == 2 * 10 * 32  # two evaluations of 10 steps at batch 32
     assert row["eval_share"] == pytest.approx(0.2)

@@ -99,7 +99,8 @@ def _time_to_train(group: pd.DataFrame, level: float) -> dict[str, Any]:
     ok = group["status"] == "ok"
     times = group.loc[ok, "time_to_train_min"].astype(float).dropna()
     ci = stats.time_to_train_ci(times, len(group) - len(times), level)
-    row = {"median": ci.median, "ci_low": ci.low, "ci_high": ci.high, "ci_coverage": ci.coverage, "ci_note": ci.note,
+    row = {"unit": "min (time to train)", "median": ci.median,
+           "ci_low": ci.low, "ci_high": ci.high, "ci_coverage": ci.coverage, "ci_note": ci.note,
            "min": times.min() if len(times) else None, "max": times.max() if len(times) == len(group) else np.inf,
            "score_min": next(iter(group["score_min"].dropna()), None),
            "target_accuracy": next(iter(group["target_accuracy"].dropna()), None)}

@@ -129,8 +129,8 @@ def run(spec: RunSpec, backend, rank: int, world: int, log: Path | None) -> dict
         append_line(log, {"type": "environment", **backend.environment()})
     settings = quality.parse(spec.quality)
     if settings is not None:  # time to quality: train to the target instead of timing steps
-        return make_summary(spec, backend, rank, world,
-                       quality.train_to_target(spec, settings, backend, world, log, init_start))
+        measured = quality.train_to_target(spec, settings, backend, world, log, init_start)
+        return make_summary(spec, backend, rank, world, measured)
     warmup_start = time.time()  # wall clock: the sampler's timestamps are time.time() too
     warmup = warm_up(spec, backend, world, log)
     warmup_end = time.time()
