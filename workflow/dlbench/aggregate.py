@@ -20,15 +20,17 @@ import pandas as pd
 
 from . import logformats, stats
 from .imports import read_records
+from .logformats import mlperf
 from .logformats.dlbench import read_header
 from .records import FIELDS
 
 CONFIG_COLUMNS = ["config_id", "framework", "model", "topology", "nodes", "devices_per_node", "devices",
                   "batch_size", "precision", "compiler", "data", "image_size", "seq_length", "max_predictions",
                   "optimizer", "grad_clip", "strategy"]
-# Configurations whose speedups are comparable: everything but the topology (and the strategy, see above).
+# Configurations whose speedups are comparable: everything but the topology and the strategy (every strategy's
+# speedup is over the same single-device auto run: one device exchanges no gradients).
 BASELINE_KEY = ["framework", "model", "batch_size", "precision", "compiler", "data", "image_size", "seq_length",
-                "max_predictions", "optimizer", "grad_clip"]
+                "max_predictions", "optimizer", "grad_clip", "metric"]
 SUMMARY_COLUMNS = [*CONFIG_COLUMNS, "strategy_in_effect",  # how the ranks exchanged gradients (read back)
                    "unit", "metric", "n_total", "n_ok", "n_failed", "statuses", "error",
                    "median", "min", "max", "q25", "q75", "iqr", "cv",
@@ -38,7 +40,10 @@ SUMMARY_COLUMNS = [*CONFIG_COLUMNS, "strategy_in_effect",  # how the ranks excha
                    # telemetry (dlbench.telemetry): medians over the ok runs; energy per sample with its interval
                    "energy_per_sample_j", "energy_ci_low", "energy_ci_high", "samples_per_j", "power_mean_w",
                    "gpu_util_mean", "cpu_run_cores", "cpu_node_util", "contention_cores", "contended_runs",
-                   "throttled_runs", "energy_scope", "flags"]
+                   "throttled_runs", "energy_scope", "flags",
+                   # time to train (MLPerf logs, time_to_quality runs): median/min/max/ci are minutes, a failed run
+                   # counting as infinitely slow; the set's olympic score (MLPerf's result summarizer)
+                   "target_accuracy", "score_min", "samples_to_converge", "eval_share"]
 
 
 def _true_count(values: list[Any]) -> tuple[int, int]:
@@ -49,7 +54,8 @@ def _true_count(values: list[Any]) -> tuple[int, int]:
 
 def records_frame(log_paths: list[str], import_paths: list[str] = ()) -> pd.DataFrame:
     """The study's run logs parsed, then the imported records (results/imports/*.jsonl), one row each."""
-    rows = [logformats.parse(p) for p in log_paths] + read_records(list(import_paths))
+    # time_to_quality runs are scored per configuration as MLPerf scores a result directory
+    rows = mlperf.score_records([logformats.parse(p) for p in log_paths]) + read_records(list(import_paths))
     return pd.DataFrame(rows, columns=FIELDS)
 
 
@@ -84,6 +90,30 @@ def _summarise(group: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> dict[
         flops = group["train_flops_per_sample"].dropna()
         if len(flops):  # achieved model TFLOP/s at the median throughput, all devices together
             row["tflops"] = row["median"] * float(flops.iloc[0]) / 1e12
+    if by_time:
+        row |= _time_to_train(group, level)
+    return row
+
+
+def _time_to_train(group: pd.DataFrame, level: float) -> dict[str, Any]:
+    """Minutes to train, as MLPerf counts them: a run that failed (time_to_quality: did not converge within its
+    budget) is infinitely slow. Median and its interval over every run (stats.time_to_train_ci), the fastest and
+    slowest, the set's score (the records' score_min: mlperf.score_records), the median samples to converge and the
+    share of the time spent evaluating."""
+    ok = group["status"] == "ok"
+    times = group.loc[ok, "time_to_train_min"].astype(float).dropna()
+    ci = stats.time_to_train_ci(times, len(group) - len(times), level)
+    row = {"unit": "min (time to train)", "median": ci.median,
+           "ci_low": ci.low, "ci_high": ci.high, "ci_coverage": ci.coverage, "ci_note": ci.note,
+           "min": times.min() if len(times) else None, "max": times.max() if len(times) == len(group) else np.inf,
+           "score_min": next(iter(group["score_min"].dropna()), None),
+           "target_accuracy": next(iter(group["target_accuracy"].dropna()), None)}
+    samples = group.loc[ok, "samples_to_converge"].astype(float).dropna()
+    if len(samples):
+        row["samples_to_converge"] = samples.median()
+    evals = group.loc[ok, "eval_seconds"].astype(float)
+    if evals.notna().any():
+        row["eval_share"] = float((evals / (group.loc[ok, "time_to_train_min"].astype(float) * 60)).median())
     return row
 
 
@@ -121,6 +151,7 @@ def summarise(records: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> pd.D
     single = (summary["topology"] == "1x1") & summary["strategy"].fillna("auto").eq("auto")  # imports: null
     baseline = dict(zip(key[single], summary.loc[single, "median"], strict=True))
     summary["speedup"] = summary["median"] / key.map(baseline).astype(float)
+    summary.loc[summary["metric"] == "time_to_train", "speedup"] = np.nan  # minutes: no speedup of times
     summary["efficiency"] = summary["speedup"] / summary["devices"]
     # Speedup interval: bootstrap of the ratio of medians, this configuration's repeats over its 1x1 baseline's.
     ok = [g.loc[g["status"] == "ok", "throughput"].astype(float).to_numpy() for _, g in groups]

@@ -7,12 +7,16 @@ environments), the log parsers and the test fixtures all call it, so the five of
     variant      bs<B>-<precision>-<compile|nocompile>-<data>[-img<S>][-via_<strategy>]     (ResNet-50; img: not 224)
                  bs<B>-<precision>-<compile|nocompile>-<data>-seq<L>-<optimizer>-<clip|noclip>[-via_<strategy>]  (BERT)
                  (-via_<strategy> only when the gradient-exchange strategy is not auto)
+                 either + -ttq<target %>_<hash>   with metric time_to_quality: the target and a hash of the
+                 other quality settings (schedule, optimizer, evaluation; not the budget), quality_part()
     run id       <config id>/rep<N>
-    run log      results/runs/<config id>/rep<N>.jsonl
+    run log      results/runs/<config id>/rep<N>.jsonl   (time to quality: also rep<N>.mlperf.log, MLPerf's format)
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Mapping
 from pathlib import PurePath
@@ -26,6 +30,8 @@ BERT_MODELS = ("bert_base", "bert_tiny")  # dimensions: harness/bert.py
 
 # The Snakemake output pattern of a run and the shape of each part (benchmark.smk's wildcard_constraints).
 RUN_LOG_PATTERN = RUNS_DIR + "/{model}/{framework}/{topology}/{variant}/rep{repeat}.jsonl"
+# A time-to-quality run's MLPerf log, beside its run log (logformats/mlperf.write_log).
+MLPERF_LOG_PATTERN = RUNS_DIR + "/{model}/{framework}/{topology}/{variant}/rep{repeat}.mlperf.log"
 WILDCARDS = {
     "model": "[a-z0-9_]+",
     "framework": "[a-z0-9_]+",
@@ -33,6 +39,11 @@ WILDCARDS = {
     "variant": "[A-Za-z0-9_.-]+",
     "repeat": "[0-9]+",
 }
+
+
+# Time to quality: the settings that are not part of a configuration's identity (how long a run may try).
+QUALITY_BUDGET = ("max_steps", "max_minutes")
+THROUGHPUT, TIME_TO_QUALITY = "throughput", "time_to_quality"  # the metric axis
 
 
 class IdentityError(ValueError):
@@ -55,7 +66,17 @@ def variant(axes: Mapping[str, Any]) -> str:
         parts.append(f"img{axes['image_size']}")
     if (axes.get("strategy") or DEFAULT_STRATEGY) != DEFAULT_STRATEGY:
         parts.append(f"{STRATEGY_PREFIX}{axes['strategy']}")
+    if axes.get("metric", THROUGHPUT) == TIME_TO_QUALITY:
+        parts.append(quality_part(axes["quality"]))
     return "-".join(parts)
+
+
+def quality_part(quality: Mapping[str, Any] | str) -> str:
+    """ttq<target in %>_<first 6 hex digits of the sha256 of the other settings but the budget, as sorted JSON>."""
+    settings = json.loads(quality) if isinstance(quality, str) else dict(quality)
+    kept = {k: v for k, v in settings.items() if k not in QUALITY_BUDGET and k != "target"}
+    digest = hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:6]
+    return f"ttq{round(float(settings['target']) * 100, 2):g}_{digest}"
 
 
 def config_id(axes: Mapping[str, Any]) -> str:
@@ -69,6 +90,10 @@ def run_id(config: str, repeat: int) -> str:
 
 def run_log(config: str, repeat: int, runs_dir: str = RUNS_DIR) -> str:
     return f"{runs_dir}/{config}/rep{repeat}.jsonl"
+
+
+def mlperf_log(config: str, repeat: int, runs_dir: str = RUNS_DIR) -> str:
+    return f"{runs_dir}/{config}/rep{repeat}.mlperf.log"
 
 
 def config_id_of(wildcards: Any) -> str:
@@ -94,10 +119,12 @@ def parse_variant(model: str, text: str) -> dict[str, Any]:
                             "data": data}
     # Axes that do not apply to the model are None (as in the study's configurations).
     axes |= {"image_size": None if is_bert(model) else DEFAULT_IMAGE_SIZE, "seq_length": None, "optimizer": None,
-             "grad_clip": None, "strategy": DEFAULT_STRATEGY}
+             "grad_clip": None, "strategy": DEFAULT_STRATEGY, "metric": THROUGHPUT}
     for part in rest:
         if part.startswith(STRATEGY_PREFIX) and len(part) > len(STRATEGY_PREFIX):
             axes["strategy"] = part[len(STRATEGY_PREFIX):]
+        elif re.fullmatch(r"ttq[0-9.]+_[0-9a-f]{6}", part):
+            axes["metric"], axes["quality_id"] = TIME_TO_QUALITY, part
         elif part.startswith("img") and part[3:].isdigit():
             axes["image_size"] = int(part[3:])
         elif part.startswith("seq") and part[3:].isdigit():

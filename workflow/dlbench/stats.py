@@ -102,6 +102,22 @@ def median_ci(values: Iterable[float], level: float = DEFAULT_LEVEL) -> MedianCI
                     f"order statistics {rank} and {n + 1 - rank} of {n}: coverage {coverage:.1%}")
 
 
+def time_to_train_ci(times: Iterable[float], failed: int, level: float = DEFAULT_LEVEL) -> MedianCI:
+    """median_ci of times to train where each failed run (not converged, crashed) counts as infinitely slow, as
+    MLPerf counts it: the order statistics stay valid, so the median or the interval's ends may be inf."""
+    x = np.sort(np.concatenate([_finite(times), np.full(failed, np.inf)]))
+    n = len(x)
+    median = float(np.median(x)) if n else None  # inf when half the runs or more failed
+    found = order_statistic_rank(n, float(level))
+    if found is None:
+        return MedianCI(median, None, None, level, None, n,
+                        f"not enough repeats: {n} < {min_repeats(level)} for a {level:.0%} interval of the median")
+    rank, coverage = found
+    return MedianCI(median, float(x[rank - 1]), float(x[n - rank]), level, coverage, n,
+                    f"order statistics {rank} and {n + 1 - rank} of {n} ({failed} failed = inf): "
+                    f"coverage {coverage:.1%}")
+
+
 # ------------------------------------------------------------------------------------------- ratio interval
 @dataclass(frozen=True)
 class RatioCI:

@@ -12,7 +12,7 @@ import json
 import re
 import shlex
 import sys
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ import jsonschema
 import yaml
 
 from . import identity, imports, logformats
+from .harness import quality
 from .harness import runner as runner_module
 from .harness import strategies as strategy_registry
 from .harness.spec import FRAMEWORKS
@@ -27,10 +28,15 @@ from .identity import is_bert
 from .references import load_references
 
 AXES = ("framework", "model", "topology", "precision", "compiler", "data", "batch_size",
-        "seq_length", "grad_clip", "optimizer", "strategy")
+        "seq_length", "grad_clip", "optimizer", "strategy", "metric")
 BERT_AXES = ("seq_length", "grad_clip", "optimizer")  # apply to BERT models only (None for ResNet-50)
 BERT_AXIS_DEFAULTS = {"seq_length": 128, "grad_clip": False, "optimizer": "adam"}
-SETTINGS = ("repeats", "warmup_steps", "max_warmup_steps", "measured_steps", "image_size", "timeout_minutes")
+SETTINGS = ("repeats", "warmup_steps", "max_warmup_steps", "measured_steps", "image_size", "timeout_minutes",
+            "quality")
+
+
+# The quality settings' defaults (harness/quality.py's Settings; target and eval_every_steps have none).
+QUALITY_DEFAULTS = {f.name: f.default for f in fields(quality.Settings) if f.default is not MISSING}
 
 
 class ConfigError(ValueError):
@@ -58,6 +64,8 @@ class Configuration:
     measured_steps: int
     image_size: int
     timeout_minutes: float
+    metric: str = identity.THROUGHPUT  # or time_to_quality (harness/quality.py)
+    quality: str = ""  # time_to_quality: its settings as sorted JSON (part of the id but for the budget)
 
     @property
     def nodes(self) -> int:
@@ -103,6 +111,11 @@ class Study:
 
     def run_logs(self) -> list[str]:
         return [log for c in self.configurations.values() for log in c.run_logs()]
+
+    def mlperf_logs(self) -> list[str]:
+        """The MLPerf logs of the time-to-quality runs (beside their run logs)."""
+        return [identity.mlperf_log(c.config_id, r) for c in self.configurations.values() if c.quality
+                for r in range(1, c.repeats + 1)]
 
     def frameworks(self) -> list[str]:
         return sorted({c.framework for c in self.configurations.values()})
@@ -224,10 +237,11 @@ def _fill_defaults(config: dict[str, Any], schema: dict[str, Any]) -> dict[str, 
     out["telemetry"] = _object_defaults(config.get("telemetry", {}), schema["properties"]["telemetry"])
     out["platform"] = {"device": "auto", **config.get("platform", {})}
     out["software"] = {"find_links": "pip", "venv_dir": ".venvs", **config.get("software", {})}
-    out["defaults"] = {k: v["default"] for k, v in settings_schema.items()} | config.get("defaults", {})
+    out["defaults"] = ({k: v["default"] for k, v in settings_schema.items() if "default" in v}
+                       | config.get("defaults", {}))
     # An imports-only study has no matrix: no axes, no runs.
     matrix = dict(config.get("matrix", {"framework": [], "model": [], "topology": [], "batch_size": []}))
-    for axis in ("precision", "compiler", "data", "strategy", *BERT_AXES):
+    for axis in ("precision", "compiler", "data", "strategy", "metric", *BERT_AXES):
         matrix.setdefault(axis, schema["properties"]["matrix"]["properties"][axis]["default"])
     out["matrix"] = matrix
     for key in ("exclude", "include", "overrides", "imports", "references"):
@@ -322,8 +336,8 @@ def _check_report_version(config: dict[str, Any], base_dir: Path) -> list[str]:
 
 def _include_axes(entry: dict[str, Any]) -> dict[str, Any]:
     """The configuration an include entry names (precision, compiler, data and BERT's axes defaulted)."""
-    axes = {"precision": "fp32", "compiler": False, "data": "synthetic", "strategy": strategy_registry.AUTO} | {
-        k: v for k, v in entry.items() if k in AXES}
+    axes = ({"precision": "fp32", "compiler": False, "data": "synthetic", "strategy": strategy_registry.AUTO,
+             "metric": identity.THROUGHPUT} | {k: v for k, v in entry.items() if k in AXES})
     for axis in BERT_AXES:  # BERT axes default as in the matrix; ResNet-50 has none
         axes[axis] = axes.get(axis, BERT_AXIS_DEFAULTS[axis]) if is_bert(axes["model"]) else None
     return axes
@@ -506,6 +520,7 @@ def expand(config: dict[str, Any], envs_dir: Path, base_dir: Path = Path("."),
             cells.append(dict(framework=fw, model=model, topology=topo, precision=prec, compiler=comp,
                               data=data, batch_size=bs, **dict(zip(BERT_AXES, bert_axes, strict=True)),
                               strategy=strategy))
+    cells = [dict(cell, metric=metric) for cell in cells for metric in matrix["metric"]]
     for i, selector in enumerate(config["exclude"]):
         kept = [c for c in cells if not _matches(selector, c)]
         if len(kept) == len(cells):
@@ -522,22 +537,62 @@ def expand(config: dict[str, Any], envs_dir: Path, base_dir: Path = Path("."),
         if not any(_matches(override["match"], axes) for axes in cells):
             notes.append(f"overrides[{i}].match: {override['match']} matches no configuration; ignored")
     configurations: dict[str, Configuration] = {}
+    problems: list[str] = []
     for axes in cells:
         settings = dict(config["defaults"])
         for override in config["overrides"]:
             if _matches(override["match"], axes):
-                settings.update(override["set"])
+                _merge_settings(settings, override["set"])
         for include_axes, include_settings in extra_settings:
             if include_axes == axes:
-                settings.update(include_settings)
+                _merge_settings(settings, include_settings)
+        settings["quality"], problem = _quality(axes, settings, config["runners"])
+        if problem:
+            problems.append(problem)
+            continue
         configuration = Configuration(**axes, **settings)
         configurations[configuration.config_id] = configuration
+    if problems:
+        raise ConfigError("\n".join(sorted(set(problems))))
     if not configurations and not config["imports"]:
         raise ConfigError("matrix: the study is empty (every configuration is excluded)")
     if warnings is None:
         for note in notes:
             print(f"dlbench: warning: {note}", file=sys.stderr)
     return configurations
+
+
+def _merge_settings(settings: dict[str, Any], new: dict[str, Any]) -> None:
+    """Later settings win; `quality` is merged key by key (an override may change only the target or budget)."""
+    for key, value in new.items():
+        settings[key] = {**settings.get(key, {}), **value} if key == "quality" else value
+
+
+def _quality(axes: dict[str, Any], settings: dict[str, Any], runners: dict[str, Any]) -> tuple[str, str]:
+    """(the quality settings as sorted JSON, with the schema's defaults, for time_to_quality; else "", and a
+    problem naming the configuration, or "")."""
+    given = settings.pop("quality", None) or {}
+    if axes["metric"] != identity.TIME_TO_QUALITY:
+        return "", ""
+    values = {**QUALITY_DEFAULTS, **given}
+    where = (f"quality (time_to_quality of {axes['model']}/{axes['framework']}/{axes['topology']}, "
+             f"bs{axes['batch_size']})")
+    if is_bert(axes["model"]) or axes["data"] != "real" or axes["framework"] in runners:
+        return "", (f"matrix.metric: time_to_quality of {axes['model']}/{axes['framework']} on {axes['data']} data: "
+                    "only dlbench's ResNet models on real data have a held-out evaluation yet (BERT's masked-LM "
+                    "evaluation and runners are not implemented); exclude it, e.g. exclude: [{metric: "
+                    "time_to_quality, model: ...}]")
+    missing = [key for key in ("target", "eval_every_steps") if key not in values]
+    if missing:
+        return "", f"{where}: {', '.join(missing)} required (set them in defaults.quality or an override)"
+    try:
+        quality.Settings(**values)
+    except (TypeError, ValueError) as error:
+        return "", f"{where}: {error}"
+    if values["max_minutes"] and values["max_minutes"] >= settings["timeout_minutes"]:
+        return "", (f"{where}: max_minutes {values['max_minutes']} must be less than timeout_minutes "
+                    f"{settings['timeout_minutes']} (a run at its budget must still end by itself)")
+    return json.dumps(values, sort_keys=True), ""
 
 
 def load_study(config: dict[str, Any], schema_path: Path, envs_dir: Path, base_dir: Path = Path(".")) -> Study:

@@ -36,3 +36,20 @@ rule benchmark_run:
     shell:
         "{params.run} {params.args} --cpus {threads}"
         " --attempt {resources.attempt} --max-attempts {resources.max_attempts} --log {output} > {log} 2>&1"
+
+
+# Time to quality: the MLPerf log of a run (MLPerf's own format, for its tools), from the dlbench log.
+rule mlperf_log:
+    input:
+        run=RUN_LOG_PATTERN,
+    output:
+        mlperf=MLPERF_LOG_PATTERN,
+    log:
+        "logs/runs/{model}/{framework}/{topology}/{variant}/rep{repeat}.mlperf.log",
+    wildcard_constraints:
+        **RUN_WILDCARDS,
+    localrule: True
+    conda:
+        "../../envs/core.yaml"
+    script:
+        "../scripts/mlperf_log.py"

@@ -14,7 +14,7 @@ PACKAGE_DIR = str(Path(workflow.basedir, "workflow"))
 sys.path.insert(0, PACKAGE_DIR)
 
 from dlbench import retries, stale_lock  # noqa: E402
-from dlbench.identity import RUN_LOG_PATTERN, config_id_of  # noqa: E402
+from dlbench.identity import MLPERF_LOG_PATTERN, RUN_LOG_PATTERN, config_id_of  # noqa: E402
 from dlbench.identity import WILDCARDS as RUN_WILDCARDS  # noqa: E402
 from dlbench.study import ConfigError, dataset_of, PUBLISHED_MANIFEST, REPORTS_DIR  # noqa: E402
 from dlbench.venvs import env_prefix, MARKER  # noqa: E402
@@ -196,7 +196,9 @@ def run_arguments(wildcards):
         f"--repeat {wildcards.repeat} --config-id {c.config_id}",
         f"--device {SETTINGS['platform']['device']} --timeout-s {c.timeout_minutes * 60:g}",
     ] + ([f"--telemetry-ms {TELEMETRY['interval_ms']}"] if TELEMETRY["enabled"] else [])
-      + ([f"--runner {shlex.quote(json.dumps(RUNNERS[c.framework], sort_keys=True))}"] if c.framework in RUNNERS else []))
+      + ([f"--runner {shlex.quote(json.dumps(RUNNERS[c.framework], sort_keys=True))}"] if c.framework in RUNNERS else [])
+      # time to quality: each run its own fixed seed (MLPerf's runs differ in seed; the olympic mean needs spread)
+      + ([f"--quality {shlex.quote(c.quality)} --seed {int(wildcards.repeat) - 1}"] if c.quality else []))
 
 
 def max_attempts(wildcards):
@@ -246,6 +248,15 @@ DATAPREP_PYTHON = framework_python("dataprep")
 
 def dataprep_env(wildcards=None):
     return [] if USE_CONDA else env_marker("dataprep")
+
+
+def sample_imagenet_options():
+    """The sample's options beyond the counts, only where not default (so existing data is not remade)."""
+    sample = IMAGENET["sample"]
+    options = " --photo-per-class" if sample["photo_per_class"] else ""
+    if list(sample["long_side"]) != [480, 640]:
+        options += " --long-side {} {}".format(*sample["long_side"])
+    return options
 
 
 def imagenet_raw_inputs():

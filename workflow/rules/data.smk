@@ -32,7 +32,8 @@ rule sample_imagenet_tree:
         wheels=lambda wildcards, input: Path(input.wheels).parent,
         out=output_dir,
         counts=lambda wildcards: "--classes {classes} --train-per-class {train_per_class}"
-        " --validation-per-class {validation_per_class}".format(**IMAGENET["sample"]),
+        " --validation-per-class {validation_per_class}".format(**IMAGENET["sample"])
+        + sample_imagenet_options(),
     threads: ALL_CORES
     conda:
         "../../envs/dataprep.yaml"

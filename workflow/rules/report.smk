@@ -4,6 +4,7 @@
 rule aggregate:
     input:
         logs=STUDY.run_logs(),
+        mlperf=STUDY.mlperf_logs(),  # time to quality: MLPerf's format of those runs (rule mlperf_log)
         imports=IMPORT_RECORDS,
         envs=study_env_markers(),
     output:

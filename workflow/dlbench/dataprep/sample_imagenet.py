@@ -4,8 +4,11 @@ Input: the scikit-image wheel (its `skimage/data/*.jpg|png` photos) and the tens
 (`tensorflow_datasets/datasets/imagenet2012/labels.txt`: the 1,000 real ILSVRC-2012 synsets, sorted), both
 fetched beforehand with `pip download --no-deps scikit-image==0.26.0 tensorflow-datasets==4.9.10 -d DIR`.
 Each image is a random crop (scale, aspect), flip, brightness change and resize of one photo, JPEG-encoded at a
-random quality, so every file differs. As in the real set, a few files are odd: `--png` files hold PNG data
-under a .JPEG name, `--cmyk` are CMYK JPEGs and `--gray` grayscale JPEGs (5% by default).
+random quality, so every file differs. The photo is drawn at random per image, so labels carry no signal
+(throughput only); with `--photo-per-class` class i is cut from photo i, so a model can learn to tell the classes
+apart and held-out images (other crops of the same photos) measure it (time-to-quality studies). As in the real
+set, a few files are odd: `--png` files hold PNG data under a .JPEG name, `--cmyk` are CMYK JPEGs and `--gray`
+grayscale JPEGs (5% by default).
 
 Output (`--out DIR`):
     train/<wnid>/<wnid>_<n>.JPEG
@@ -44,6 +47,7 @@ LABELS_IN_TFDS = "tensorflow_datasets/datasets/imagenet2012/labels.txt"
 COLOR_PHOTOS = ["astronaut.png", "chelsea.png", "coffee.png", "motorcycle_left.png", "motorcycle_right.png",
                 "hubble_deep_field.jpg", "retina.jpg", "rocket.jpg", "ihc.png"]
 GRAY_PHOTOS = ["camera.png", "brick.png", "grass.png", "gravel.png", "moon.png", "coins.png", "cell.png"]
+PHOTOS = COLOR_PHOTOS + GRAY_PHOTOS  # --photo-per-class: class i is cut from PHOTOS[i]
 # Imagenette's ten synsets first (their WordNet names are known here); more classes are taken evenly spaced
 # from labels.txt and named after their synset id.
 NAMES = {
@@ -118,11 +122,16 @@ def _photo(name: str, data: bytes) -> Image.Image:
 
 
 def make_image(job: tuple, photos: dict[str, bytes]) -> bytes:
-    """The bytes of one file: job = (rng seed, kind 'jpeg'|'gray'|'png'|'cmyk', long side range, quality range)."""
-    seed, kind, (lo, hi), (qlo, qhi) = job
+    """The bytes of one file: job = (rng seed, kind 'jpeg'|'gray'|'png'|'cmyk', long side range, quality range[,
+    the class's photo])."""
+    seed, kind, (lo, hi), (qlo, qhi), *class_photo = job
     rng = random.Random(seed)
     name = rng.choice(GRAY_PHOTOS if kind == "gray" else COLOR_PHOTOS)
+    if class_photo:  # --photo-per-class: the class's own photo (grey when the file is to be grey)
+        name = class_photo[0]
     image = _photo(name, photos[name])
+    if kind == "gray" and image.mode != "L":
+        image = image.convert("L")
     width, height = image.size
     area = rng.uniform(0.3, 1.0) * width * height
     aspect = rng.uniform(3 / 4, 4 / 3)
@@ -167,7 +176,7 @@ def build(wheels: Sequence[Path], out: Path, classes: int = 10, train_per_class:
           validation_per_class: int = 5, png: int = 1, cmyk: int = 1, gray: int | None = None,
           validation_layout: str = "flat",
           seed: int = 0, long_side: tuple[int, int] = (480, 640), quality: tuple[int, int] = (94, 98),
-          bbox_fraction: float = 0.5, workers: int | None = None) -> dict:
+          bbox_fraction: float = 0.5, workers: int | None = None, photo_per_class: bool = False) -> dict:
     """Write the tree to `out` (replacing it once complete); returns sample.json's content."""
     if not 1 <= classes <= 1000:
         raise SampleError(f"--classes must be 1..1000, got {classes}")
@@ -180,8 +189,13 @@ def build(wheels: Sequence[Path], out: Path, classes: int = 10, train_per_class:
                           f"{classes * train_per_class} training images")
     if not (0 < long_side[0] <= long_side[1] and 1 <= quality[0] <= quality[1] <= 100):
         raise SampleError("--long-side needs 0 < MIN <= MAX and --quality 1 <= MIN <= MAX <= 100")
+    if photo_per_class and classes > len(PHOTOS):
+        raise SampleError(f"--photo-per-class: at most {len(PHOTOS)} classes (one photo each), got {classes}")
     photos, all_synsets, provenance = load_inputs(wheels)
     synsets = choose_synsets(all_synsets, classes)
+    # With photo_per_class the label says which photo an image was cut from (learnable: time to quality);
+    # without, every image comes from a photo drawn at random (labels carry no signal: throughput only).
+    extra = {wnid: (PHOTOS[i],) for i, wnid in enumerate(synsets)} if photo_per_class else {}
     rng = random.Random(seed)
 
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
@@ -204,7 +218,7 @@ def build(wheels: Sequence[Path], out: Path, classes: int = 10, train_per_class:
         kind = kinds.get(i, "jpeg")
         if kind != "jpeg":
             special[kind].append(f"train/{wnid}/{name}")
-        jobs.append((str(tmp / "train" / wnid / name), (rng.getrandbits(64), kind) + sizes))
+        jobs.append((str(tmp / "train" / wnid / name), (rng.getrandbits(64), kind) + sizes + extra.get(wnid, ())))
         if rng.random() < bbox_fraction:
             boxes += [f"{name},{a:.4f},{b:.4f},{c:.4f},{d:.4f}" for a, b, c, d in _boxes(rng)]
 
@@ -215,7 +229,7 @@ def build(wheels: Sequence[Path], out: Path, classes: int = 10, train_per_class:
         name = f"ILSVRC2012_val_{number:08d}.JPEG"
         folder = tmp / "validation" / (wnid if validation_layout == "folders" else "")
         folder.mkdir(exist_ok=True)
-        jobs.append((str(folder / name), (rng.getrandbits(64), "jpeg") + sizes))
+        jobs.append((str(folder / name), (rng.getrandbits(64), "jpeg") + sizes + extra.get(wnid, ())))
         boxes += [f"{name},{a:.4f},{b:.4f},{c:.4f},{d:.4f}" for a, b, c, d in _boxes(rng)]
     if validation_layout == "flat":
         (tmp / "validation_labels.txt").write_text("".join(f"{w}\n" for w in val))
@@ -239,7 +253,8 @@ def build(wheels: Sequence[Path], out: Path, classes: int = 10, train_per_class:
             "validation_images": len(val), "validation_layout": validation_layout,
             "png_named_jpeg": special["png"], "cmyk_jpeg": special["cmyk"], "grayscale_jpeg": special["gray"],
             "bounding_boxes": len(boxes),
-            "image_bytes": total, "long_side": list(long_side), "quality": list(quality)}
+            "image_bytes": total, "long_side": list(long_side), "quality": list(quality),
+            **({"photo_per_class": {wnid: photo[0] for wnid, photo in extra.items()}} if photo_per_class else {})}
     (tmp / "sample.json").write_text(json.dumps(info, indent=1) + "\n")
     if out.exists():
         old = out.with_name(f".{out.name}.old-{os.getpid()}")
@@ -271,12 +286,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="pixels of the longer side (default 480 640: ~109 kB per image, as ImageNet)")
     parser.add_argument("--quality", type=int, nargs=2, default=(94, 98), metavar=("MIN", "MAX"))
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--photo-per-class", action="store_true",
+                        help="cut each class from its own photo, so labels are learnable (time-to-quality studies); "
+                        "default: a random photo per image (labels carry no signal)")
     parser.add_argument("--workers", type=int, default=None, help="processes (default: usable cores)")
     args = parser.parse_args(argv)
     try:
         info = build(args.wheels, args.out, args.classes, args.train_per_class, args.validation_per_class,
                      args.png, args.cmyk, args.gray, args.validation_layout, args.seed, tuple(args.long_side),
-                     tuple(args.quality), workers=args.workers)
+                     tuple(args.quality), workers=args.workers, photo_per_class=args.photo_per_class)
     except (SampleError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

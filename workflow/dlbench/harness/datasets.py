@@ -37,15 +37,25 @@ def _data_dir(spec: RunSpec) -> Path:
 
 def imagenet_train_shards(spec: RunSpec) -> tuple[list[str], list[str]]:
     """(TFRecord shards, their DALI index files), sorted by name."""
+    return imagenet_shards(spec, "train")
+
+
+def imagenet_shards(spec: RunSpec, split: str) -> tuple[list[str], list[str]]:
+    """(TFRecord shards of a split, train or validation, their DALI index files), sorted by name."""
     root = _data_dir(spec)
-    shards = layout.imagenet_shards(root, "train")
+    shards = layout.imagenet_shards(root, split)
     if not shards:
-        raise FileNotFoundError(f"{root}: no ImageNet training shards (train-00000-of-NNNNN)")
+        raise FileNotFoundError(f"{root}: no ImageNet {split} shards ({split}-00000-of-NNNNN)")
     indexes = [root / layout.dali_index(p.name) for p in shards]
     missing = [str(i) for i in indexes if not i.is_file()]
     if missing:
         raise FileNotFoundError(f"{root}: DALI index files missing: {', '.join(missing[:3])}")
     return [str(p) for p in shards], [str(i) for i in indexes]
+
+
+def imagenet_records(spec: RunSpec, split: str) -> int:
+    """Records of a split: the lines of its shards' DALI index files (one per record)."""
+    return sum(len(Path(index).read_text().splitlines()) for index in imagenet_shards(spec, split)[1])
 
 
 def bert_shards(spec: RunSpec, fmt: str) -> list[str]:

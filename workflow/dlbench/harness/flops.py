@@ -8,10 +8,8 @@ a training step (forward + backward for activations and weights) is taken as 3x 
 
 from __future__ import annotations
 
-from . import bert
+from . import bert, resnet
 
-# Same table as the models: (bottleneck width, blocks, stride of the first block) per stage.
-RESNET50_STAGES = ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2))
 TRAIN_TO_FORWARD = 3
 
 
@@ -19,8 +17,9 @@ def _conv_out(size: int, kernel: int, stride: int, padding: int) -> int:
     return (size + 2 * padding - kernel) // stride + 1
 
 
-def resnet50_forward_macs(image_size: int, num_classes: int = 1000) -> int:
-    """Multiply-accumulates of one ResNet-50 v1.5 forward pass on one image_size x image_size image."""
+def resnet50_forward_macs(image_size: int, num_classes: int = 1000, model: str = "resnet50") -> int:
+    """Multiply-accumulates of one ResNet-50 v1.5 forward pass on one image_size x image_size image (or of
+    another network of harness/resnet.py's table)."""
     macs, size = 0, image_size
 
     def conv(c_in: int, c_out: int, kernel: int, stride: int, padding: int) -> None:
@@ -28,10 +27,10 @@ def resnet50_forward_macs(image_size: int, num_classes: int = 1000) -> int:
         size = _conv_out(size, kernel, stride, padding)
         macs += c_in * c_out * kernel * kernel * size * size
 
-    conv(3, 64, 7, 2, 3)
+    channels = resnet.STEM[model]
+    conv(3, channels, 7, 2, 3)
     size = _conv_out(size, 3, 2, 1)  # max pool
-    channels = 64
-    for width, blocks, first_stride in RESNET50_STAGES:
+    for width, blocks, first_stride in resnet.STAGES[model]:
         for block in range(blocks):
             stride, start = (first_stride if block == 0 else 1), size
             if stride != 1 or channels != width * 4:  # projection shortcut, on the block's input
@@ -62,8 +61,8 @@ def bert_forward_macs(model: str, seq_length: int, predictions: int) -> int:
 def model_flops(model: str, image_size: int | None = None, seq_length: int = 128,
                 predictions: int = 20) -> dict[str, float]:
     """Forward MACs and training FLOPs per sample (image or sequence) of a model at its input shape."""
-    if model == "resnet50":
-        macs = resnet50_forward_macs(image_size or 224)
+    if model in resnet.STAGES:
+        macs = resnet50_forward_macs(image_size or 224, model=model)
     elif model in bert.CONFIGS:
         macs = bert_forward_macs(model, seq_length, predictions)
     else:

@@ -24,7 +24,7 @@ import traceback
 from pathlib import Path
 from statistics import median
 
-from . import flops, sysinfo
+from . import flops, quality, sysinfo
 from .frameworks import REGISTRY
 from .runlog import append_line, failure_summary, utc_now
 from .spec import RunSpec, Unsupported, parser, spec_from_args
@@ -123,12 +123,17 @@ def run(spec: RunSpec, backend, rank: int, world: int, log: Path | None) -> dict
     if spec.data not in backend.data:
         raise Unsupported(f"data {spec.data!r} is not available for {spec.framework} yet "
                           f"(available: {', '.join(backend.data)})")
+    init_start = time.time()
     backend.setup()
     if log is not None:
         in_effect = backend.strategy_in_effect()
         append_line(log, {"type": "environment", **backend.environment(), "strategy": spec.strategy,
                           "strategy_in_effect": in_effect})
         print(f"[dlbench] strategy {spec.strategy}: {in_effect['summary']}", file=sys.stderr)
+    settings = quality.parse(spec.quality)
+    if settings is not None:  # time to quality: train to the target instead of timing steps
+        measured = quality.train_to_target(spec, settings, backend, world, log, init_start)
+        return make_summary(spec, backend, rank, world, measured)
     warmup_start = time.time()  # wall clock: the sampler's timestamps are time.time() too
     warmup = warm_up(spec, backend, world, log)
     warmup_end = time.time()
@@ -148,35 +153,44 @@ def run(spec: RunSpec, backend, rank: int, world: int, log: Path | None) -> dict
     durations = [b - a for a, b in zip([start, *ends[:-1]], ends, strict=True)]
     elapsed = end - start
     loss = backend.loss()
-    ranks = backend.all_gather({
-        "rank": rank, "host": sysinfo.hostname(), "pid": os.getpid(), "elapsed_s": elapsed,
-        "device": backend.device_name(), "threads": backend.threads,
-        "peak_memory_bytes": backend.peak_memory_bytes() or peak_host_memory_bytes(),
-    })
+    ranks = backend.all_gather(rank_facts(backend, rank, elapsed))
     if log is not None:
         for step, seconds in enumerate(durations):
             append_line(log, {"type": "step", "phase": "measure", "step": step, "seconds": seconds})
         append_line(log, {"type": "window", "warmup_start": warmup_start, "warmup_end": warmup_end,
                           "measure_start": measure_start, "measure_end": measure_end})
     samples = spec.batch_size * world * spec.measured_steps
+    return make_summary(spec, backend, rank, world, {
+        "samples": samples, "elapsed_s": elapsed, "throughput": samples / elapsed,
+        "step_time_s": step_stats(durations), "warmup": warmup, "loss_final": loss}, ranks)
+
+
+def make_summary(spec: RunSpec, backend, rank: int, world: int, measured: dict,
+                 ranks: list[dict] | None = None) -> dict:
+    """The summary line of a completed run: what was measured, the FLOPs and every rank's facts."""
+    if ranks is None:
+        ranks = backend.all_gather(rank_facts(backend, rank, measured["elapsed_s"]))
     model_flops = flops.model_flops(spec.model, spec.image_size, spec.seq_length, spec.predictions)
+    throughput = measured.get("throughput")
     return {
         "type": "summary",
         "status": "ok",
-        "samples": samples,
-        "elapsed_s": elapsed,
-        "throughput": samples / elapsed,
+        **measured,
         "unit": backend.unit,
         "world_size": world,
-        "step_time_s": step_stats(durations),
-        "warmup": warmup,
-        "loss_final": loss,
         **model_flops,
-        "achieved_tflops": samples / elapsed * model_flops["train_flops_per_sample"] / 1e12,
+        "achieved_tflops": throughput * model_flops["train_flops_per_sample"] / 1e12 if throughput else None,
         "ranks": ranks,
         "hosts": sorted({r["host"] for r in ranks}),
         "finished_at": utc_now(),
     }
+
+
+def rank_facts(backend, rank: int, elapsed: float) -> dict:
+    """What every rank reports for the summary (all_gather)."""
+    return {"rank": rank, "host": sysinfo.hostname(), "pid": os.getpid(), "elapsed_s": elapsed,
+            "device": backend.device_name(), "threads": backend.threads,
+            "peak_memory_bytes": backend.peak_memory_bytes() or peak_host_memory_bytes()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -192,8 +206,13 @@ def main(argv: list[str] | None = None) -> int:
         summary = run(spec, backend, rank, world, log)
         if log is not None:
             append_line(log, summary)
-            print(f"[dlbench] {spec.run_id}: {summary['throughput']:.2f} {summary['unit']} "
-                  f"over {world} rank(s)", file=sys.stderr)
+            if "quality" in summary:
+                q = summary["quality"]
+                print(f"[dlbench] {spec.run_id}: {'converged' if q['converged'] else 'did not converge'} "
+                      f"({q['accuracy_final']}) in {q['time_to_train_s']:.1f} s, {q['steps']} steps", file=sys.stderr)
+            else:
+                print(f"[dlbench] {spec.run_id}: {summary['throughput']:.2f} {summary['unit']} "
+                      f"over {world} rank(s)", file=sys.stderr)
     except BaseException as exc:  # noqa: BLE001 - every failure becomes a record
         if isinstance(exc, Unsupported):
             status = "unsupported"

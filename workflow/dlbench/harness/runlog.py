@@ -9,12 +9,17 @@ One line per JSON object, each with a `type`:
                step ends, so they add up to the measured wall time), loss (warm-up steps)
   window       rank 0 after the measured steps: wall-clock (time.time()) warmup_start, warmup_end,
                measure_start, measure_end, so telemetry samples split into warm-up and measured windows
+  eval         rank 0, time to quality only (harness/quality.py), one per evaluation: step, samples, epoch,
+               accuracy (correct / count on the held-out split), loss, lr, time (wall clock at its end), elapsed_s
+               (since run_start), train_seconds (the steps since the last evaluation), eval_seconds
   telemetry    the supervisor, from the sampler (dlbench.telemetry.sampler) once the ranks are done: kind start
                (host, interval, what is readable and why not, provenance), sample (counters and readings at t),
                end (the sampler's own CPU time); only with --telemetry-ms > 0
   summary      the last line, always: status (ok | oom | unsupported | error | timeout | failed), and for ok
                samples, elapsed_s, throughput, unit, world_size, step_time_s, loss_final, FLOPs, ranks, hosts;
-               for a failure its error message (and SLURM state / attempts where the supervisor knows them)
+               for a failure its error message (and SLURM state / attempts where the supervisor knows them); time to
+               quality: `quality` (settings, converged, stopped_by, steps, samples_to_converge, time_to_train_s,
+               train/eval seconds, init_start/stop and run_start/stop wall clock) and no step lines or window
 
 Parsed back by dlbench.logformats.dlbench (core environment). Lines are appended and flushed one at a time,
 so a crash later loses nothing already written.
@@ -28,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 LOG_SCHEMA_VERSION = 1
-LINE_TYPES = ("header", "environment", "step", "window", "telemetry", "summary")
+LINE_TYPES = ("header", "environment", "step", "window", "eval", "telemetry", "summary")
 
 
 def utc_now() -> str:

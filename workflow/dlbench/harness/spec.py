@@ -7,11 +7,13 @@ import math
 from dataclasses import asdict, dataclass
 
 from ..identity import BERT_MODELS, IdentityError, is_bert, parse_topology, run_id
+from . import quality
 from .frameworks import NAMES
+from .resnet import MODELS as RESNETS
 from .strategies import NAME
 
 FRAMEWORKS = NAMES  # registered in frameworks.py: a backend package each, backends/<name>/
-MODELS = ("resnet50", *BERT_MODELS)
+MODELS = (*RESNETS, *BERT_MODELS)
 PRECISIONS = ("fp32", "amp")
 DATA = ("synthetic", "real")  # real: prepared shards under --data-dir (workflow/rules/data.smk)
 OPTIMIZERS = ("auto", "adam", "lamb")
@@ -63,6 +65,7 @@ class RunSpec:
     attempt: int = 1  # this try of the run (Snakemake's attempt), 1-based
     max_attempts: int = 1  # tries Snakemake makes in all (retries + 1)
     telemetry_ms: int = 0  # sampling interval of dlbench.telemetry.sampler; 0 = no sampler
+    quality: str = ""  # time to quality: the settings as JSON (harness/quality.py); "" = throughput
     runner: str = ""  # an external benchmark command to run instead of our ranks (JSON; harness/runner.py)
 
     @property
@@ -174,6 +177,8 @@ def parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--attempt", type=_positive, default=1, help="this try of the run (1-based)")
     p.add_argument("--runner", default="", help="an external benchmark command (JSON definition, see "
                    "dlbench/harness/runner.py) run instead of the framework's ranks")
+    p.add_argument("--quality", default="", help="time to quality instead of throughput: the settings as a JSON "
+                   "object (target, eval_every_steps, learning-rate schedule, budget; see dlbench/harness/quality.py)")
     p.add_argument("--max-attempts", type=_positive, default=1, help="tries in all; the last one after "
                    "failed tries only writes the failure record")
     return p
@@ -183,5 +188,9 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
     values = vars(args).copy()
     if not values["runner"] and values["framework"] not in FRAMEWORKS:
         raise SystemExit(f"--framework {values['framework']!r}: choose from {', '.join(FRAMEWORKS)} (or give --runner)")
+    try:
+        quality.parse(values["quality"])
+    except (ValueError, TypeError) as error:
+        raise SystemExit(f"--quality: {error}") from None
     values["nodes"], values["devices_per_node"] = values.pop("topology")
     return RunSpec(**values)

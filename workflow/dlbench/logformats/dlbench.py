@@ -18,6 +18,7 @@ from .. import identity
 from ..records import LogError, complete, model_inputs
 from ..stats import steady_state
 from ..telemetry import summary as telemetry_summary
+from . import mlperf
 from .common import AXIS_LABELS
 
 NAME = "dlbench"
@@ -27,7 +28,7 @@ THROUGHPUT_DEFINITION = "samples of the measured steps / their wall time (dlbenc
 
 
 def _read_lines(path: Path) -> dict[str, Any]:
-    header, environment, summary, measured, window, telemetry = None, {}, None, [], None, []
+    header, environment, summary, measured, window, telemetry, evals = None, {}, None, [], None, [], []
     with open(path, encoding="utf-8") as f:
         for number, line in enumerate(f, start=1):
             if not line.strip():
@@ -49,10 +50,12 @@ def _read_lines(path: Path) -> dict[str, Any]:
                 window = entry
             elif kind == "telemetry":
                 telemetry.append(entry)
+            elif kind == "eval":
+                evals.append(entry)
     if header is None:
         raise LogError(f"{path}: no header line (is this a dlbench run log?)")
     return {"header": header, "environment": environment, "summary": summary, "measured": measured,
-            "window": window, "telemetry": telemetry}
+            "window": window, "telemetry": telemetry, "evals": evals}
 
 
 def _warmup_and_steady(cfg: dict[str, Any], summary: dict[str, Any], measured: list[float],
@@ -133,7 +136,38 @@ def parse(path: str | Path, labels: dict[str, Any] | None = None) -> dict[str, A
         "throughput_definition": THROUGHPUT_DEFINITION,
         **telemetry_summary.summarise(parts["telemetry"], parts["window"], summary.get("samples") if ok else None),
     }
+    if cfg.get("quality"):
+        record |= quality_fields(cfg, summary, parts["evals"], ok)
     return complete(record)
+
+
+def quality_fields(cfg: dict[str, Any], summary: dict[str, Any], evals: list[dict[str, Any]],
+                   ok: bool) -> dict[str, Any]:
+    """A time-to-quality run (harness/quality.py): time to train = run_stop - run_start (evaluation included), as
+    MLPerf's; a run that ended at its budget without reaching the target is `failed` (MLPerf: aborted), and its
+    time stays recorded. Its `throughput` (the steps' own rate between evaluations) stays in `details`: the
+    metric is the time. One run set per configuration (the repeats), scored by mlperf.score_records."""
+    settings = json.loads(cfg["quality"])
+    quality = summary.get("quality") or {}
+    fields: dict[str, Any] = {"metric": identity.TIME_TO_QUALITY, "target_accuracy": settings["target"],
+                              "benchmark": mlperf.BENCHMARKS.get(cfg["model"]),
+                              "run_set": cfg["config_id"], "throughput": None, "achieved_tflops": None,
+                              "warmup_steps": None, "measured_steps": None,  # no timed window: trained to a target
+                              "eval_curve": json.dumps([[e["elapsed_s"], e["samples"], e["accuracy"]] for e in evals]),
+                              "eval_accuracy": evals[-1]["accuracy"] if evals else None}
+    if not (ok and quality):
+        return fields
+    fields |= {"time_to_train_min": quality["time_to_train_s"] / 60, "converged": quality["converged"],
+               "samples_to_converge": quality["samples_to_converge"], "eval_seconds": quality["eval_seconds"],
+               "global_batch_size": quality["global_batch_size"],
+               "details": json.dumps({"throughput_between_evals": summary.get("throughput"),
+                                      "stopped_by": quality["stopped_by"], "steps": quality["steps"]})}
+    if not quality["converged"]:
+        best = max((e["accuracy"] for e in evals), default=None)
+        fields |= {"status": "failed", "error": f"did not converge: accuracy {quality['accuracy_final']} (best "
+                   f"{best}) below the target {settings['target']} at the budget ({quality['stopped_by']}, "
+                   f"{quality['steps']} steps)"}
+    return fields
 
 
 def run_fields(path: Path, header: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
@@ -175,6 +209,12 @@ def runner_record(path: Path, header: dict[str, Any], summary: dict[str, Any]) -
         return complete({**fields, "status": "error", "error": f"runner log unreadable: {exc}",
                          "source": summary["external_format"]})
     return complete({**record, **fields, "external_log": summary["external_log"]})
+
+
+def read_run(path: str | Path) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None, list[dict[str, Any]]]:
+    """(header, environment, summary or None, eval lines) of a run log (LogError for one that cannot be read)."""
+    parts = _read_lines(Path(path))
+    return parts["header"], parts["environment"], parts["summary"], parts["evals"]
 
 
 def read_header(path: str | Path) -> dict[str, Any] | None:

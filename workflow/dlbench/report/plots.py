@@ -1,7 +1,9 @@
-"""The report's plots (seaborn on an explicit Agg canvas): throughput and speedup vs. devices, real ÷ synthetic."""
+"""The report's plots (seaborn on an explicit Agg canvas): throughput and speedup vs. devices, real ÷ synthetic;
+for time-to-quality runs the convergence curves and samples to converge vs. batch size."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -56,6 +58,8 @@ def log2_speedup_axis(ax: Any, values: list[float]) -> None:
 
 
 def plot_data(summary: pd.DataFrame, value: str) -> pd.DataFrame:
+    if "metric" in summary:  # times to train are plotted by write_quality_plots
+        summary = summary[summary["metric"].fillna("throughput") != "time_to_train"]
     df = summary[summary[value].notna() & summary["devices"].notna()].copy()
     if df.empty:
         return df
@@ -194,4 +198,62 @@ def write_real_vs_synthetic(pairs: pd.DataFrame, out_dir: Path, label: Any) -> b
     ax.grid(True, axis="x", alpha=0.3)
     fig.savefig(path, format="png")
     fig.clear()
+    return True
+
+
+def _curves(records: pd.DataFrame) -> pd.DataFrame:
+    """One row per evaluation of every time-to-quality run: run, configuration label, seconds, samples, accuracy."""
+    rows = []
+    runs = records[records["eval_curve"].notna()] if "eval_curve" in records else records.iloc[0:0]
+    for _, run in runs.iterrows():
+        label = f"{fmt_text(run['framework'])} {fmt_text(run['topology'])} global batch {int(run['global_batch_size'])}"
+        for seconds, samples, accuracy in json.loads(run["eval_curve"]):
+            rows.append({"run": run["run_id"], "config": label, "seconds": seconds, "samples": samples,
+                         "accuracy": accuracy, "model": fmt_text(run["model"])})
+    return pd.DataFrame(rows, columns=["run", "config", "seconds", "samples", "accuracy", "model"])
+
+
+def write_quality_plots(records: pd.DataFrame, summary: pd.DataFrame, out_dir: Path) -> bool:
+    """convergence.png (held-out accuracy vs. seconds since run_start and vs. training samples, one line per run,
+    the target dashed) and samples_to_converge.png (median samples to converge vs. global batch size, every
+    converged run a dot), where the study has time-to-quality runs: True then."""
+    curves = _curves(records)
+    for name in ("convergence.png", "samples_to_converge.png"):
+        (out_dir / name).unlink(missing_ok=True)
+    if curves.empty:
+        return False
+    targets = sorted(set(records["target_accuracy"].dropna().astype(float)))
+    with sns.axes_style("whitegrid"):
+        fig = new_figure(12, 4.2)
+        for ax, x, label in zip(fig.subplots(1, 2), ("seconds", "samples"),
+                                ("seconds since run_start (evaluation included)", "training samples"), strict=True):
+            sns.lineplot(data=curves, x=x, y="accuracy", hue="config", units="run", estimator=None, marker="o",
+                         ax=ax, legend=x == "seconds")
+            for target in targets:
+                ax.axhline(target, linestyle="--", color="0.4", linewidth=1)
+            ax.set_xlabel(label)
+            ax.set_ylabel("held-out accuracy")
+            ax.set_ylim(0, 1)
+        fig.suptitle("Convergence: accuracy on the held-out split at each evaluation (dashed: target)")
+        fig.savefig(out_dir / "convergence.png", format="png")
+        fig.clear()
+        runs = records[records["samples_to_converge"].notna()].copy()
+        fig = new_figure(6.5, 4.2)
+        ax = fig.add_subplot()
+        if runs.empty:
+            ax.set_axis_off()
+            ax.text(0.5, 0.5, "no run converged", ha="center", va="center", fontsize=14, color="0.35",
+                    transform=ax.transAxes)
+        else:
+            runs["global batch"] = runs["global_batch_size"].astype(int)
+            runs["samples to converge"] = runs["samples_to_converge"].astype(float)
+            runs["framework"] = runs["framework"].map(fmt_text)
+            sns.scatterplot(data=runs, x="global batch", y="samples to converge", hue="framework", ax=ax, alpha=0.6)
+            sns.lineplot(data=runs, x="global batch", y="samples to converge", hue="framework", estimator="median",
+                         errorbar=None, ax=ax, legend=False)
+            ax.set_xscale("log", base=2)
+            ax.set_ylim(bottom=0)
+        fig.suptitle("Samples to converge vs. global batch size (line: median)")
+        fig.savefig(out_dir / "samples_to_converge.png", format="png")
+        fig.clear()
     return True

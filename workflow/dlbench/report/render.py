@@ -14,7 +14,7 @@ from ..aggregate import SUMMARY_COLUMNS, real_vs_synthetic
 from .format import DASH, fmt_text, md_escape
 from .load import RECORD_COLUMNS, load_environment, read_table
 from .notes import caveats
-from .plots import write_plots, write_real_vs_synthetic
+from .plots import write_plots, write_quality_plots, write_real_vs_synthetic
 from .sections import ReportInputs, build_sections, confidence_level, pair_label
 from .tables import build_groups, detail_rows, environment_view, failure_rows, group_markdown, overview, rows_markdown
 
@@ -51,6 +51,9 @@ def markdown(ctx: dict[str, Any]) -> str:
               "![Speedup vs. devices](speedup.png)", "",
               *(["![Samples per joule vs. devices](energy.png)", ""] if ctx.get("energy_plot") else []),
               *(["![Real ÷ synthetic data](real_vs_synthetic.png)", ""] if ctx.get("input_plot") else []),
+              *(["![Convergence curves](convergence.png)", "",
+                 "![Samples to converge vs. batch size](samples_to_converge.png)", ""] if ctx.get("quality_plots")
+                else []),
               "## Failures", "", rows_markdown(ctx["failures"], limit=300), ""]
     for section in ctx["sections"]:
         lines += [f"## {section.title}", "", f"_{md_escape(section.caption, table=False)}_", "",
@@ -99,6 +102,7 @@ def render_report(records_csv: Path, summary_csv: Path, environment_json: Path,
 
     energy_plot = write_plots(summary, out_dir)
     input_plot = write_real_vs_synthetic(real_vs_synthetic(records, confidence_level(env)), out_dir, pair_label)
+    quality_plots = write_quality_plots(records, summary, out_dir)
 
     groups = build_groups(summary)
     for group in groups:
@@ -121,6 +125,7 @@ def render_report(records_csv: Path, summary_csv: Path, environment_json: Path,
         "details": detail_rows(summary),
         "energy_plot": energy_plot,
         "input_plot": input_plot,
+        "quality_plots": quality_plots,
         "sections": build_sections(ReportInputs(records, summary, env, baseline, baseline_label)),
         "env": environment_view(env),
         "data_files": DATA_FILES,

@@ -7,6 +7,7 @@ template) and README.md. A new section = a function here and a line in SECTIONS.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePath
@@ -71,6 +72,50 @@ def time_to_train(inputs: ReportInputs) -> Section | None:
                    "Time to train = first run_stop - first run_start. Score = MLPerf's: sort the runs, drop the "
                    "fastest and the slowest (a failed run counts among the dropped slowest), average the rest, "
                    "times scaling.json's factor where the result directory has one.", rows)
+
+
+def _time_cell(value: Any) -> str:
+    return DASH if missing(value) else ("∞" if math.isinf(float(value)) else f"{float(value):.2f}")
+
+
+def time_to_quality(inputs: ReportInputs) -> Section | None:
+    """dlbench's time-to-quality configurations, per topology: MLPerf's score (olympic mean of the times to train;
+    a run that did not converge within its budget counts as failed, i.e. infinitely slow), the median time with its
+    interval, how many runs converged, samples to converge, the share of time spent evaluating."""
+    summary = inputs.summary
+    if "target_accuracy" not in summary:
+        return None
+    rows_in = summary[summary["target_accuracy"].notna()].copy()
+    if rows_in.empty:
+        return None
+    rows = []
+    for _, r in rows_in.sort_values(["nodes", "devices_per_node", "model", "framework", "batch_size"]).iterrows():
+        converged, total = int(r["n_ok"]), int(r["n_total"])
+        if not missing(r.get("score_min")):
+            score = f"{float(r['score_min']):.2f}"
+        elif converged == 0:
+            score = f"did not converge ({converged}/{total})"
+        else:
+            score = f"no score ({total - converged} of {total} did not converge; MLPerf drops at most 1, needs 3 runs)"
+        median = _time_cell(r.get("median"))
+        if not missing(r.get("ci_low")):
+            median += f" [{_time_cell(r['ci_low'])}–{_time_cell(r['ci_high'])}]"
+        samples = r.get("samples_to_converge")
+        rows.append({
+            "Topology": fmt_text(r["topology"]), "Model": fmt_text(r["model"]), "Framework": fmt_text(r["framework"]),
+            "Batch (global)": str(int(r["batch_size"]) * int(r["devices"])),
+            "Target": f"{float(r['target_accuracy']):.3g}", "Converged": f"{converged}/{total}",
+            "Score (min)": score, "Median (min) [interval]": median,
+            "Samples to converge (median)": DASH if missing(samples) else f"{float(samples):,.0f}",
+            "Evaluation share": DASH if missing(r.get("eval_share")) else f"{float(r['eval_share']):.0%}",
+            "Config": fmt_text(r["config_id"]),
+        })
+    return Section("time-to-quality", "Time to quality",
+                   "Time to train = run_stop − run_start (initialisation excluded, evaluation included), until the "
+                   "held-out accuracy reaches the target. Score = MLPerf's result summarizer: drop the fastest and the "
+                   "slowest run, average the rest; a run that did not reach the target within its budget is failed "
+                   "(infinitely slow) and counts among the dropped slowest. Median and its interval count failed "
+                   "runs as ∞.", rows)
 
 
 def throughput_definitions(inputs: ReportInputs) -> Section | None:
@@ -234,7 +279,7 @@ def telemetry(inputs: ReportInputs) -> Section | None:
 
 
 SECTIONS: tuple[Callable[[ReportInputs], Section | None], ...] = (
-    flags, real_synthetic, comparison, references, time_to_train, throughput_definitions, telemetry,
+    flags, real_synthetic, comparison, references, time_to_quality, time_to_train, throughput_definitions, telemetry,
 )
 
 

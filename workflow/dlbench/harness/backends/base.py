@@ -13,6 +13,9 @@ drives it, in this order, on every rank:
     measured:  backend.step() x measured_steps                   # timed back to back, no host synchronisation
     backend.sync(); backend.barrier()                            # the last step ends when every rank is done
     backend.loss(); backend.all_gather({... device_name(), threads, peak_memory_bytes() ...})
+    time to quality (--quality, harness/quality.py) instead of warm-up and measured steps:
+               backend.setup_quality(settings); train_records(); then set_learning_rate(lr); step() per step
+               and every eval_every_steps steps loss(); evaluate()
     finally:   backend.shutdown()                                # also after a failure, then classify(exc)
 
 Timing discipline: step() only queues work (on GPUs, asynchronously; it must not read a value back), so the
@@ -123,6 +126,26 @@ class BackendBase(ABC):
     @abstractmethod
     def all_gather(self, obj: dict) -> list[dict]:
         """Every rank's JSON-able `obj`, in rank order, on every rank (called once, after the measured steps)."""
+
+    # ---- time to quality (harness/quality.py); a framework without it records `unsupported`
+    def setup_quality(self, settings) -> None:
+        """After setup(): the optimizer's momentum and weight decay from `settings` (quality.Settings), and the
+        evaluation over the held-out split (ResNet-50: the ImageNet validation shards, resized to 1.14 x
+        image_size and centre-cropped, no augmentation; this rank's 1/world of the records)."""
+        raise Unsupported(f"time to quality is not implemented for {self.spec.framework} yet")
+
+    def train_records(self) -> int:
+        """Records of the training split (all ranks together): what an epoch is."""
+        raise Unsupported(f"time to quality is not implemented for {self.spec.framework} yet")
+
+    def set_learning_rate(self, lr: float) -> None:
+        """The learning rate of the next step (the schedule is quality.learning_rate's, the same everywhere)."""
+        raise Unsupported(f"time to quality is not implemented for {self.spec.framework} yet")
+
+    def evaluate(self) -> tuple[int, int]:
+        """One pass over the held-out split in inference mode: (correct, evaluated) summed over the ranks
+        (ResNet-50: top-1). Training mode is restored afterwards."""
+        raise Unsupported(f"time to quality is not implemented for {self.spec.framework} yet")
 
     # ---- facts for the log
     @abstractmethod

@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ... import bert, strategies, sysinfo
+from ... import bert, datasets, strategies, sysinfo
 from ...spec import RunSpec, Unsupported
 from ..base import BackendBase
 from . import bert as torch_bert  # this framework's BERT (bert: what every backend shares)
@@ -23,7 +23,7 @@ from .resnet import ResNet50, parameter_count
 
 
 class Backend(BackendBase):
-    models = ("resnet50", "bert_base", "bert_tiny")
+    models = ("resnet50", "resnet_tiny", "bert_base", "bert_tiny")
     data = ("synthetic", "real")
     oom_errors = (torch.OutOfMemoryError,)
     oom_markers = ("out of memory", "can't allocate memory", "not enough memory", "failed to allocate")
@@ -138,7 +138,7 @@ class Backend(BackendBase):
         cuda = self.device.type == "cuda"
         # channels_last pays off with tensor cores; on CPU the oneDNN default layout is as fast.
         self.memory_format = torch.channels_last if cuda else torch.contiguous_format
-        model = ResNet50().to(self.device, memory_format=self.memory_format)
+        model = ResNet50(model=spec.model).to(self.device, memory_format=self.memory_format)
         self.parameters = parameter_count(model)
         model = self._shard(model)
         self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-5)
@@ -189,6 +189,35 @@ class Backend(BackendBase):
             _, _, loss = self.model(**self.batch)
         self._update(loss, clip=self.spec.grad_clip)
         self.scheduler.step()
+
+    # ---- time to quality
+    def setup_quality(self, settings) -> None:
+        if self.is_bert or self.spec.data != "real":
+            raise Unsupported("time to quality: ResNet-50 on real data only (BERT's masked-LM evaluation is not "
+                              "implemented yet; synthetic data has no held-out split)")
+        for group in self.optimizer.param_groups:
+            group.update(momentum=settings.momentum, weight_decay=settings.weight_decay)
+        self.evaluation = torch_data.ImagenetEval(self.spec, self.rank, self.world, self.threads, self.device,
+                                                  self.memory_format)
+
+    def train_records(self) -> int:
+        return datasets.imagenet_records(self.spec, "train")
+
+    def set_learning_rate(self, lr: float) -> None:
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+    def evaluate(self) -> tuple[int, int]:
+        self.model.eval()
+        counts = torch.zeros(2, dtype=torch.int64, device=self.device)
+        with torch.no_grad(), self._autocast():
+            for images, labels in self.evaluation.epoch():
+                counts[0] += (self.model(images).argmax(1) == labels).sum()
+                counts[1] += labels.numel()
+        self.model.train()
+        if self._distributed:
+            dist.all_reduce(counts)
+        return int(counts[0]), int(counts[1])
 
     def _autocast(self) -> torch.autocast:
         return torch.autocast(self.device.type, dtype=self.amp_dtype or torch.float32,

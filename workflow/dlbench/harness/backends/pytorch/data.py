@@ -119,6 +119,54 @@ def imagenet_pipeline(spec: RunSpec, rank: int, world: int, threads: int, device
     return ImagenetPipeline(spec, rank, world, threads, torch.device(device), memory_format, shuffle)
 
 
+EVAL_RESIZE = 256 / 224  # evaluation: shorter side to 1.14 x the crop, centre crop (the reference's)
+
+
+class ImagenetEval:
+    """The held-out split for time to quality: `epoch()` yields (images, labels) over this rank's 1/world of the
+    validation records once, in file order (shorter side resized to EVAL_RESIZE x image_size, centre crop,
+    normalised; no augmentation), the last batch partial."""
+
+    def __init__(self, spec: RunSpec, rank: int, world: int, threads: int, device: torch.device,
+                 memory_format: torch.memory_format) -> None:
+        import nvidia.dali as dali
+        import nvidia.dali.fn as fn
+        import nvidia.dali.tfrecord as tfrec
+        import nvidia.dali.types as types
+        from nvidia.dali.plugin.base_iterator import LastBatchPolicy
+        from nvidia.dali.plugin.pytorch import DALIGenericIterator
+
+        cuda = device.type == "cuda"
+        self.channels_last = memory_format is torch.channels_last
+        paths, indexes = datasets.imagenet_shards(spec, "validation")
+        size = spec.image_size
+        pipe = dali.Pipeline(batch_size=spec.batch_size, num_threads=max(1, threads),
+                             device_id=_cuda_index(device) if cuda else None, seed=spec.seed + rank)
+        with pipe:
+            inputs = fn.readers.tfrecord(
+                path=paths, index_path=indexes, shard_id=rank, num_shards=world, random_shuffle=False,
+                features={"image/encoded": tfrec.FixedLenFeature((), tfrec.string, ""),
+                          "image/class/label": tfrec.FixedLenFeature([1], tfrec.int64, -1)},
+                name="Reader")
+            images = fn.decoders.image(inputs["image/encoded"], output_type=types.RGB,
+                                       device="mixed" if cuda else "cpu")
+            images = fn.resize(images, resize_shorter=round(size * EVAL_RESIZE))
+            images = fn.crop_mirror_normalize(images, dtype=types.FLOAT, crop=(size, size),
+                                              output_layout="HWC" if self.channels_last else "CHW",
+                                              mean=list(datasets.IMAGENET_MEAN), std=list(datasets.IMAGENET_STD))
+            labels = inputs["image/class/label"]
+            pipe.set_outputs(images, labels.gpu() if cuda else labels)
+        self.iterator = DALIGenericIterator([pipe], ["images", "labels"], reader_name="Reader",
+                                            last_batch_policy=LastBatchPolicy.PARTIAL, auto_reset=True)
+
+    def epoch(self):
+        for out in self.iterator:
+            images = out[0]["images"]
+            if self.channels_last:
+                images = images.permute(0, 3, 1, 2)
+            yield images, out[0]["labels"].view(-1) - datasets.LABEL_OFFSET
+
+
 # ------------------------------------------------------------------------------------------------ BERT
 def _to_tensor(value: np.ndarray, pin: bool) -> torch.Tensor:
     # the dtypes pytorch/bert.py's batch_tensors gives the step: int64 ids (gather, cross_entropy), float32 weights

@@ -10,8 +10,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-# (bottleneck width, blocks, stride of the first block) per stage
-RESNET50_STAGES = ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2))
+from ... import resnet as shared  # stages and stem per model
 
 
 class Bottleneck(nn.Module):
@@ -44,14 +43,17 @@ class Bottleneck(nn.Module):
 
 
 class ResNet50(nn.Module):
-    def __init__(self, num_classes: int = 1000) -> None:
+    """ResNet-50 v1.5, or with `model` another network of harness/resnet.py's table (resnet_tiny)."""
+
+    def __init__(self, num_classes: int = 1000, model: str = "resnet50") -> None:
         super().__init__()
-        self.conv1 = nn.Conv2d(3, 64, 7, stride=2, padding=3, bias=False)
-        self.bn1 = nn.BatchNorm2d(64)
+        stem = shared.STEM[model]
+        self.conv1 = nn.Conv2d(3, stem, 7, stride=2, padding=3, bias=False)
+        self.bn1 = nn.BatchNorm2d(stem)
         self.relu = nn.ReLU(inplace=True)
         self.maxpool = nn.MaxPool2d(3, stride=2, padding=1)
-        blocks, channels = [], 64
-        for width, count, stride in RESNET50_STAGES:
+        blocks, channels = [], stem
+        for width, count, stride in shared.STAGES[model]:
             for i in range(count):
                 blocks.append(Bottleneck(channels, width, stride if i == 0 else 1))
                 channels = width * Bottleneck.expansion

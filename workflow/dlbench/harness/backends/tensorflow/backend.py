@@ -38,7 +38,7 @@ os.environ["KERAS_BACKEND"] = "tensorflow"  # tf.keras is Keras 3: make sure it 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from ... import bert, strategies, sysinfo  # noqa: E402
+from ... import bert, datasets, strategies, sysinfo  # noqa: E402
 from ...spec import RunSpec, Unsupported  # noqa: E402
 from ..base import BackendBase  # noqa: E402
 from . import bert as tf_bert  # noqa: E402 - this framework's BERT (bert: what every backend shares)
@@ -54,7 +54,7 @@ DONE_TIMEOUT_S = 60.0
 
 
 class Backend(BackendBase):
-    models = ("resnet50", "bert_base", "bert_tiny")
+    models = ("resnet50", "resnet_tiny", "bert_base", "bert_tiny")
     data = ("synthetic", "real")
     oom_errors = (tf.errors.ResourceExhaustedError,)
     oom_markers = ("out of memory", "oom when allocating", "resource exhausted", "resource_exhausted",
@@ -167,7 +167,7 @@ class Backend(BackendBase):
     def setup_resnet(self) -> None:
         spec = self.spec
         with self.strategy.scope():
-            self.model = tf_models.build(tf_models.ResNet50())
+            self.model = tf_models.build(tf_models.ResNet50(model=spec.model))
             optimizer = keras.optimizers.SGD(learning_rate=0.1, momentum=0.9, weight_decay=WEIGHT_DECAY)
             if self.policy == "mixed_float16":
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
@@ -228,6 +228,38 @@ class Backend(BackendBase):
     def _next_inputs(self):
         """The synthetic batch, or the pipeline's next one: (images, labels), or BERT's features."""
         return self._inputs if self.pipeline is None else self.pipeline.next()
+
+    # ---- time to quality
+    def setup_quality(self, settings) -> None:
+        if self.is_bert or self.spec.data != "real":
+            raise Unsupported("time to quality: ResNet-50 on real data only (BERT's masked-LM evaluation is not "
+                              "implemented yet; synthetic data has no held-out split)")
+        if self.world > 1:
+            raise Unsupported("time to quality with several TensorFlow workers is not implemented yet")
+        optimizer = getattr(self.optimizer, "inner_optimizer", self.optimizer)
+        optimizer.momentum, optimizer.weight_decay = settings.momentum, settings.weight_decay  # before tracing
+        self._eval_data = tf_data.imagenet_eval_dataset(self.spec, self.rank, self.world, self.threads)
+        model = self.model
+
+        @tf.function(reduce_retracing=True)
+        def correct(images, labels):
+            predicted = tf.argmax(model(images, training=False), axis=1, output_type=tf.int32)
+            return tf.reduce_sum(tf.cast(predicted == labels, tf.int64)), tf.size(labels, out_type=tf.int64)
+
+        self._correct = correct
+
+    def train_records(self) -> int:
+        return datasets.imagenet_records(self.spec, "train")
+
+    def set_learning_rate(self, lr: float) -> None:
+        getattr(self.optimizer, "inner_optimizer", self.optimizer).learning_rate.assign(lr)
+
+    def evaluate(self) -> tuple[int, int]:
+        right, total = 0, 0
+        for images, labels in self._eval_data:
+            batch_right, batch_total = self._correct(images, labels)
+            right, total = right + int(batch_right), total + int(batch_total)
+        return right, total
 
     def _local(self, value) -> tf.Tensor:
         return self.strategy.experimental_local_results(value)[0]

@@ -155,6 +155,34 @@ def imagenet_train_map(size: int, dtype: tf.DType):
     return preprocess
 
 
+EVAL_RESIZE = 256 / 224  # evaluation: shorter side to 1.14 x the crop, centre crop (the reference's)
+
+
+def imagenet_eval_dataset(spec: RunSpec, rank: int, world: int, threads: int, dtype=None) -> tf.data.Dataset:
+    """The held-out split for time to quality: this rank's 1/world of the validation records, once, in file order
+    (shorter side resized to EVAL_RESIZE x image_size, centre crop, normalised; no augmentation), batched with the
+    last batch partial: (images [b, S, S, 3], labels [b] int32 0..999)."""
+    files, _ = datasets.imagenet_shards(spec, "validation")
+    size, dtype = spec.image_size, _compute_dtype(dtype)
+    mean = tf.constant(datasets.IMAGENET_MEAN, tf.float32)
+    std = tf.constant(datasets.IMAGENET_STD, tf.float32)
+    shorter = round(size * EVAL_RESIZE)
+
+    def preprocess(record):
+        jpeg, label, _ = parse_imagenet(record)
+        image = tf.image.decode_jpeg(jpeg, channels=3)
+        shape = tf.cast(tf.shape(image)[:2], tf.float32)
+        scale = shorter / tf.reduce_min(shape)
+        image = tf.image.resize(image, tf.cast(tf.round(shape * scale), tf.int32), method="bilinear")
+        image = tf.image.resize_with_crop_or_pad(image, size, size)
+        image = tf.cast((image - mean) / std, dtype)
+        return image, tf.cast(label, tf.int32) - datasets.LABEL_OFFSET
+
+    dataset = tf.data.TFRecordDataset(files).shard(world, rank) if world > 1 else tf.data.TFRecordDataset(files)
+    dataset = dataset.map(preprocess, num_parallel_calls=AUTOTUNE).batch(spec.batch_size).prefetch(AUTOTUNE)
+    return dataset.with_options(_options(threads))
+
+
 def _compute_dtype(dtype) -> tf.DType:
     if dtype is None:
         dtype = tf.keras.mixed_precision.global_policy().compute_dtype

@@ -34,12 +34,11 @@ os.environ["KERAS_BACKEND"] = "tensorflow"  # tf.keras is Keras 3: make sure it 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from ... import resnet as shared  # noqa: E402 - stages and stem per model
 from ...weights import check_names, check_shape  # noqa: E402
 
 keras = tf.keras
 
-# (bottleneck width, blocks, stride of the first block) per stage: as pytorch/resnet.py's RESNET50_STAGES
-RESNET50_STAGES = ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2))
 BN_EPSILON = 1e-5
 BN_MOMENTUM = 1.0 - 0.1  # Keras convention for PyTorch's momentum=0.1
 
@@ -97,15 +96,15 @@ class Bottleneck(keras.layers.Layer):
 class ResNet50(keras.Model):
     """NHWC input (batch, height, width, 3) -> logits (batch, num_classes)."""
 
-    def __init__(self, num_classes: int = 1000, **kwargs) -> None:
-        super().__init__(name="resnet50", **kwargs)
+    def __init__(self, num_classes: int = 1000, model: str = "resnet50", **kwargs) -> None:
+        super().__init__(name=model, **kwargs)
         self.pad1 = keras.layers.ZeroPadding2D(3, name="pad1")
-        self.conv1 = _conv(64, 7, 2, "conv1")
+        self.conv1 = _conv(shared.STEM[model], 7, 2, "conv1")
         self.bn1 = _bn("bn1")
         self.pool_pad = keras.layers.ZeroPadding2D(1, name="maxpool_pad")  # exact after ReLU: inputs >= 0
         self.maxpool = keras.layers.MaxPooling2D(3, strides=2, padding="valid", name="maxpool")
-        blocks, channels = [], 64
-        for width, count, stride in RESNET50_STAGES:
+        blocks, channels = [], shared.STEM[model]
+        for width, count, stride in shared.STAGES[model]:
             for i in range(count):
                 blocks.append(Bottleneck(channels, width, stride if i == 0 else 1, f"layers.{len(blocks)}"))
                 channels = width * Bottleneck.expansion
