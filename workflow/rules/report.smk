@@ -3,7 +3,8 @@
 
 rule aggregate:
     input:
-        logs=STUDY.run_logs(),
+        logs=study_run_logs,
+        searches=search_results(),
         imports=IMPORT_RECORDS,
         envs=study_env_markers(),
     output:

@@ -12,5 +12,5 @@ from dlbench.aggregate import write_all  # noqa: E402
 write_all(
     list(snakemake.input.logs), list(snakemake.input.envs), dict(snakemake.params.config),
     snakemake.output.records, snakemake.output.summary, snakemake.output.environment,
-    import_paths=list(snakemake.input.imports),
+    import_paths=list(snakemake.input.imports), search_paths=list(snakemake.input.searches),
 )
