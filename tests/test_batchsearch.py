@@ -111,6 +111,18 @@ def test_a_probe_that_times_out_stops_the_search_with_timeout(torch_python, tmp_
     assert "time limit" in result["reason"]
 
 
+def test_two_ranks_beyond_the_budget_are_a_run_out_of_memory(torch_python, tmp_path):
+    """1x2: each rank has the budget; when one runs out of memory, the other may fail in the broken collective
+    first, but the run is `oom` (the supervisor reads every rank's report), so a search at 1x2 sees oom too."""
+    log = tmp_path / "run.jsonl"
+    run_harness(torch_python, log, "--topology", "1x2", "--seq-length", "128", "--device", "cpu", "--batch-size",
+                "64", "--warmup-steps", "1", "--measured-steps", "1", "--memory-limit-gb", "0.5",
+                model="bert_tiny")
+    summary = read_log(log)["summary"][-1]
+    assert summary["status"] == "oom", summary
+    assert summary["memory"]["memory_limit_gb"] == 0.5
+
+
 def test_memory_limit_is_recorded_in_the_run(torch_python, tmp_path):
     log = tmp_path / "run.jsonl"
     summary = probe_once(torch_python, log, "pytorch", 2, 1.5)
@@ -159,10 +171,13 @@ def test_workflow_runs_the_search_as_a_checkpoint_and_reports_max(torch_python, 
     markdown = (report / "README.md").read_text()
     assert f"max ({found}):" in markdown and "batch max/device" in markdown
     assert "Batch-size searches (batch_size: max)" in markdown
-    # Nothing changed: nothing runs. A memory budget changed: the search runs again (and what follows it).
+    # Nothing changed: nothing runs. A memory budget changed: the search runs again (the runs at the size it
+    # finds are known once it has run: the checkpoint), and so does the run at a fixed size (its budget changed).
     assert planned_jobs(tmp_path, config) == []
-    jobs = {rule for rule, _ in planned_jobs(tmp_path, max_study(tmp_path, budget=0.6))}
-    assert "batch_search" in jobs and "benchmark_run" in jobs  # the budget is part of every run, too
+    dry = snakemake(tmp_path, "-n", "--configfile", str(max_study(tmp_path, budget=0.6)))
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert "checkpoint batch_search:" in dry.stdout and f"output: {SEARCH}" in dry.stdout
+    assert "bs2-fp32-nocompile-synthetic-seq128-adam-noclip/rep1.jsonl" in dry.stdout
 
 
 @pytest.mark.parametrize("platform, defaults, expected", [

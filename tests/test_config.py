@@ -36,8 +36,8 @@ def study(**changes):
     ({"matrix__topology": ["0x8"]}, "matrix.topology[0]: '0x8' is not valid"),
     ({"matrix__topology": []}, "matrix.topology: must not be empty"),
     ({"matrix__batch_size": [0]}, "matrix.batch_size[0]: 0 is too small; it must be at least 1"),
-    ({"matrix__batch_size": ["maximum"]}, "matrix.batch_size[0]: 'maximum' is not allowed: a whole number (the batch size "
-                                              "per device) or max"),
+    ({"matrix__batch_size": ["maximum"]},
+     "matrix.batch_size[0]: 'maximum' is not allowed: a whole number (the batch size per device) or max"),
     ({"matrix__batch_size": {"resnet50": {"fp32": [8]}}},
      "matrix.batch_size.resnet50: no batch sizes for precision amp"),
     ({"matrix__batch_size": {"resnet50": {"fp16": [8]}}},
