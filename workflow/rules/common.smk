@@ -221,7 +221,12 @@ def search_arguments(wildcards):
         f"--precision {c.precision} --compiler {'on' if c.compiler else 'off'}",
         f"--data {c.data} {input_arguments(c)}",
         f"--device {SETTINGS['platform']['device']} --timeout-s {c.timeout_minutes * 60:g}{memory_arguments()}",
-    ] + ([f"--runner {shlex.quote(json.dumps(RUNNERS[c.framework], sort_keys=True))}"] if c.framework in RUNNERS else []))
+    ] + runner_arguments(c))
+
+
+def runner_arguments(c):
+    """A runner's definition, for the harness to run instead of a framework's ranks."""
+    return [f"--runner {shlex.quote(json.dumps(RUNNERS[c.framework], sort_keys=True))}"] if c.framework in RUNNERS else []
 
 
 def dataset_dir(c):
@@ -266,8 +271,7 @@ def run_arguments(wildcards):
         f"{warmup} --measured-steps {c.measured_steps}",
         f"--repeat {wildcards.repeat} --config-id {c.config_id}",
         f"--device {SETTINGS['platform']['device']} --timeout-s {c.timeout_minutes * 60:g}{memory_arguments()}",
-    ] + ([f"--telemetry-ms {TELEMETRY['interval_ms']}"] if TELEMETRY["enabled"] else [])
-      + ([f"--runner {shlex.quote(json.dumps(RUNNERS[c.framework], sort_keys=True))}"] if c.framework in RUNNERS else []))
+    ] + ([f"--telemetry-ms {TELEMETRY['interval_ms']}"] if TELEMETRY["enabled"] else []) + runner_arguments(c))
 
 
 def max_attempts(wildcards):
