@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from conftest import REPO, env_python, planned_jobs, read_log, run_env, run_harness, snakemake, write_config
 
 sys.path.insert(0, str(REPO / "workflow"))
+from dlbench.configfile import load_study_files  # noqa: E402
 from dlbench.harness.batchsearch import search  # noqa: E402
 
 # BERT-Tiny at 128 tokens: its masked-LM logits alone take 2.4 MB a sequence, so the memory a rank adds grows by
@@ -217,3 +219,12 @@ def test_a_misspelt_max_names_the_key_and_what_is_allowed(tmp_path):
     out = result.stdout + result.stderr
     assert result.returncode != 0 and "matrix.batch_size.bert_tiny[1]: 'maximum' is not allowed" in out, out[-2000:]
     assert "a whole number (the batch size per device) or max (the largest that trains" in out
+
+
+def test_the_shipped_max_batch_study_has_one_search_per_framework(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    path = REPO / "workflow" / "studies" / "max-batch.yaml"
+    study = load_study_files(yaml.safe_load(path.read_text()), [path], REPO / "workflow/schemas/config.schema.yaml",
+                             REPO / "envs", tmp_path)
+    assert sorted(search.split("/")[1] for search in study.searches()) == ["mxnet", "pytorch", "tensorflow"]
+    assert study.config["platform"] == {"device": "cpu", "memory_limit_gb": 1.0}
