@@ -190,11 +190,11 @@ def search_results(wildcards=None):
     return [identity.search_path(search) for search in STUDY.searches()]
 
 
-def study_run_logs(wildcards):
-    """Every run of the study: those of configurations with a batch size, and, once its search is done (a
-    checkpoint), those of each batch_size max configuration at the size found. A search that found none (oom,
+def found_run_logs(wildcards):
+    """The runs of each batch_size max configuration at the size its search found, once the search is done (a
+    checkpoint); the study's other runs are known from the start (STUDY.run_logs). A search that found none (oom,
     error) adds no run; its result is in the report."""
-    logs = STUDY.run_logs()
+    logs = []
     for c in STUDY.configurations.values():
         if c.is_max:
             model, framework, topology, variant = c.search_id.split("/")
@@ -202,7 +202,7 @@ def study_run_logs(wildcards):
             size = found_size(c.search_id)
             if size is not None:
                 logs += replace(c, batch_size=size).run_logs()
-    return list(dict.fromkeys(logs))
+    return [log for log in dict.fromkeys(logs) if log not in STUDY.run_logs()]  # a size the study lists too
 
 
 def memory_arguments():

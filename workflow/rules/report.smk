@@ -3,7 +3,8 @@
 
 rule aggregate:
     input:
-        logs=study_run_logs,
+        logs=STUDY.run_logs(),
+        found=found_run_logs,
         searches=search_results(),
         imports=IMPORT_RECORDS,
         envs=study_env_markers(),
