@@ -17,6 +17,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/envs.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/benchmark.smk"
+include: "workflow/rules/search.smk"
 include: "workflow/rules/imports.smk"
 include: "workflow/rules/report.smk"
 

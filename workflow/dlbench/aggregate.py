@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import logformats, stats
+from . import identity, logformats, stats
 from .imports import read_records
 from .logformats import mlperf
 from .logformats.dlbench import read_header
@@ -43,7 +43,8 @@ SUMMARY_COLUMNS = [*CONFIG_COLUMNS, "strategy_in_effect",  # how the ranks excha
                    "throttled_runs", "energy_scope", "flags",
                    # time to train (MLPerf logs, time_to_quality runs): median/min/max/ci are minutes, a failed run
                    # counting as infinitely slow; the set's olympic score (MLPerf's result summarizer)
-                   "target_accuracy", "score_min", "samples_to_converge", "eval_share"]
+                   "target_accuracy", "score_min", "samples_to_converge", "eval_share",
+                   "batch_label"]  # "max (96)": the size a batch_size max search found (batch_labels)
 
 
 def _true_count(values: list[Any]) -> tuple[int, int]:
@@ -172,6 +173,24 @@ def summarise(records: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> pd.D
     return summary
 
 
+def read_searches(search_paths: list[str]) -> list[dict[str, Any]]:
+    """The batch-size searches' results (harness/batchsearch.py), each with its file's path."""
+    return [{**json.loads(Path(path).read_text()), "path": str(path)} for path in search_paths]
+
+
+def batch_labels(summary: pd.DataFrame, searches: list[dict[str, Any]]) -> list[str | None]:
+    """'max (96)' for a configuration at the size its search found (DLPerf's 'bsz=max'), else None."""
+    found = {s["search_id"]: s["batch_size"] for s in searches if s.get("status") == "ok"}
+    labels: list[str | None] = []
+    for config, batch in zip(summary["config_id"], summary["batch_size"], strict=True):
+        try:
+            size = found.get(identity.search_id(str(config)))
+        except identity.IdentityError:  # an import's id may follow another scheme
+            size = None
+        labels.append(f"max ({size})" if size is not None and size == batch else None)
+    return labels
+
+
 def _values(column: pd.Series) -> list[str]:
     """Distinct non-empty values of a column (hosts are ';'-joined per run)."""
     return sorted({v for cell in column.dropna() for v in str(cell).split(";") if v})
@@ -210,12 +229,17 @@ def environment(records: pd.DataFrame, env_markers: list[str], config: dict) -> 
 
 
 def write_all(log_paths: list[str], env_markers: list[str], config: dict,
-              records_csv: Path, summary_csv: Path, environment_json: Path, import_paths: list[str] = ()) -> None:
+              records_csv: Path, summary_csv: Path, environment_json: Path, import_paths: list[str] = (),
+              search_paths: list[str] = ()) -> None:
     records = records_frame(log_paths, import_paths)
     summary = summarise(records, (config.get("report") or {}).get("confidence", stats.DEFAULT_LEVEL))
+    searches = read_searches(list(search_paths))
+    summary["batch_label"] = batch_labels(summary, searches) if len(summary) else []
     records.to_csv(records_csv, index=False)
     summary.to_csv(summary_csv, index=False)
     env = environment(records, env_markers, config)
+    if searches:  # the report's data: every probe, its outcome and memory (report/sections.py)
+        env["batch_searches"] = searches
     Path(environment_json).write_text(json.dumps(env, indent=2, default=str) + "\n")
 
 

@@ -4,13 +4,18 @@ Standard library only: the study (core environment), the Snakemake rules, the ha
 environments), the log parsers and the test fixtures all call it, so the five of them cannot disagree.
 
     config id    <model>/<framework>/<topology>/<variant>           resnet50/pytorch/1x2/bs64-amp-nocompile-synthetic
-    variant      bs<B>-<precision>-<compile|nocompile>-<data>[-img<S>][-via_<strategy>]     (ResNet-50; img: not 224)
+    variant      bs<B|max>-<precision>-<compile|nocompile>-<data>[-img<S>][-via_<strategy>]   (ResNet-50; img: not 224)
                  bs<B>-<precision>-<compile|nocompile>-<data>-seq<L>-<optimizer>-<clip|noclip>[-via_<strategy>]  (BERT)
                  (-via_<strategy> only when the gradient-exchange strategy is not auto)
                  either + -ttq<target %>_<hash>   with metric time_to_quality: the target and a hash of the
                  other quality settings (schedule, optimizer, evaluation; not the budget), quality_part()
     run id       <config id>/rep<N>
     run log      results/runs/<config id>/rep<N>.jsonl   (time to quality: also rep<N>.mlperf.log, MLPerf's format)
+    search id    <model>/<framework>/1x<devices per node>/bsmax-<rest of the variant>    (batch_size: max)
+    search       results/search/<search id>.json
+
+A configuration with `batch_size: max` has the variant bsmax-...; its runs are those of the configuration at the
+size its search found (bs96-...), and the search is shared by the topologies with the same devices per node.
 """
 
 from __future__ import annotations
@@ -28,6 +33,9 @@ STRATEGY_PREFIX = "via_"  # no other part starts so (optimizers are adam or lamb
 RUNS_DIR = "results/runs"
 BERT_MODELS = ("bert_base", "bert_tiny")  # dimensions: harness/bert.py
 
+MAX = "max"  # the batch size a search finds (harness/batchsearch.py)
+SEARCH_DIR = "results/search"
+SEARCH_PATTERN = SEARCH_DIR + "/{model}/{framework}/{topology}/{variant}.json"
 # The Snakemake output pattern of a run and the shape of each part (benchmark.smk's wildcard_constraints).
 RUN_LOG_PATTERN = RUNS_DIR + "/{model}/{framework}/{topology}/{variant}/rep{repeat}.jsonl"
 # A time-to-quality run's MLPerf log, beside its run log (logformats/mlperf.write_log).
@@ -101,6 +109,27 @@ def config_id_of(wildcards: Any) -> str:
     return f"{wildcards.model}/{wildcards.framework}/{wildcards.topology}/{wildcards.variant}"
 
 
+def with_batch_size(config: str, batch_size: int | str) -> str:
+    """The same configuration at another batch size (or max)."""
+    parts = config.split("/")
+    head, sep, rest = parts[-1].partition("-")
+    if len(parts) != 4 or not (sep and re.fullmatch(r"bs([0-9]+|max)", head)):
+        raise IdentityError(f"config id {config!r} is not <model>/<framework>/<topology>/bs<B>-...")
+    return "/".join([*parts[:3], f"bs{batch_size}-{rest}"])
+
+
+def search_id(config: str) -> str:
+    """The batch-size search a configuration's size is found by (or would be, at batch_size max): the same
+    configuration at bsmax, on one node with its devices per node."""
+    model, framework, topology, variant_text = with_batch_size(config, MAX).split("/")
+    _, per_node = parse_topology(topology)
+    return f"{model}/{framework}/1x{per_node}/{variant_text}"
+
+
+def search_path(search: str) -> str:
+    return f"{SEARCH_DIR}/{search}.json"
+
+
 def parse_topology(topology: str) -> tuple[int, int]:
     """'2x8' -> (2 nodes, 8 devices per node)."""
     nodes, sep, per_node = topology.partition("x")
@@ -112,11 +141,11 @@ def parse_topology(topology: str) -> tuple[int, int]:
 def parse_variant(model: str, text: str) -> dict[str, Any]:
     """The axes a variant encodes (the inverse of `variant`)."""
     parts = text.split("-")
-    if len(parts) < 4 or not re.fullmatch(r"bs[0-9]+", parts[0]) or parts[2] not in ("compile", "nocompile"):
-        raise IdentityError(f"variant {text!r} is not bs<B>-<precision>-<compile|nocompile>-<data>[-...]")
+    if len(parts) < 4 or not re.fullmatch(r"bs([0-9]+|max)", parts[0]) or parts[2] not in ("compile", "nocompile"):
+        raise IdentityError(f"variant {text!r} is not bs<B|max>-<precision>-<compile|nocompile>-<data>[-...]")
     bs, precision, compiler, data, *rest = parts
-    axes: dict[str, Any] = {"batch_size": int(bs[2:]), "precision": precision, "compiler": compiler == "compile",
-                            "data": data}
+    axes: dict[str, Any] = {"batch_size": MAX if bs == f"bs{MAX}" else int(bs[2:]), "precision": precision,
+                            "compiler": compiler == "compile", "data": data}
     # Axes that do not apply to the model are None (as in the study's configurations).
     axes |= {"image_size": None if is_bert(model) else DEFAULT_IMAGE_SIZE, "seq_length": None, "optimizer": None,
              "grad_clip": None, "strategy": DEFAULT_STRATEGY, "metric": THROUGHPUT}

@@ -32,7 +32,7 @@ AXES = ("framework", "model", "topology", "precision", "compiler", "data", "batc
 BERT_AXES = ("seq_length", "grad_clip", "optimizer")  # apply to BERT models only (None for ResNet-50)
 BERT_AXIS_DEFAULTS = {"seq_length": 128, "grad_clip": False, "optimizer": "adam"}
 SETTINGS = ("repeats", "warmup_steps", "max_warmup_steps", "measured_steps", "image_size", "timeout_minutes",
-            "quality")
+            "quality", "max_batch_size", "batch_size_multiple")
 
 
 # The quality settings' defaults (harness/quality.py's Settings; target and eval_every_steps have none).
@@ -53,7 +53,7 @@ class Configuration:
     precision: str
     compiler: bool
     data: str
-    batch_size: int
+    batch_size: int | str  # per device, or "max": the largest that trains, found by a search (identity.MAX)
     seq_length: int | None  # BERT only
     grad_clip: bool | None  # BERT only
     optimizer: str | None  # BERT only (ResNet-50 trains with SGD + momentum)
@@ -66,6 +66,17 @@ class Configuration:
     timeout_minutes: float
     metric: str = identity.THROUGHPUT  # or time_to_quality (harness/quality.py)
     quality: str = ""  # time_to_quality: its settings as sorted JSON (part of the id but for the budget)
+    max_batch_size: int | None = None  # batch_size max: the search's cap
+    batch_size_multiple: int = 1  # batch_size max: the search tries multiples of this
+
+    @property
+    def is_max(self) -> bool:
+        """batch_size max: its runs are at the size its search finds (Study.searches)."""
+        return self.batch_size == identity.MAX
+
+    @property
+    def search_id(self) -> str:
+        return identity.search_id(self.config_id)
 
     @property
     def nodes(self) -> int:
@@ -110,7 +121,17 @@ class Study:
     warnings: list[str] = field(default_factory=list)  # settings that apply to nothing, one line each
 
     def run_logs(self) -> list[str]:
-        return [log for c in self.configurations.values() for log in c.run_logs()]
+        """The runs known before any search: those of the configurations with a batch size."""
+        return [log for c in self.configurations.values() if not c.is_max for log in c.run_logs()]
+
+    def searches(self) -> dict[str, Configuration]:
+        """The batch-size searches of the configurations with batch_size max, by search id: one per configuration
+        without its batch size and nodes (the first such configuration says how to run it)."""
+        out: dict[str, Configuration] = {}
+        for c in self.configurations.values():
+            if c.is_max:
+                out.setdefault(c.search_id, c)
+        return out
 
     def mlperf_logs(self) -> list[str]:
         """The MLPerf logs of the time-to-quality runs (beside their run logs)."""
@@ -438,6 +459,29 @@ def _check_strategies(config: dict[str, Any]) -> list[str]:
         problems += [f"matrix.strategy.{fw}: {fw!r} is not in matrix.framework (allowed: "
                      f"{', '.join(matrix['framework'])})" for fw in spec if fw not in matrix["framework"]]
     return problems
+def _check_batch_search(config: dict[str, Any], configurations: dict[str, Configuration]) -> list[str]:
+    """batch_size max needs a limit the search can meet: a GPU's memory, the CPU budget or a cap; a cap must
+    allow one multiple. The CPU budget is an address-space limit, which CUDA cannot run under. Time-to-quality
+    configurations need a fixed batch size (their schedule depends on it)."""
+    platform, problems = config["platform"], []
+    if "memory_limit_gb" in platform and platform["device"] == "cuda":
+        problems.append("platform.memory_limit_gb: a CPU memory budget (an address-space limit, which CUDA cannot "
+                        "run under); on GPUs the device's own memory is the limit: remove it, or use device: cpu")
+    for c in configurations.values():
+        if not c.is_max:
+            continue
+        if platform["device"] != "cuda" and "memory_limit_gb" not in platform and c.max_batch_size is None:
+            problems.append(f"matrix.batch_size: max ({c.config_id}) with device {platform['device']} needs "
+                            "platform.memory_limit_gb (a CPU memory budget) or max_batch_size (a cap): without "
+                            "either, a search on CPU grows until the machine itself runs out of memory")
+        if c.quality:
+            problems.append(f"matrix.batch_size: max ({c.config_id}) with metric time_to_quality: a time-to-quality "
+                            "run's batch size is part of its learning-rate schedule; give it a number (a throughput "
+                            "study with batch_size max finds one)")
+        if c.max_batch_size is not None and c.max_batch_size < c.batch_size_multiple:
+            problems.append(f"max_batch_size: {c.max_batch_size} ({c.config_id}) is smaller than "
+                            f"batch_size_multiple {c.batch_size_multiple}; the search could try no size")
+    return list(dict.fromkeys(problems))
 
 
 def _check_runners(runners: dict[str, dict[str, Any]], envs_dir: Path, base_dir: Path) -> list[str]:
@@ -607,7 +651,7 @@ def load_study(config: dict[str, Any], schema_path: Path, envs_dir: Path, base_d
         configurations = expand(validated, envs_dir, base_dir, warnings)
     except ConfigError as error:
         raise ConfigError("\n".join([*problems, str(error)])) from None
-    problems += _check_datasets(validated, configurations, base_dir)
+    problems += _check_datasets(validated, configurations, base_dir) + _check_batch_search(validated, configurations)
     problems += imports.check_entries(validated["imports"], base_dir) + _check_comparisons(validated, base_dir)
     if problems:
         raise ConfigError("\n".join(problems))

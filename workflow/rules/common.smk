@@ -3,6 +3,7 @@ import json
 import os
 import shlex
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
@@ -13,8 +14,8 @@ from snakemake.settings.types import DeploymentMethod
 PACKAGE_DIR = str(Path(workflow.basedir, "workflow"))
 sys.path.insert(0, PACKAGE_DIR)
 
-from dlbench import retries, stale_lock  # noqa: E402
-from dlbench.identity import MLPERF_LOG_PATTERN, RUN_LOG_PATTERN, config_id_of  # noqa: E402
+from dlbench import identity, retries, stale_lock  # noqa: E402
+from dlbench.identity import MLPERF_LOG_PATTERN, RUN_LOG_PATTERN, SEARCH_PATTERN, config_id_of  # noqa: E402
 from dlbench.identity import WILDCARDS as RUN_WILDCARDS  # noqa: E402
 from dlbench.study import ConfigError, dataset_of, PUBLISHED_MANIFEST, REPORTS_DIR  # noqa: E402
 from dlbench.venvs import env_prefix, MARKER  # noqa: E402
@@ -152,11 +153,82 @@ def import_files(wildcards):
 
 
 def configuration(wildcards):
+    """The configuration of a run (or of a batch-size search: its first configuration at batch_size max)."""
     config_id = config_id_of(wildcards)
+    found = STUDY.configurations.get(config_id) or STUDY.searches().get(config_id) or found_configuration(config_id)
+    if found is None:
+        raise ValueError(f"{config_id} is not a configuration of this study")
+    return found
+
+
+# ---- batch_size: max (workflow/rules/search.smk)
+MEMORY_LIMIT_GB = SETTINGS["platform"].get("memory_limit_gb")
+SEARCH_PROBES = 12  # a search's SLURM time limit: this many probes, each within the configuration's timeout
+
+
+def found_size(search):
+    """The batch size a finished search found, None when it found none (it says why: oom, error, ...)."""
+    result = json.loads(Path(identity.search_path(search)).read_text())
+    return result["batch_size"] if result["status"] == "ok" else None
+
+
+def found_configuration(config_id):
+    """A configuration at the size its search found (bs96-...): the one at batch_size max, at that size."""
     try:
-        return STUDY.configurations[config_id]
-    except KeyError:
-        raise ValueError(f"{config_id} is not a configuration of this study") from None
+        at_max = STUDY.configurations.get(identity.with_batch_size(config_id, identity.MAX))
+    except identity.IdentityError:
+        return None
+    if at_max is None or not Path(identity.search_path(at_max.search_id)).exists():
+        return None
+    size = found_size(at_max.search_id)
+    found = replace(at_max, batch_size=size) if size is not None else None
+    return found if found is not None and found.config_id == config_id else None
+
+
+def search_results(wildcards=None):
+    """Every batch-size search of the study (their results go into the report's data)."""
+    return [identity.search_path(search) for search in STUDY.searches()]
+
+
+def found_run_logs(wildcards):
+    """The runs of each batch_size max configuration at the size its search found, once the search is done (a
+    checkpoint); the study's other runs are known from the start (STUDY.run_logs). A search that found none (oom,
+    error) adds no run; its result is in the report."""
+    logs = []
+    for c in STUDY.configurations.values():
+        if c.is_max:
+            model, framework, topology, variant = c.search_id.split("/")
+            checkpoints.batch_search.get(model=model, framework=framework, topology=topology, variant=variant)
+            size = found_size(c.search_id)
+            if size is not None:
+                logs += replace(c, batch_size=size).run_logs()
+    return [log for log in dict.fromkeys(logs) if log not in STUDY.run_logs()]  # a size the study lists too
+
+
+def memory_arguments():
+    """The CPU memory budget of every rank (platform.memory_limit_gb); none: no argument, as before it existed."""
+    return f" --memory-limit-gb {MEMORY_LIMIT_GB:g}" if MEMORY_LIMIT_GB else ""
+
+
+def search_arguments(wildcards):
+    """The search's command line: how to probe (the configuration without batch size and steps, on one node),
+    its multiple and cap. A changed setting that affects memory changes it and reruns the search."""
+    c = replace(configuration(wildcards), topology=wildcards.topology)
+    cap = f" --max-batch-size {c.max_batch_size}" if c.max_batch_size else ""
+    return " ".join([
+        f"--search-id {c.config_id} --multiple {c.batch_size_multiple}{cap}",
+        f"--framework {c.framework} --model {c.model} --topology {c.topology}",
+        f"--precision {c.precision} --compiler {'on' if c.compiler else 'off'}",
+        f"--data {c.data} {input_arguments(c)}",
+        # The strategy changes the memory a rank needs (FSDP shards the model): probes run with it.
+        *([f"--strategy {c.strategy}"] if c.strategy != "auto" else []),
+        f"--device {SETTINGS['platform']['device']} --timeout-s {c.timeout_minutes * 60:g}{memory_arguments()}",
+    ] + runner_arguments(c))
+
+
+def runner_arguments(c):
+    """A runner's definition, for the harness to run instead of a framework's ranks."""
+    return [f"--runner {shlex.quote(json.dumps(RUNNERS[c.framework], sort_keys=True))}"] if c.framework in RUNNERS else []
 
 
 def dataset_dir(c):
@@ -173,15 +245,23 @@ def dataset_ready(wildcards):
     return [f"{directory}/verified.txt"] if directory else []
 
 
-def run_arguments(wildcards):
-    """The harness command line of a run; a changed setting changes it and reruns only this run."""
-    c = configuration(wildcards)
+def input_arguments(c):
+    """The input shape, training settings and data of a configuration, for the harness."""
     if c.is_bert:
         inputs = f"--seq-length {c.seq_length} --optimizer {c.optimizer} --grad-clip {'on' if c.grad_clip else 'off'}"
     else:
         inputs = f"--image-size {c.image_size}"
     if dataset_dir(c):
         inputs += f" --data-dir {dataset_dir(c)}"
+    return inputs
+
+
+def run_arguments(wildcards):
+    """The harness command line of a run; a changed setting changes it and reruns only this run."""
+    c = configuration(wildcards)
+    if c.is_max:
+        raise ValueError(f"{c.config_id}: batch_size max runs at the size its search finds (bs<N>), not as bsmax")
+    inputs = input_arguments(c)
     # The bound matters only to auto warm-up: passed only then, so other runs' command lines stay as they were.
     warmup = f"--warmup-steps {c.warmup_steps}"
     if c.warmup_steps == "auto":
@@ -194,9 +274,8 @@ def run_arguments(wildcards):
         *([f"--strategy {c.strategy}"] if c.strategy != "auto" else []),
         f"{warmup} --measured-steps {c.measured_steps}",
         f"--repeat {wildcards.repeat} --config-id {c.config_id}",
-        f"--device {SETTINGS['platform']['device']} --timeout-s {c.timeout_minutes * 60:g}",
-    ] + ([f"--telemetry-ms {TELEMETRY['interval_ms']}"] if TELEMETRY["enabled"] else [])
-      + ([f"--runner {shlex.quote(json.dumps(RUNNERS[c.framework], sort_keys=True))}"] if c.framework in RUNNERS else [])
+        f"--device {SETTINGS['platform']['device']} --timeout-s {c.timeout_minutes * 60:g}{memory_arguments()}",
+    ] + ([f"--telemetry-ms {TELEMETRY['interval_ms']}"] if TELEMETRY["enabled"] else []) + runner_arguments(c)
       # time to quality: each run its own fixed seed (MLPerf's runs differ in seed; the olympic mean needs spread)
       + ([f"--quality {shlex.quote(c.quality)} --seed {int(wildcards.repeat) - 1}"] if c.quality else []))
 
@@ -233,7 +312,7 @@ def refuse_to_republish_a_fixed_version():
         to_run = {job.rule.name for job in workflow.dag.needrun_jobs()}
     except AttributeError:  # another Snakemake's DAG: the report rule still refuses, after the runs
         return
-    if to_run & {"benchmark_run", "import_logs", "aggregate"}:
+    if to_run & {"benchmark_run", "batch_search", "import_logs", "aggregate"}:
         sys.exit(f"dlbench: invalid configuration:\n  report.version: {version!r} is published already "
                  f"({REPORTS_DIR}/{version}) and this run computes new results ({', '.join(sorted(to_run))}); "
                  "a published report is never overwritten: choose a new name, or auto")

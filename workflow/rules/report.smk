@@ -5,6 +5,8 @@ rule aggregate:
     input:
         logs=STUDY.run_logs(),
         mlperf=STUDY.mlperf_logs(),  # time to quality: MLPerf's format of those runs (rule mlperf_log)
+        found=found_run_logs,
+        searches=search_results(),
         imports=IMPORT_RECORDS,
         envs=study_env_markers(),
     output:

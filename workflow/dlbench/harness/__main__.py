@@ -26,6 +26,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -140,6 +141,32 @@ class Attempts:
         return failure_summary(status, message, attempts=len(starts), slurm_states=states)
 
 
+class StderrRelay:
+    """Copies a rank's stderr to ours line by line, noting whether the C++ runtime said it could not allocate
+    memory: a framework that aborts on std::bad_alloc (TensorFlow under an address-space limit) ran out of memory,
+    and its record says oom, not error."""
+
+    MARKERS = (b"std::bad_alloc",)
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.alloc_failure = False
+        self.thread = threading.Thread(target=self._relay, args=(proc.stderr,), daemon=True)
+        self.thread.start()
+
+    def _relay(self, stream) -> None:
+        for line in stream:
+            self.alloc_failure = self.alloc_failure or any(m in line for m in self.MARKERS)
+            sys.stderr.buffer.write(line)
+            sys.stderr.flush()
+
+    def saw_alloc_failure(self) -> bool:
+        self.thread.join(timeout=10)  # the rank has ended: its last lines are on their way
+        return self.alloc_failure
+
+
+RELAYS: dict[int, StderrRelay] = {}  # by rank process id
+
+
 def start_local_ranks(spec: RunSpec, shares: list[list[int]], rank_dir: Path) -> list[subprocess.Popen]:
     port = str(free_port())
     procs = []
@@ -153,7 +180,9 @@ def start_local_ranks(spec: RunSpec, shares: list[list[int]], rank_dir: Path) ->
             OMP_NUM_THREADS=str(len(shares[rank])), MKL_NUM_THREADS=str(len(shares[rank])),
         )
         cmd = [sys.executable, "-m", "dlbench.harness.rank", *spec.to_args()]
-        procs.append(subprocess.Popen(cmd, env=env, start_new_session=True, preexec_fn=lifeline.die_with_parent()))
+        procs.append(subprocess.Popen(cmd, env=env, start_new_session=True, preexec_fn=lifeline.die_with_parent(),
+                                      stderr=subprocess.PIPE))
+        RELAYS[procs[-1].pid] = StderrRelay(procs[-1])
     return procs
 
 
@@ -278,9 +307,27 @@ def supervise(spec: RunSpec, procs: list[subprocess.Popen]) -> tuple[str | None,
     if not bad:
         return None, ""
     rank, code = bad[0]
+    relay = RELAYS.get(procs[rank].pid)
+    if code == -signal.SIGABRT and relay is not None and relay.saw_alloc_failure():
+        return "oom", f"rank {rank} aborted on std::bad_alloc: the framework could not allocate memory"
     how = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
     hint = " (SIGKILL: possibly the kernel's out-of-memory killer)" if code == -signal.SIGKILL else ""
     return "error", f"rank {rank} {how}{hint}; see the rule's log for its output"
+
+
+def oom_elsewhere(log: Path, reports: list[dict]) -> None:
+    """Rank 0 failed with an error because another rank ran out of memory (its collective broke off): the run
+    ran out of memory, and the summary says so, with the rank that did and rank 0's own error."""
+    summary = json.loads(log.read_text(encoding="utf-8").splitlines()[-1])
+    oom = next((r for r in reports if r.get("status") == "oom"), None)
+    if summary.get("status") != "error" or oom is None:
+        return
+    line = failure_summary("oom", f"rank {oom['rank']}: {oom['error']} (rank 0: {summary.get('error', '')})"[:4000],
+                           memory=oom.get("memory"))
+    lines = log.read_text(encoding="utf-8").splitlines()[:-1]
+    tmp = log.with_name(log.name + ".tmp")
+    tmp.write_text("\n".join([*lines, json.dumps(line, separators=(",", ":"))]) + "\n", encoding="utf-8")
+    os.replace(tmp, log)
 
 
 def run_external(spec: RunSpec, log: Path, threads: int, procs: list[subprocess.Popen], guard: lifeline.Guard) -> None:
@@ -412,13 +459,16 @@ def run(spec: RunSpec, log: Path, guard: lifeline.Guard) -> int:
         status, message = supervise(spec, procs)
         samplers.clear()
         stop_sampler(sampler, log)
+        reports = rank_failures(rank_dir)
         if last_line_type(log) != "summary":
-            reports = rank_failures(rank_dir)
             if status == "timeout" or not reports:
                 append_line(log, failure_summary(status or "error", message or "no summary was written"))
             else:
                 first = reports[0]
-                append_line(log, failure_summary(first["status"], f"rank {first['rank']}: {first['error']}"))
+                append_line(log, failure_summary(first["status"], f"rank {first['rank']}: {first['error']}",
+                                                 memory=first.get("memory")))
+        else:
+            oom_elsewhere(log, reports)
     shutil.rmtree(rank_dir, ignore_errors=True)
 
     final = json.loads(log.read_text().splitlines()[-1])

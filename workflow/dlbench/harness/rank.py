@@ -65,6 +65,44 @@ def peak_host_memory_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def address_space() -> dict[str, int]:
+    """This process's virtual memory now and at its peak (VmSize, VmPeak, bytes; Linux's /proc, else empty)."""
+    try:
+        lines = Path("/proc/self/status").read_text().splitlines()
+    except OSError:
+        return {}
+    fields = {"VmSize": "vm_bytes", "VmPeak": "vm_peak_bytes"}
+    return {fields[k]: int(v.split()[0]) * 1024 for k, _, v in (line.partition(":") for line in lines) if k in fields}
+
+
+def limit_memory(spec: RunSpec, backend) -> dict[str, int | float]:
+    """platform.memory_limit_gb on CPU: RLIMIT_AS = the address space once the framework is loaded and the backend
+    built + the budget, so an allocation beyond the budget fails in the framework as out of memory. Relative to
+    that baseline because frameworks reserve very different amounts of address space on import (TensorFlow
+    most). Returns what the record keeps: the budget, the baseline and the limit in bytes."""
+    if spec.memory_limit_gb <= 0:
+        return {}
+    if backend.peak_memory_bytes() is not None:  # a GPU: CUDA maps far more address space than it uses
+        raise Unsupported("memory_limit_gb is a CPU memory budget; on a GPU the framework's own out-of-memory "
+                          "errors mark the limit (use platform.device: cpu)")
+    baseline = address_space().get("vm_bytes")
+    if baseline is None:
+        raise Unsupported("memory_limit_gb needs /proc/self/status (Linux) to read the address space")
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = baseline + int(spec.memory_limit_gb * 2**30)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    return {"memory_limit_gb": spec.memory_limit_gb, "vm_baseline_bytes": baseline, "address_space_limit_bytes": limit}
+
+
+def memory_facts(backend, limits: dict[str, int | float]) -> dict[str, int | float | None]:
+    """Peak memory of this rank (the device's, else peak RSS), its peak address space and the limit it ran under."""
+    device = backend.peak_memory_bytes() if backend is not None else None
+    return {"peak_memory_bytes": device or peak_host_memory_bytes(), **limits,
+            "vm_peak_bytes": address_space().get("vm_peak_bytes")}
+
+
 AUTO_WARMUP_WINDOW = 10  # steps: the last 5 against the 5 before
 AUTO_WARMUP_TOLERANCE = 0.05  # their medians within 5% of each other
 
@@ -116,8 +154,10 @@ def warm_up(spec: RunSpec, backend, world: int, log: Path | None) -> dict:
             "window": AUTO_WARMUP_WINDOW, "tolerance": AUTO_WARMUP_TOLERANCE}
 
 
-def run(spec: RunSpec, backend, rank: int, world: int, log: Path | None) -> dict:
-    """Warm up, time the measured steps, return the summary (rank 0 also logs every step)."""
+def run(spec: RunSpec, backend, rank: int, world: int, log: Path | None,
+        limits: dict[str, int | float] | None = None) -> dict:
+    """Warm up, time the measured steps, return the summary (rank 0 also logs every step). `limits`: the
+    memory budget this rank runs under (limit_memory), kept in its entry of the summary's ranks."""
     if spec.model not in backend.models:
         raise Unsupported(f"model {spec.model!r} is not implemented for {spec.framework} yet")
     if spec.data not in backend.data:
@@ -133,7 +173,8 @@ def run(spec: RunSpec, backend, rank: int, world: int, log: Path | None) -> dict
     settings = quality.parse(spec.quality)
     if settings is not None:  # time to quality: train to the target instead of timing steps
         measured = quality.train_to_target(spec, settings, backend, world, log, init_start)
-        return make_summary(spec, backend, rank, world, measured)
+        return make_summary(spec, backend, rank, world, measured,
+                            backend.all_gather(rank_facts(backend, rank, measured["elapsed_s"], limits or {})))
     warmup_start = time.time()  # wall clock: the sampler's timestamps are time.time() too
     warmup = warm_up(spec, backend, world, log)
     warmup_end = time.time()
@@ -153,7 +194,7 @@ def run(spec: RunSpec, backend, rank: int, world: int, log: Path | None) -> dict
     durations = [b - a for a, b in zip([start, *ends[:-1]], ends, strict=True)]
     elapsed = end - start
     loss = backend.loss()
-    ranks = backend.all_gather(rank_facts(backend, rank, elapsed))
+    ranks = backend.all_gather(rank_facts(backend, rank, elapsed, limits or {}))
     if log is not None:
         for step, seconds in enumerate(durations):
             append_line(log, {"type": "step", "phase": "measure", "step": step, "seconds": seconds})
@@ -165,11 +206,8 @@ def run(spec: RunSpec, backend, rank: int, world: int, log: Path | None) -> dict
         "step_time_s": step_stats(durations), "warmup": warmup, "loss_final": loss}, ranks)
 
 
-def make_summary(spec: RunSpec, backend, rank: int, world: int, measured: dict,
-                 ranks: list[dict] | None = None) -> dict:
-    """The summary line of a completed run: what was measured, the FLOPs and every rank's facts."""
-    if ranks is None:
-        ranks = backend.all_gather(rank_facts(backend, rank, measured["elapsed_s"]))
+def make_summary(spec: RunSpec, backend, rank: int, world: int, measured: dict, ranks: list[dict]) -> dict:
+    """The summary line of a completed run: what was measured, the FLOPs and every rank's facts (rank_facts)."""
     model_flops = flops.model_flops(spec.model, spec.image_size, spec.seq_length, spec.predictions)
     throughput = measured.get("throughput")
     return {
@@ -186,11 +224,10 @@ def make_summary(spec: RunSpec, backend, rank: int, world: int, measured: dict,
     }
 
 
-def rank_facts(backend, rank: int, elapsed: float) -> dict:
-    """What every rank reports for the summary (all_gather)."""
+def rank_facts(backend, rank: int, elapsed: float, limits: dict[str, int | float]) -> dict:
+    """What every rank reports for the summary (all_gather), its memory and budget included."""
     return {"rank": rank, "host": sysinfo.hostname(), "pid": os.getpid(), "elapsed_s": elapsed,
-            "device": backend.device_name(), "threads": backend.threads,
-            "peak_memory_bytes": backend.peak_memory_bytes() or peak_host_memory_bytes()}
+            "device": backend.device_name(), "threads": backend.threads, **memory_facts(backend, limits)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -200,10 +237,12 @@ def main(argv: list[str] | None = None) -> int:
     rank_dir = Path(os.environ.get("DLBENCH_RANK_DIR", Path(spec.log).with_name(Path(spec.log).name + ".ranks")))
     report = {"rank": rank, "status": "ok", "error": ""}
     backend = None
+    limits: dict[str, int | float] = {}
     try:
         cpus = pin_cores()
         backend = load_backend(spec, rank, world, local_rank, threads=len(cpus))
-        summary = run(spec, backend, rank, world, log)
+        limits = limit_memory(spec, backend)
+        summary = run(spec, backend, rank, world, log, limits)
         if log is not None:
             append_line(log, summary)
             if "quality" in summary:
@@ -222,9 +261,14 @@ def main(argv: list[str] | None = None) -> int:
             status = "oom" if isinstance(exc, MemoryError) else "error"
         message = f"{type(exc).__name__}: {exc}".strip()[:2000]
         traceback.print_exc()
-        report = {"rank": rank, "status": status, "error": message}
+        # The memory at the failure: where an out-of-memory probe of a batch-size search stood.
+        try:
+            memory = memory_facts(backend, limits)
+        except Exception:  # noqa: BLE001 - a broken device must not hide the failure itself
+            memory = dict(limits)
+        report = {"rank": rank, "status": status, "error": message, "memory": memory}
         if log is not None:
-            append_line(log, failure_summary(status, message))
+            append_line(log, failure_summary(status, message, memory=report["memory"]))
     finally:
         if backend is not None:
             backend.shutdown()

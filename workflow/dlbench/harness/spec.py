@@ -67,6 +67,7 @@ class RunSpec:
     telemetry_ms: int = 0  # sampling interval of dlbench.telemetry.sampler; 0 = no sampler
     quality: str = ""  # time to quality: the settings as JSON (harness/quality.py); "" = throughput
     runner: str = ""  # an external benchmark command to run instead of our ranks (JSON; harness/runner.py)
+    memory_limit_gb: float = 0.0  # CPU: address space each rank may add once its framework is loaded; 0 = none
 
     @property
     def topology(self) -> str:
@@ -179,6 +180,9 @@ def parser(prog: str) -> argparse.ArgumentParser:
                    "dlbench/harness/runner.py) run instead of the framework's ranks")
     p.add_argument("--quality", default="", help="time to quality instead of throughput: the settings as a JSON "
                    "object (target, eval_every_steps, learning-rate schedule, budget; see dlbench/harness/quality.py)")
+    p.add_argument("--memory-limit-gb", type=float, default=0.0,
+                   help="CPU: the memory budget of each rank, GiB of address space it may add once its framework "
+                   "is loaded (RLIMIT_AS; 0: no limit); an allocation beyond it fails as out of memory")
     p.add_argument("--max-attempts", type=_positive, default=1, help="tries in all; the last one after "
                    "failed tries only writes the failure record")
     return p

@@ -129,6 +129,9 @@ def parse(path: str | Path, labels: dict[str, Any] | None = None) -> dict[str, A
         "strategy_in_effect": (env.get("strategy_in_effect") or {}).get("summary"),
         "peak_memory_bytes": max((r.get("peak_memory_bytes") or 0 for r in summary.get("ranks", [])),
                                  default=None) or None,
+        "vm_peak_bytes": max((r.get("vm_peak_bytes") or 0 for r in summary.get("ranks", [summary.get("memory") or {}])),
+                             default=None) or None,
+        "memory_limit_gb": cfg.get("memory_limit_gb") or None,
         "slurm_state": summary.get("slurm_state") or next(
             (s for s in reversed(summary.get("slurm_states") or []) if s), None),
         # A runner's run that ended before its tool wrote a log still belongs to that tool's column.

@@ -278,8 +278,41 @@ def telemetry(inputs: ReportInputs) -> Section | None:
                    rows)
 
 
+def _mib(value: Any) -> str:
+    return DASH if missing(value) else f"{float(value) / 2**20:.0f}"
+
+
+def batch_searches(inputs: ReportInputs) -> Section | None:
+    """batch_size max: each search's outcome and its probes in order, with the memory each one reached
+    (environment.json's batch_searches, from results/search/)."""
+    searches = inputs.env.get("batch_searches") or []
+    if not searches:
+        return None
+    rows = []
+    for search in searches:
+        probes = search.get("probes") or []
+        found = search.get("batch_size")
+        rows.append({
+            "Search": fmt_text(search.get("search_id")),
+            "Result": f"max ({found})" if search.get("status") == "ok" else f"no max: {fmt_text(search.get('status'))}",
+            "Why": fmt_text(search.get("reason")),
+            "Multiple, cap": f"{search.get('multiple')}, {search.get('max_batch_size') or 'none'}",
+            "Budget (GiB/rank)": fmt_text(search.get("memory_limit_gb")) or "device",
+            "Probes: size status (peak MiB, peak address space MiB)": "; ".join(
+                f"{p['batch_size']} {p['status']} ({_mib(p.get('peak_memory_bytes'))}, {_mib(p.get('vm_peak_bytes'))})"
+                for p in probes),
+        })
+    return Section("batch-searches", "Batch-size searches (batch_size: max)",
+                   "Each search doubles the batch size per device from its multiple until a probe (a short real run) "
+                   "runs out of memory, then bisects; 'max (N)' in the tables is the largest size seen to fit. A probe "
+                   "that fails otherwise stops the search with its status, and the configuration has no runs. On CPU "
+                   "the budget is an address-space limit per rank above its size once the framework is loaded "
+                   "(README, 'batch_size: max').", rows)
+
+
 SECTIONS: tuple[Callable[[ReportInputs], Section | None], ...] = (
     flags, real_synthetic, comparison, references, time_to_quality, time_to_train, throughput_definitions, telemetry,
+    batch_searches,
 )
 
 

@@ -43,6 +43,8 @@ def framework_cell(row: pd.Series | None) -> dict[str, str]:
         css = "unsupported" if text == "unsupported" else "failed"
         return {"text": text, "css": css, "speedup": DASH, "efficiency": DASH, "tooltip": tooltip}
     text = throughput_text(row)
+    if fmt_text(row.get("batch_label")):  # a table of batch_size max: each framework's own size
+        text = f"{fmt_text(row.get('batch_label'))}: {text}"
     css = "ok"
     if n_ok < n_total:
         text += f" ({n_ok}/{n_total} ok)"
@@ -59,12 +61,21 @@ def framework_cell(row: pd.Series | None) -> dict[str, str]:
 
 
 def group_key(row: pd.Series) -> tuple[Any, ...]:
-    return tuple(None if missing(row.get(k)) else row.get(k) for k in GROUP_KEYS)
+    """A configuration's table; those at the size a batch_size max search found share one ("max"), as in
+    DLPerf's "bsz=max" tables, where each framework has its own size."""
+    found = bool(fmt_text(row.get("batch_label")))
+    return tuple("max" if k == "batch_size" and found else None if missing(row.get(k)) else row.get(k)
+                 for k in GROUP_KEYS)
 
 
 def sort_key(key: tuple[Any, ...]) -> tuple[Any, ...]:
-    # Missing values sort first and are never compared with a value of another type.
-    return tuple((v is not None, v if v is not None else 0) for v in key)
+    # Missing values sort first and are never compared with a value of another type ("max" after the sizes).
+    return tuple((v is not None, isinstance(v, str), v if v is not None else 0) for v in key)
+
+
+def batch_text(row: pd.Series) -> str:
+    """The batch size per device as the report reads it: 96, or max (96) where a search found it."""
+    return fmt_text(row.get("batch_label")) or fmt_int(row.get("batch_size"))
 
 
 def topology_sort(row: pd.Series) -> tuple[int, int, str]:
@@ -106,7 +117,7 @@ def build_groups(summary: pd.DataFrame) -> list[dict[str, Any]]:
 
         title_parts = [
             fmt_text(model) or "?", fmt_text(precision) or "?",
-            f"batch {fmt_int(batch)}/device", compiler_label(compiler),
+            f"batch {batch if batch == 'max' else fmt_int(batch)}/device", compiler_label(compiler),
             f"{fmt_text(data) or '?'} data", input_label(*inputs),
         ]
         if fmt_text(strategy) not in ("", "auto"):  # speedups against the auto 1x1 (aggregate.py)
@@ -166,6 +177,7 @@ def detail_rows(summary: pd.DataFrame) -> list[dict[str, str]]:
         n_ok, n_total = ok_counts(r)
         row = {label: fmt(r.get(column)) for label, column, fmt in DETAIL_COLUMNS}
         row["Input"] = input_label(*(r.get(k) for k in INPUT_KEYS))
+        row["Batch/device"] = batch_text(r)
         row["OK"] = f"{n_ok}/{n_total}"
         rows.append({label: row[label] for label in DETAIL_ORDER})
     return rows

@@ -1,0 +1,223 @@
+"""batch_size: max. The search (harness/batchsearch.py) finds the largest batch size that trains under a real
+memory budget in each framework, every probe a real harness run; a probe that fails otherwise stops it; the
+workflow runs it as a checkpoint and reports the runs at the size found as "max (N)"."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import REPO, env_python, planned_jobs, read_log, run_env, run_harness, snakemake, write_config
+
+sys.path.insert(0, str(REPO / "workflow"))
+from dlbench.configfile import load_study_files  # noqa: E402
+from dlbench.harness.batchsearch import search  # noqa: E402
+
+# BERT-Tiny at 128 tokens: its masked-LM logits alone take 2.4 MB a sequence. Probes try multiples of 32.
+PROBE = ["--model", "bert_tiny", "--topology", "1x1", "--seq-length", "128", "--device", "cpu"]
+MULTIPLE = 32
+# Budgets placed halfway between two multiples, from the address space a rank added under such limits here
+# (MiB; sequences: MiB): PyTorch 16: 441, 32: 638, 48: 801, 64: ~1030; TensorFlow 16: 700, 32: 842, 64: 1108, 80: 1320;
+# MXNet 16: 928, 32: 1279, 48: 1456. A multiple of 32 sequences is 300-500 MiB there, far above the 1-2% by which
+# identical runs differ, so the size found and the next multiple are each clear of the limit.
+BUDGET_GB = {"pytorch": 1.2, "tensorflow": 1.25, "mxnet": 1.42}
+
+
+# ------------------------------------------------------------------------------------------ the arithmetic
+def threshold_probe(largest: int, stop_at: dict[int, str] | None = None):
+    """A probe of a device where every size up to `largest` fits (and `stop_at` sizes end another way)."""
+    def probe(size: int) -> dict:
+        status = (stop_at or {}).get(size) or ("ok" if size <= largest else "oom")
+        return {"batch_size": size, "status": status, "error": "" if status in ("ok", "oom") else "broken"}
+    return probe
+
+
+@pytest.mark.parametrize("multiple", [1, 8, 16])
+def test_doubling_then_bisection_finds_the_largest_multiple_that_fits(multiple):
+    for largest in range(1, 400, 7):
+        result = search(threshold_probe(largest), multiple, cap=None)
+        expected = largest - largest % multiple
+        sizes = [p["batch_size"] for p in result["probes"]]
+        if expected == 0:
+            assert result["status"] == "oom" and result["batch_size"] is None and sizes == [multiple]
+            continue
+        assert result["status"] == "ok" and result["batch_size"] == expected, (largest, sizes)
+        assert all(s % multiple == 0 for s in sizes) and len(set(sizes)) == len(sizes)
+        assert expected + multiple in sizes  # the first size that does not fit was seen to fail
+        # Doubling up to the first failure, then one probe per halving of the interval.
+        assert len(sizes) <= 2 * (largest // multiple).bit_length() + 2
+
+
+def test_the_cap_ends_the_search_where_memory_does_not():
+    result = search(threshold_probe(10_000), 8, cap=100)
+    assert result["status"] == "ok" and result["batch_size"] == 96 and result["capped"]
+    assert [p["batch_size"] for p in result["probes"]] == [8, 16, 32, 64, 96]
+    result = search(threshold_probe(70), 8, cap=100)
+    assert result["batch_size"] == 64 and not result["capped"]
+
+
+@pytest.mark.parametrize("status", ["error", "timeout", "unsupported"])
+def test_a_probe_that_fails_otherwise_stops_the_search_without_a_max(status):
+    result = search(threshold_probe(50, stop_at={48: status}), 16, cap=None)
+    assert result["status"] == status and result["batch_size"] is None
+    assert [p["batch_size"] for p in result["probes"]] == [16, 32, 64, 48]
+    assert "48" in result["reason"] and "broken" in result["reason"]
+
+
+# ------------------------------------------------------------------------------- real searches, real OOM
+def run_search(python: Path, out: Path, framework: str, *extra: str) -> dict:
+    run_env(python, "-m", "dlbench.harness.batchsearch", "--out", str(out), "--search-id", "test",
+            "--multiple", str(MULTIPLE), "--framework", framework, *PROBE, *extra, timeout=1800)
+    return json.loads(out.read_text())
+
+
+def probe_once(python: Path, log: Path, framework: str, size: int, budget: float) -> dict:
+    """An independent probe: the harness at one size under the budget, as a run of the study would be."""
+    run_harness(python, log, *PROBE[2:], "--batch-size", str(size), "--warmup-steps", "1", "--measured-steps", "2",
+                "--memory-limit-gb", str(budget), framework=framework, model="bert_tiny")
+    return read_log(log)["summary"][-1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("framework", ["pytorch", "tensorflow", "mxnet"])
+def test_search_finds_the_largest_batch_under_a_memory_budget(framework, tmp_path):
+    python, budget = env_python(framework), BUDGET_GB[framework]
+    result = run_search(python, tmp_path / "search.json", framework, "--memory-limit-gb", str(budget))
+    assert result["status"] == "ok", result
+    found, probes = result["batch_size"], result["probes"]
+    assert found % MULTIPLE == 0 and not result["capped"] and result["memory_limit_gb"] == budget
+    # Every probe is recorded with its outcome, memory and log: doubling from the multiple, then bisection; the
+    # largest ok size is the result, and the next multiple up was probed and ran out of memory.
+    sizes = [p["batch_size"] for p in probes]
+    first_oom = next(i for i, p in enumerate(probes) if p["status"] == "oom")
+    assert sizes[:first_oom + 1] == [MULTIPLE * 2**i for i in range(first_oom + 1)]
+    assert {p["status"] for p in probes} == {"ok", "oom"}
+    assert max(p["batch_size"] for p in probes if p["status"] == "ok") == found
+    assert min(p["batch_size"] for p in probes if p["status"] == "oom") == found + MULTIPLE
+    for p in probes:
+        assert Path(p["log"]).exists() and read_log(Path(p["log"]))["summary"][-1]["status"] == p["status"]
+        if p["status"] == "ok":  # the whole run stayed within the limit it ran under
+            assert p["vm_baseline_bytes"] < p["vm_peak_bytes"] <= p["address_space_limit_bytes"]
+            assert p["address_space_limit_bytes"] == p["vm_baseline_bytes"] + int(budget * 2**30)
+    # The bound, re-checked by independent runs: the size found trains, one multiple more does not.
+    assert probe_once(python, tmp_path / "found.jsonl", framework, found, budget)["status"] == "ok"
+    above = probe_once(python, tmp_path / "above.jsonl", framework, found + MULTIPLE, budget)
+    assert above["status"] == "oom", above
+
+
+def test_a_probe_that_times_out_stops_the_search_with_timeout(torch_python, tmp_path):
+    """A time limit no probe can meet (the framework's import alone takes longer): timeout, no max."""
+    result = run_search(torch_python, tmp_path / "search.json", "pytorch", "--timeout-s", "0.5",
+                        "--memory-limit-gb", "1")
+    assert result["status"] == "timeout" and result["batch_size"] is None
+    assert [(p["batch_size"], p["status"]) for p in result["probes"]] == [(MULTIPLE, "timeout")]
+    assert "time limit" in result["reason"]
+
+
+def test_two_ranks_beyond_the_budget_are_a_run_out_of_memory(torch_python, tmp_path):
+    """1x2: each rank has the budget; when one runs out of memory, the other may fail in the broken collective
+    first, but the run is `oom` (the supervisor reads every rank's report), so a search at 1x2 sees oom too."""
+    log = tmp_path / "run.jsonl"
+    run_harness(torch_python, log, "--topology", "1x2", "--seq-length", "128", "--device", "cpu", "--batch-size",
+                "64", "--warmup-steps", "1", "--measured-steps", "1", "--memory-limit-gb", "0.5",
+                model="bert_tiny")
+    summary = read_log(log)["summary"][-1]
+    assert summary["status"] == "oom", summary
+    assert summary["memory"]["memory_limit_gb"] == 0.5
+
+
+def test_memory_limit_is_recorded_in_the_run(torch_python, tmp_path):
+    log = tmp_path / "run.jsonl"
+    summary = probe_once(torch_python, log, "pytorch", 2, 1.5)
+    assert summary["status"] == "ok"
+    rank = summary["ranks"][0]
+    assert rank["memory_limit_gb"] == 1.5 and rank["vm_peak_bytes"] <= rank["address_space_limit_bytes"]
+    from dlbench.logformats import dlbench as dlbench_format
+    record = dlbench_format.parse(log)
+    assert record["memory_limit_gb"] == 1.5 and record["vm_peak_bytes"] == rank["vm_peak_bytes"]
+
+
+# ----------------------------------------------------------------------------------------------- the study
+def max_study(tmp_path: Path, budget: float = 0.5) -> Path:
+    return write_config(tmp_path / "study.yaml", {
+        "study": "max", "software": {"venv_dir": str(REPO / ".venvs")},
+        "platform": {"device": "cpu", "memory_limit_gb": budget},
+        "telemetry": {"enabled": False},
+        "defaults": {"repeats": 1, "warmup_steps": 1, "measured_steps": 2, "timeout_minutes": 10,
+                     "batch_size_multiple": 16},  # 16 sequences fit in 0.5 GiB, 32 do not (see BUDGET_GB)
+        "matrix": {"framework": ["pytorch"], "model": ["bert_tiny"], "topology": ["1x1"], "batch_size": [2, "max"]},
+    })
+
+
+SEARCH = "results/search/bert_tiny/pytorch/1x1/bsmax-fp32-nocompile-synthetic-seq128-adam-noclip.json"
+
+
+def test_workflow_runs_the_search_as_a_checkpoint_and_reports_max(torch_python, tmp_path):
+    config = max_study(tmp_path)
+    result = snakemake(tmp_path, "--cores", "2", "--configfile", str(config))
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    search_result = json.loads((tmp_path / SEARCH).read_text())
+    assert search_result["status"] == "ok"
+    found = search_result["batch_size"]
+    # The runs at the size found are ordinary runs of the study, their id carries the number.
+    run = tmp_path / SEARCH.replace("results/search", "results/runs").replace("bsmax", f"bs{found}").replace(
+        ".json", "/rep1.jsonl")
+    assert read_log(run)["summary"][-1]["status"] == "ok"
+    report = tmp_path / "results/reports/v1"
+    summary = pd.read_csv(report / "summary.csv").set_index("batch_size")
+    assert summary.loc[found, "batch_label"] == f"max ({found})" and pd.isna(summary.loc[2, "batch_label"])
+    records = pd.read_csv(report / "records.csv")
+    assert set(records["memory_limit_gb"]) == {0.5}
+    env = json.loads((report / "environment.json").read_text())
+    assert [s["batch_size"] for s in env["batch_searches"]] == [found]
+    assert env["batch_searches"][0]["probes"] == search_result["probes"]
+    markdown = (report / "README.md").read_text()
+    assert f"max ({found}):" in markdown and "batch max/device" in markdown
+    assert "Batch-size searches (batch_size: max)" in markdown
+    # Nothing changed: nothing runs. A memory budget changed: the search runs again (the runs are known once it
+    # has run: the checkpoint; those whose command line changed then run again).
+    assert planned_jobs(tmp_path, config) == []
+    dry = snakemake(tmp_path, "-n", "--configfile", str(max_study(tmp_path, budget=0.6)))
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert "checkpoint batch_search:" in dry.stdout and f"output: {SEARCH}" in dry.stdout
+
+
+@pytest.mark.parametrize("platform, defaults, expected", [
+    ({"device": "cpu"}, {}, "needs platform.memory_limit_gb (a CPU memory budget) or max_batch_size (a cap)"),
+    ({"device": "auto"}, {}, "with device auto needs platform.memory_limit_gb"),
+    ({"device": "cuda", "memory_limit_gb": 4}, {}, "platform.memory_limit_gb: a CPU memory budget"),
+    ({"device": "cpu"}, {"max_batch_size": 4, "batch_size_multiple": 8}, "max_batch_size: 4"),
+])
+def test_max_needs_a_limit_the_search_can_meet(tmp_path, platform, defaults, expected):
+    config = write_config(tmp_path / "study.yaml", {
+        "study": "bad", "platform": platform, "defaults": defaults,
+        "matrix": {"framework": ["pytorch"], "model": ["bert_tiny"], "topology": ["1x1"], "batch_size": ["max"]},
+    })
+    result = snakemake(tmp_path, "-n", "--configfile", str(config))
+    assert result.returncode != 0 and expected in result.stdout + result.stderr, result.stderr[-2000:]
+
+
+def test_a_misspelt_max_names_the_key_and_what_is_allowed(tmp_path):
+    config = write_config(tmp_path / "study.yaml", {
+        "study": "bad", "platform": {"device": "cpu"},
+        "matrix": {"framework": ["pytorch"], "model": ["bert_tiny"], "topology": ["1x1"],
+                   "batch_size": {"bert_tiny": [8, "maximum"]}},
+    })
+    result = snakemake(tmp_path, "-n", "--configfile", str(config))
+    out = result.stdout + result.stderr
+    assert result.returncode != 0 and "matrix.batch_size.bert_tiny[1]: 'maximum' is not allowed" in out, out[-2000:]
+    assert "a whole number (the batch size per device) or max (the largest that trains" in out
+
+
+def test_the_shipped_max_batch_study_has_one_search_per_framework(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    path = REPO / "workflow" / "studies" / "max-batch.yaml"
+    study = load_study_files(yaml.safe_load(path.read_text()), [path], REPO / "workflow/schemas/config.schema.yaml",
+                             REPO / "envs", tmp_path)
+    assert sorted(search.split("/")[1] for search in study.searches()) == ["mxnet", "pytorch", "tensorflow"]
+    assert study.config["platform"] == {"device": "cpu", "memory_limit_gb": 1.0}
