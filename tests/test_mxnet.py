@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -162,12 +161,12 @@ def test_out_of_memory_in_two_rank_run_is_reported_and_ends(mx_python, tmp_path)
     """Both ranks fail with push-pulls pending: they must still exit (no wait for their peers), promptly."""
     log = tmp_path / "run.jsonl"
     python = limited_python(mx_python, tmp_path, 2_500_000)
-    started = time.monotonic()
-    _, entries = run_mx(python, log, "--topology", "1x2", "--image-size", "224", "--batch-size", "800",
-                        "--warmup-steps", "1", "--measured-steps", "1")
-    # A rank hanging at exit is killed by the supervisor 30 s after the other's failure (or never, if
-    # both hang): the run would take 30 s and more after the failure. They left by themselves (~10 s).
-    assert time.monotonic() - started < 30
+    result, entries = run_mx(python, log, "--topology", "1x2", "--image-size", "224", "--batch-size", "800",
+                             "--warmup-steps", "1", "--measured-steps", "1")
+    # A rank hanging at exit is stopped by the supervisor GRACE_S after the other's failure, which says so (or
+    # never, if both hang: run_mx's timeout). They left by themselves. (Not a wall-clock bound: under load the
+    # framework's start alone can take longer than the grace period.)
+    assert "[dlbench] stopping rank" not in result.stderr, result.stderr[-3000:]
     summary = entries["summary"][-1]
     assert summary["status"] == "oom", summary
     assert not (tmp_path / "run.jsonl.ranks").exists()

@@ -299,6 +299,9 @@ def supervise(spec: RunSpec, procs: list[subprocess.Popen]) -> tuple[str | None,
         if failed_at is None and any(p.poll() not in (None, 0) for p in procs):
             failed_at = now  # the others may hang in a collective: give them a grace period
         if failed_at is not None and now - failed_at > GRACE_S:
+            left = [rank for rank, p in enumerate(procs) if p.poll() is None]
+            print(f"[dlbench] stopping rank(s) {', '.join(map(str, left))}: still running {GRACE_S:g} s after "
+                  "another rank failed (hanging in a collective?)", file=sys.stderr)
             stop(procs)
             break
         time.sleep(0.1)
