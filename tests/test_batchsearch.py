@@ -187,16 +187,23 @@ def test_workflow_runs_the_search_as_a_checkpoint_and_reports_max(torch_python, 
     assert "checkpoint batch_search:" in dry.stdout and f"output: {SEARCH}" in dry.stdout
 
 
-@pytest.mark.parametrize("platform, defaults, expected", [
-    ({"device": "cpu"}, {}, "needs platform.memory_limit_gb (a CPU memory budget) or max_batch_size (a cap)"),
-    ({"device": "auto"}, {}, "with device auto needs platform.memory_limit_gb"),
-    ({"device": "cuda", "memory_limit_gb": 4}, {}, "platform.memory_limit_gb: a CPU memory budget"),
-    ({"device": "cpu"}, {"max_batch_size": 4, "batch_size_multiple": 8}, "max_batch_size: 4"),
+TTQ = {"quality": {"target": 0.5, "eval_every_steps": 10, "max_steps": 50}}
+
+
+@pytest.mark.parametrize("platform, defaults, metric, expected", [
+    ({"device": "cpu"}, {}, "throughput",
+     "needs platform.memory_limit_gb (a CPU memory budget) or max_batch_size (a cap)"),
+    ({"device": "auto"}, {}, "throughput", "with device auto needs platform.memory_limit_gb"),
+    ({"device": "cuda", "memory_limit_gb": 4}, {}, "throughput", "platform.memory_limit_gb: a CPU memory budget"),
+    ({"device": "cpu"}, {"max_batch_size": 4, "batch_size_multiple": 8}, "throughput", "max_batch_size: 4"),
+    ({"device": "cpu", "memory_limit_gb": 1}, TTQ, "time_to_quality",
+     "with metric time_to_quality: a time-to-quality run's batch size is part of its learning-rate schedule"),
 ])
-def test_max_needs_a_limit_the_search_can_meet(tmp_path, platform, defaults, expected):
+def test_max_needs_a_limit_the_search_can_meet(tmp_path, platform, defaults, metric, expected):
     config = write_config(tmp_path / "study.yaml", {
         "study": "bad", "platform": platform, "defaults": defaults,
-        "matrix": {"framework": ["pytorch"], "model": ["bert_tiny"], "topology": ["1x1"], "batch_size": ["max"]},
+        "matrix": {"framework": ["pytorch"], "model": ["resnet_tiny"], "topology": ["1x1"], "batch_size": ["max"],
+                   "metric": [metric], "data": ["real" if metric == "time_to_quality" else "synthetic"]},
     })
     result = snakemake(tmp_path, "-n", "--configfile", str(config))
     assert result.returncode != 0 and expected in result.stdout + result.stderr, result.stderr[-2000:]
