@@ -58,9 +58,10 @@ def imagenet_records(spec: RunSpec, split: str) -> int:
     return sum(len(Path(index).read_text().splitlines()) for index in imagenet_shards(spec, split)[1])
 
 
-def bert_shards(spec: RunSpec, fmt: str) -> list[str]:
+def bert_shards(spec: RunSpec, fmt: str, split: str = "train") -> list[str]:
     """BERT shards of one format: 'tfrecord' (Google's features) or 'hdf5' (NVIDIA's), sorted by name; their
-    sequence length and masked positions must be the run's."""
+    sequence length and masked positions must be the run's. split: the shards a run trains on ('train') or, for
+    time to quality, the held-out one ('heldout'; bert_split)."""
     manifest = _data_dir(spec) / layout.MANIFEST
     if manifest.is_file():
         params = json.loads(manifest.read_text()).get("parameters", {})
@@ -71,7 +72,31 @@ def bert_shards(spec: RunSpec, fmt: str) -> list[str]:
     shards = layout.bert_shards(_data_dir(spec), fmt)
     if not shards:
         raise FileNotFoundError(f"{_data_dir(spec) / fmt}: no BERT {fmt} shards (<name>-00000-of-NNNNN)")
-    return [str(p) for p in shards]
+    return bert_split([str(p) for p in shards], bool(spec.quality), split)
+
+
+def bert_split(shards: list, quality: bool, split: str) -> list:
+    """Time to quality holds out the last shard (MLPerf's BERT evaluates on its own held-out set): the data prep puts
+    a document, its duplicates and its "random next" sentences in one shard (index modulo the shard count), so no
+    held-out text is trained on. Throughput runs train on every shard, as before."""
+    if not quality:
+        if split != "train":
+            raise ValueError("a throughput run has no held-out BERT split")
+        return shards
+    if len(shards) < 2:
+        raise Unsupported(f"time to quality for BERT holds out the last shard, and there is only {len(shards)} "
+                          "(prepare at least 2: datasets.bert.shards)")
+    return shards[-1:] if split == "heldout" else shards[:-1]
+
+
+def bert_records(spec: RunSpec, split: str) -> int:
+    """Sequences in a split's shards (bert_shards), from the manifest the data preparation wrote."""
+    manifest = _data_dir(spec) / layout.MANIFEST
+    if not manifest.is_file():
+        raise Unsupported(f"{manifest}: missing; time to quality counts BERT's sequences from it (prepare the data "
+                          "with the workflow's rules)")
+    shards = sorted(json.loads(manifest.read_text())["shards"], key=lambda shard: shard["index"])
+    return sum(bert_split([shard["instances"] for shard in shards], bool(spec.quality), split))
 
 
 class InputPipeline:

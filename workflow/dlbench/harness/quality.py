@@ -7,9 +7,11 @@ MLPerf Training's rules, as far as they apply to one dlbench run:
 - Seeds: spec.seed (+ rank), fixed per run; the workflow gives each repeat its own (repeat - 1), as MLPerf's runs
   differ in seed.
 - The schedule: a step of spec.batch_size per rank at the learning rate `learning_rate(settings, step)` (linear
-  warm-up from 0, then cosine or polynomial (power 2, MLPerf's LARS reference) decay to end_lr over decay_steps,
-  or constant); every eval_every_steps steps an evaluation over the whole held-out split (ResNet-50: top-1 on the
-  ImageNet validation shards).
+  warm-up from 0, then cosine, polynomial (power 2, MLPerf's LARS reference) or linear (power 1, Google's and
+  MLPerf's BERT) decay to end_lr over decay_steps, or constant); every eval_every_steps steps an evaluation over the
+  whole held-out split (ResNet: top-1 on the ImageNet validation shards; BERT: masked-LM accuracy on the held-out
+  shard, datasets.bert_shards). ResNet trains with SGD (momentum, weight_decay below); BERT keeps its Adam or LAMB
+  (bert.OPTIMIZERS: betas, epsilon, weight decay), only the learning rate follows this schedule.
 - Stop at the first evaluation whose accuracy reaches the target (converged), or at the budget: max_steps steps
   or max_minutes minutes since run_start (whichever comes first; an evaluation ends every run, so the last point
   of the curve is always measured). A run that stops at the budget did not converge: MLPerf counts it as failed.
@@ -30,7 +32,7 @@ from dataclasses import asdict, dataclass, fields
 
 from .runlog import append_line
 
-DECAYS = ("cosine", "poly", "constant")
+DECAYS = ("cosine", "poly", "linear", "constant")
 
 
 @dataclass(frozen=True)
@@ -42,8 +44,8 @@ class Settings:
     decay: str = "cosine"
     decay_steps: int = 0  # steps from the end of warm-up to end_lr (0: no decay)
     end_lr: float = 0.0
-    momentum: float = 0.9
-    weight_decay: float = 5e-5
+    momentum: float = 0.9  # SGD (ResNet) only
+    weight_decay: float = 5e-5  # SGD (ResNet) only: BERT's Adam/LAMB keep bert.OPTIMIZERS' weight decay
     max_steps: int = 0  # budget: 0 = none
     max_minutes: float = 0.0  # budget: 0 = none
 
@@ -80,7 +82,8 @@ def learning_rate(settings: Settings, step: int) -> float:
     progress = min(1.0, (step - s.warmup_steps) / s.decay_steps)
     if s.decay == "cosine":
         return s.end_lr + (s.base_lr - s.end_lr) * 0.5 * (1 + math.cos(math.pi * progress))
-    return s.end_lr + (s.base_lr - s.end_lr) * (1 - progress) ** 2  # poly, power 2
+    power = 1 if s.decay == "linear" else 2  # poly: power 2
+    return s.end_lr + (s.base_lr - s.end_lr) * (1 - progress) ** power
 
 
 def train_to_target(spec, settings: Settings, backend, world: int, log, init_start: float) -> dict:

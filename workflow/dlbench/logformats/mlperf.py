@@ -42,7 +42,7 @@ from typing import Any, NamedTuple
 from mlperf_logging.compliance_checker.mlp_parser import ruleset_060
 from mlperf_logging.mllog import constants as K
 
-from ..records import LogError
+from ..records import LogError, model_inputs
 from .common import check_labels, error_record, external_record
 
 NAME = "mlperf"
@@ -268,6 +268,34 @@ ORGANIZATION = "dlbench"
 AVAILABILITY = "research"
 
 
+DECAY_POWER = {"poly": 2, "linear": 1}  # harness/quality.py's polynomial decays
+
+
+def bert_hyperparameters(event: Any, cfg: dict, settings: dict) -> None:
+    """closed_bert.yaml's keys for a BERT run: the quality schedule's learning rate (warm-up, then decay over
+    decay_steps) on the run's Adam or LAMB with harness/bert.py's betas, epsilon and weight decay. MLPerf's names
+    are LAMB's (opt_lamb_*); Adam's are logged as opt_adam_* (keys of our own, as MLPerf has none)."""
+    from ..harness.bert import OPTIMIZERS  # the values every backend uses (stdlib + numpy)
+
+    inputs = model_inputs(cfg)  # the optimizer `auto` stands for, the sequence length
+    name = inputs["optimizer"]
+    optimizer = OPTIMIZERS[name]
+    event(K.OPT_NAME, name)
+    event(K.OPT_BASE_LR, settings["base_lr"])
+    event(K.OPT_LR_WARMUP_STEPS, settings["warmup_steps"])
+    event(K.NUM_WARMUP_STEPS, settings["warmup_steps"])
+    event(K.START_WARMUP_STEP, 0)
+    event(K.OPT_LR_TRAINING_STEPS, settings["warmup_steps"] + settings["decay_steps"])
+    event(f"opt_{name}_learning_rate_decay_poly_power", DECAY_POWER.get(settings["decay"]))
+    event(f"opt_{name}_learning_rate_decay_schedule", settings["decay"])  # a key of our own
+    event(f"opt_{name}_beta_1", optimizer.beta1)
+    event(f"opt_{name}_beta_2", optimizer.beta2)
+    event(f"opt_{name}_epsilon", optimizer.epsilon)
+    event(f"opt_{name}_weight_decay_rate", optimizer.weight_decay)
+    event(K.OPT_GRADIENT_CLIP_NORM, optimizer.clip_norm if inputs["grad_clip"] else None)
+    event(K.MAX_SEQUENCE_LENGTH, inputs["seq_length"])
+
+
 def write_log(run_log: str | Path, out: str | Path) -> Path:
     """The MLPerf log (:::MLLOG lines, written by mlperf_logging.mllog with the run's own timestamps) of a dlbench
     time-to-quality run, from its dlbench log: submission_*, cache_clear, init_start/stop, the hyperparameters
@@ -314,16 +342,19 @@ def write_log(run_log: str | Path, out: str | Path) -> Path:
         event(K.GRADIENT_ACCUMULATION_STEPS, 1)
         event(K.TRAIN_SAMPLES, records)
         event(K.EVAL_SAMPLES, quality["eval_records"])
-        event(K.OPT_NAME, K.SGD)  # the sgd_opt_* keys: closed_resnet_sgd.yaml's (mllog has no constants for them)
-        event("sgd_opt_base_learning_rate", settings["base_lr"])
-        event("sgd_opt_end_learning_rate", settings["end_lr"])
-        event("sgd_opt_learning_rate_decay_steps", settings["decay_steps"])
-        event("sgd_opt_learning_rate_decay_schedule", settings["decay"])  # poly (power 2) or cosine
-        event("sgd_opt_learning_rate_decay_poly_power", 2 if settings["decay"] == "poly" else None)
-        event("sgd_opt_weight_decay", settings["weight_decay"])
-        event("sgd_opt_momentum", settings["momentum"])
-        event(K.OPT_LR_WARMUP_EPOCHS, settings["warmup_steps"] * gbs / records)
-        event(K.MODEL_BN_SPAN, cfg["batch_size"])  # BatchNorm statistics per device
+        if BENCHMARKS[cfg["model"]] == "bert":
+            bert_hyperparameters(event, cfg, settings)
+        else:
+            event(K.OPT_NAME, K.SGD)  # the sgd_opt_* keys: closed_resnet_sgd.yaml's (mllog has no constants for them)
+            event("sgd_opt_base_learning_rate", settings["base_lr"])
+            event("sgd_opt_end_learning_rate", settings["end_lr"])
+            event("sgd_opt_learning_rate_decay_steps", settings["decay_steps"])
+            event("sgd_opt_learning_rate_decay_schedule", settings["decay"])  # poly (power 2) or cosine
+            event("sgd_opt_learning_rate_decay_poly_power", 2 if settings["decay"] == "poly" else None)
+            event("sgd_opt_weight_decay", settings["weight_decay"])
+            event("sgd_opt_momentum", settings["momentum"])
+            event(K.OPT_LR_WARMUP_EPOCHS, settings["warmup_steps"] * gbs / records)
+            event(K.MODEL_BN_SPAN, cfg["batch_size"])  # BatchNorm statistics per device
         ml.end(key=K.INIT_STOP, time_ms=round(quality["init_stop"] * 1000))
         ml.start(key=K.RUN_START, time_ms=round(quality["run_start"] * 1000))
         previous_end, previous_epoch = quality["run_start"], 0.0

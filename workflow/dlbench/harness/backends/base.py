@@ -129,9 +129,11 @@ class BackendBase(ABC):
 
     # ---- time to quality (harness/quality.py); a framework without it records `unsupported`
     def setup_quality(self, settings) -> None:
-        """After setup(): the optimizer's momentum and weight decay from `settings` (quality.Settings), and the
-        evaluation over the held-out split (ResNet-50: the ImageNet validation shards, resized to 1.14 x
-        image_size and centre-cropped, no augmentation; this rank's 1/world of the records)."""
+        """After setup(): for ResNet the optimizer's momentum and weight decay from `settings` (quality.Settings);
+        for BERT its Adam/LAMB unchanged but with no schedule of its own (set_learning_rate sets every step's rate).
+        And the evaluation over the held-out split (ResNet: the ImageNet validation shards, resized to 1.14 x
+        image_size and centre-cropped, no augmentation; BERT: the held-out shard, datasets.bert_split; this rank's
+        1/world of the records)."""
         raise Unsupported(f"time to quality is not implemented for {self.spec.framework} yet")
 
     def train_records(self) -> int:
@@ -144,7 +146,8 @@ class BackendBase(ABC):
 
     def evaluate(self) -> tuple[int, int]:
         """One pass over the held-out split in inference mode: (correct, evaluated) summed over the ranks
-        (ResNet-50: top-1). Training mode is restored afterwards."""
+        (ResNet: top-1 over images; BERT: masked-LM accuracy over the real masked positions). Training mode is
+        restored afterwards."""
         raise Unsupported(f"time to quality is not implemented for {self.spec.framework} yet")
 
     # ---- facts for the log

@@ -188,19 +188,25 @@ class Backend(BackendBase):
         with self._autocast():
             _, _, loss = self.model(**self.batch)
         self._update(loss, clip=self.spec.grad_clip)
-        self.scheduler.step()
+        if self.scheduler is not None:
+            self.scheduler.step()
 
     # ---- time to quality
     def setup_quality(self, settings) -> None:
-        if self.is_bert or self.spec.data != "real":
-            raise Unsupported("time to quality: ResNet-50 on real data only (BERT's masked-LM evaluation is not "
-                              "implemented yet; synthetic data has no held-out split)")
+        if self.spec.data != "real":
+            raise Unsupported("time to quality needs real data (synthetic data has no held-out split)")
+        if self.is_bert:  # Adam/LAMB as configured; the quality schedule sets the learning rate
+            self.scheduler = None
+            self.evaluation = torch_data.bert_eval_batches(self.spec, self.rank, self.world, self.device)
+            return
         for group in self.optimizer.param_groups:
             group.update(momentum=settings.momentum, weight_decay=settings.weight_decay)
         self.evaluation = torch_data.ImagenetEval(self.spec, self.rank, self.world, self.threads, self.device,
                                                   self.memory_format)
 
     def train_records(self) -> int:
+        if self.is_bert:
+            return datasets.bert_records(self.spec, "train")
         return datasets.imagenet_records(self.spec, "train")
 
     def set_learning_rate(self, lr: float) -> None:
@@ -208,12 +214,21 @@ class Backend(BackendBase):
             group["lr"] = lr
 
     def evaluate(self) -> tuple[int, int]:
+        """ResNet: top-1 over the validation shards; BERT: masked-LM accuracy over the held-out shard's real
+        (weight 1) masked positions, as MLPerf's BERT evaluation counts it. Dropout off."""
         self.model.eval()
         counts = torch.zeros(2, dtype=torch.int64, device=self.device)
         with torch.no_grad(), self._autocast():
-            for images, labels in self.evaluation.epoch():
-                counts[0] += (self.model(images).argmax(1) == labels).sum()
-                counts[1] += labels.numel()
+            if self.is_bert:
+                for batch in self.evaluation:
+                    mlm_logits, _, _ = self.model(**batch)
+                    real = batch["masked_lm_weights"] > 0
+                    counts[0] += ((mlm_logits.argmax(-1) == batch["masked_lm_ids"]) & real).sum()
+                    counts[1] += real.sum()
+            else:
+                for images, labels in self.evaluation.epoch():
+                    counts[0] += (self.model(images).argmax(1) == labels).sum()
+                    counts[1] += labels.numel()
         self.model.train()
         if self._distributed:
             dist.all_reduce(counts)

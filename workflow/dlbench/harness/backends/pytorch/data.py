@@ -222,3 +222,15 @@ class BertPipeline(datasets.InputPipeline):
 def bert_pipeline(spec: RunSpec, rank: int, world: int, device: torch.device | str) -> BertPipeline:
     """BERT pretraining batches from the HDF5 shards (see the module docstring)."""
     return BertPipeline(spec, rank, world, torch.device(device))
+
+
+def bert_eval_batches(spec: RunSpec, rank: int, world: int, device: torch.device) -> list[dict[str, torch.Tensor]]:
+    """Time to quality: the held-out shard (datasets.bert_split), this rank's 1/world of its sequences (every
+    world-th), in batches of spec.batch_size (the last one partial), resident on the device: read once."""
+    shards = datasets.bert_shards(spec, "hdf5", "heldout")
+    bert_hdf5.check_shards(shards, spec.seq_length, spec.predictions)
+    arrays = [bert_hdf5.read_shard(path) for path in shards]
+    mine = {name: np.concatenate([a[name] for a in arrays])[rank::world] for name in bert.FEATURES}
+    count = len(mine["input_ids"])
+    return [{name: _to_tensor(value[start:start + spec.batch_size], False).to(device) for name, value in mine.items()}
+            for start in range(0, count, spec.batch_size)]

@@ -196,7 +196,8 @@ class Backend(BackendBase):
         cfg = bert.CONFIGS[spec.model]
         with self.strategy.scope():
             self.model = tf_bert.BertPretraining(cfg)
-            optimizer = tf_bert.make_optimizer(spec.optimizer_name, self.model)
+            # time to quality: a constant rate (a variable) that quality's schedule sets before every step
+            optimizer = tf_bert.make_optimizer(spec.optimizer_name, self.model, 0.0 if spec.quality else None)
             if self.policy == "mixed_float16":
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             optimizer.build(self.model.trainable_variables)
@@ -231,11 +232,24 @@ class Backend(BackendBase):
 
     # ---- time to quality
     def setup_quality(self, settings) -> None:
-        if self.is_bert or self.spec.data != "real":
-            raise Unsupported("time to quality: ResNet-50 on real data only (BERT's masked-LM evaluation is not "
-                              "implemented yet; synthetic data has no held-out split)")
+        if self.spec.data != "real":
+            raise Unsupported("time to quality needs real data (synthetic data has no held-out split)")
         if self.world > 1:
             raise Unsupported("time to quality with several TensorFlow workers is not implemented yet")
+        if self.is_bert:  # Adam/LAMB as configured, at the rate set_learning_rate gives (setup_bert)
+            self._eval_data = tf_data.bert_eval_dataset(self.spec, self.threads)
+            model = self.model
+
+            @tf.function(reduce_retracing=True)
+            def correct_mlm(features):
+                mlm_logits, _ = model(features, training=False)
+                real = features["masked_lm_weights"] > 0
+                hit = tf.logical_and(tf.argmax(mlm_logits, axis=-1, output_type=tf.int32) == features["masked_lm_ids"],
+                                     real)
+                return tf.reduce_sum(tf.cast(hit, tf.int64)), tf.reduce_sum(tf.cast(real, tf.int64))
+
+            self._correct = correct_mlm
+            return
         optimizer = getattr(self.optimizer, "inner_optimizer", self.optimizer)
         optimizer.momentum, optimizer.weight_decay = settings.momentum, settings.weight_decay  # before tracing
         self._eval_data = tf_data.imagenet_eval_dataset(self.spec, self.rank, self.world, self.threads)
@@ -246,9 +260,11 @@ class Backend(BackendBase):
             predicted = tf.argmax(model(images, training=False), axis=1, output_type=tf.int32)
             return tf.reduce_sum(tf.cast(predicted == labels, tf.int64)), tf.size(labels, out_type=tf.int64)
 
-        self._correct = correct
+        self._correct = lambda batch: correct(*batch)
 
     def train_records(self) -> int:
+        if self.is_bert:
+            return datasets.bert_records(self.spec, "train")
         return datasets.imagenet_records(self.spec, "train")
 
     def set_learning_rate(self, lr: float) -> None:
@@ -256,8 +272,8 @@ class Backend(BackendBase):
 
     def evaluate(self) -> tuple[int, int]:
         right, total = 0, 0
-        for images, labels in self._eval_data:
-            batch_right, batch_total = self._correct(images, labels)
+        for batch in self._eval_data:  # ResNet: top-1; BERT: masked-LM accuracy at the real masked positions
+            batch_right, batch_total = self._correct(batch)
             right, total = right + int(batch_right), total + int(batch_total)
         return right, total
 

@@ -232,6 +232,22 @@ def decode_record(record: tf.Tensor, name_to_features: dict) -> dict[str, tf.Ten
     return {name: tf.cast(t, tf.int32) if t.dtype == tf.int64 else t for name, t in example.items()}
 
 
+def _bert_step_layout(batch: dict) -> dict[str, tf.Tensor]:
+    """A parsed batch in the step's layout: bert.FEATURES, next_sentence_labels [B, 1] -> [B]."""
+    batch = dict(batch)
+    batch["next_sentence_labels"] = tf.reshape(batch["next_sentence_labels"], [-1])
+    return {name: batch[name] for name in bert.FEATURES}
+
+
+def bert_eval_dataset(spec: RunSpec, threads: int) -> tf.data.Dataset:
+    """Time to quality: the held-out TFRecord shard (datasets.bert_split), in order, once per evaluation, in
+    batches of spec.batch_size (the last one partial). One worker (setup_quality refuses several)."""
+    name_to_features = bert_features(spec.seq_length, spec.predictions)
+    dataset = tf.data.TFRecordDataset(datasets.bert_shards(spec, "tfrecord", "heldout"))
+    dataset = dataset.map(lambda record: decode_record(record, name_to_features), num_parallel_calls=AUTOTUNE)
+    return dataset.batch(spec.batch_size).map(_bert_step_layout).prefetch(AUTOTUNE).with_options(_options(threads))
+
+
 def bert_pipeline(spec: RunSpec, rank: int, world: int, device: str | None = None, *, threads: int = 4,
                   strategy: tf.distribute.Strategy | None = None) -> Pipeline:
     """This rank's BERT batches: a dict of bert.FEATURES as bert.synthetic_batch gives them (int32 ids,
@@ -240,16 +256,11 @@ def bert_pipeline(spec: RunSpec, rank: int, world: int, device: str | None = Non
     name_to_features = bert_features(spec.seq_length, spec.predictions)
     share = _share(files, rank, world)
 
-    def to_step(batch):
-        batch = dict(batch)
-        batch["next_sentence_labels"] = tf.reshape(batch["next_sentence_labels"], [-1])  # [B, 1] -> [B]
-        return {name: batch[name] for name in bert.FEATURES}
-
     def make_dataset():
         dataset = _records(files, rank, world, threads, BERT_SHUFFLE_BUFFER, bert_order=True)
         dataset = dataset.map(lambda record: decode_record(record, name_to_features), num_parallel_calls=AUTOTUNE,
                               deterministic=False)
-        dataset = dataset.batch(spec.batch_size, drop_remainder=True).map(to_step)
+        dataset = dataset.batch(spec.batch_size, drop_remainder=True).map(_bert_step_layout)
         return dataset.prefetch(AUTOTUNE).with_options(_options(threads))
 
     description = (f"tf.data TFRecordDataset ({share}, interleaved), shuffle {BERT_SHUFFLE_BUFFER}, "
