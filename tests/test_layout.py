@@ -36,7 +36,7 @@ def test_shard_names_parse_back_and_listings_skip_other_files(tmp_path):
     assert [str(p.relative_to(tmp_path)) for p in layout.bert_shards(tmp_path, "hdf5")] == [
         layout.bert_shard("hdf5", "wiki", 0, 1)] == ["hdf5/wiki-00000-of-00001.hdf5"]
     # the harness finds the same files by the same names
-    spec = SimpleNamespace(data_dir=str(tmp_path), seq_length=128, predictions=20)  # what the readers look at
+    spec = SimpleNamespace(data_dir=str(tmp_path), seq_length=128, predictions=20, quality="")  # what readers use
     shards, indexes = datasets.imagenet_train_shards(spec)
     assert indexes == [str(tmp_path / layout.dali_index(Path(s).name)) for s in shards]
     assert [Path(s).name for s in shards] == ["train-00000-of-00002", "train-00001-of-00002"]
