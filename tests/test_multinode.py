@@ -20,8 +20,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from conftest import REPO, tiny_config, write_config
+from dlbench.study import load_study
 
 CLUSTER = REPO / "tests" / "slurm" / "slurm-local.sh"
 HARD_TIMEOUT_S = 1200
@@ -97,6 +99,17 @@ def summary_of(work: Path, model: str, framework: str, topology: str, data: str 
             if f"-{data}" in p.parent.name]
     assert len(logs) == 1, logs
     return read_log(logs[0])[-1]
+
+
+def test_the_shipped_interconnect_study_pairs_one_node_with_two():
+    """workflow/studies/interconnect.yaml: per framework the same two devices as 1x2 and as 2x1, the pairs the
+    report's across-nodes section compares."""
+    config = yaml.safe_load((REPO / "workflow/studies/interconnect.yaml").read_text())
+    study = load_study(config, REPO / "workflow/schemas/config.schema.yaml", REPO / "envs", REPO)
+    for framework in FRAMEWORKS:
+        cells = [c for c in study.configurations.values() if c.framework == framework]
+        assert sorted(c.topology for c in cells) == ["1x2", "2x1"]
+        assert len({(c.model, c.batch_size, c.precision, c.data) for c in cells}) == 1
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
