@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 from pathlib import Path
 
@@ -184,20 +185,31 @@ def test_tensor_beyond_the_int32_build_is_unsupported(mx_python, tmp_path):
     assert "larger than 2^31 elements" in summary["error"] and "USE_INT64_TENSOR_SIZE" in summary["error"]
 
 
-def test_multi_node_without_horovod_is_unsupported(mx_python, tmp_path):
-    """A rank of a 2-node run (as srun starts it): without Horovod MXNet has no cross-node route here."""
+def test_two_nodes_get_a_ps_lite_server_each(mx_python, tmp_path):
+    """The ranks of a 2x1 run as srun would start them, here on one host: each is its node's first rank and starts
+    a server, rank 0 also the scheduler; both join the dist_sync kvstore and train (tests/test_multinode.py runs
+    the same across two namespaced nodes under SLURM)."""
     log = tmp_path / "run.jsonl"
-    env = dict(harness_env(), DLBENCH_RANK="0", DLBENCH_WORLD_SIZE="2", DLBENCH_LOCAL_RANK="0",
-               DLBENCH_LOCAL_WORLD_SIZE="1", DLBENCH_RANK_DIR=str(tmp_path / "ranks"),
-               MASTER_ADDR="127.0.0.1", MASTER_PORT="1")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
     cmd = [str(mx_python), "-m", "dlbench.harness.rank", "--framework", "mxnet", "--model", "resnet50",
            "--log", str(log), "--topology", "2x1", *TINY]
-    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 3
-    summary = read_log(log)["summary"][-1]
-    assert summary["status"] == "unsupported"
-    assert "Horovod" in summary["error"] and "2 nodes" in summary["error"]
-    assert json.loads((tmp_path / "ranks" / "rank0.json").read_text())["status"] == "unsupported"
+    ranks = [subprocess.Popen(cmd, env=dict(harness_env(), DLBENCH_RANK=str(rank), DLBENCH_WORLD_SIZE="2",
+                                            DLBENCH_LOCAL_RANK="0", DLBENCH_LOCAL_WORLD_SIZE="1",
+                                            DLBENCH_RANK_DIR=str(tmp_path / "ranks"), DLBENCH_CPUS=str(rank % 2),
+                                            MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for rank in range(2)]
+    outputs = [rank.communicate(timeout=300)[0] for rank in ranks]
+    assert [rank.returncode for rank in ranks] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
+    entries = read_log(log)
+    summary, env = entries["summary"][-1], entries["environment"][0]
+    assert summary["status"] == "ok" and summary["world_size"] == 2
+    in_effect = env["strategy_in_effect"]
+    assert (in_effect["kvstore_type"], in_effect["num_workers"], in_effect["num_servers"]) == ("dist_sync", 2, 2)
+    assert "2 workers, 2 servers" in in_effect["summary"]
+    assert len(env["kvstore_processes"]) == 2  # rank 0: the scheduler and its node's server
+    assert env["kvstore_addresses"] == {"scheduler": f"127.0.0.1:{port}", "node_host": "127.0.0.1", "servers": 2}
 
 
 TORCH_REFERENCE = """

@@ -277,3 +277,41 @@ def real_vs_synthetic(records: pd.DataFrame, level: float = stats.DEFAULT_LEVEL)
                      "median_synthetic": float(np.median(ok["synthetic"])) if len(ok["synthetic"]) else None,
                      "ratio": ci.ratio, "ratio_low": ci.low, "ratio_high": ci.high, "ratio_note": ci.note})
     return pd.DataFrame(rows, columns=PAIR_COLUMNS)
+
+
+# Configurations with the same devices split differently over nodes (1x2 against 2x1, 2x4 against 1x8): the ratio
+# is what crossing the interconnect costs instead of the node's own links (DLPerf's 1n8g against 2n4g... cases).
+NODES_KEY = [c for c in CONFIG_COLUMNS if c not in ("config_id", "topology", "nodes", "devices_per_node")]
+NODES_COLUMNS = [*NODES_KEY, "topology_one_node", "topology_nodes", "config_one_node", "config_nodes", "unit",
+                 "n_one_node", "n_nodes", "median_one_node", "median_nodes", "ratio", "ratio_low", "ratio_high",
+                 "ratio_note"]
+
+
+def across_nodes(records: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> pd.DataFrame:
+    """One row per configuration run with the same devices on one node and on several (everything else the same):
+    the medians of their ok runs and ratio = median(several nodes) / median(one node) with its bootstrap interval
+    (stats.ratio_ci). Below 1: the interconnect between nodes is slower than the links within one."""
+    if records.empty or "nodes" not in records:
+        return pd.DataFrame(columns=NODES_COLUMNS)
+    present = [c for c in NODES_KEY if c in records]
+    key = pd.Series(["|".join(map(str, row)) for row in records[present].itertuples(index=False)],
+                    index=records.index)
+    rows = []
+    for _, group in records.groupby(key, sort=False):
+        one = group[group["nodes"] == 1]
+        if one.empty:
+            continue
+        for _, several in group[group["nodes"] > 1].groupby("nodes", sort=True):
+            ok_one, ok_several = (runs.loc[runs["status"] == "ok", "throughput"].astype(float).dropna().to_numpy()
+                                  for runs in (one, several))
+            ci = stats.ratio_ci(ok_several, ok_one, level)
+            first = group.iloc[0]
+            rows.append({**{k: first.get(k) for k in NODES_KEY},
+                         "topology_one_node": one["topology"].iloc[0], "topology_nodes": several["topology"].iloc[0],
+                         "config_one_node": one["config_id"].iloc[0], "config_nodes": several["config_id"].iloc[0],
+                         "unit": next((u for u in group["unit"] if isinstance(u, str)), None),
+                         "n_one_node": len(ok_one), "n_nodes": len(ok_several),
+                         "median_one_node": float(np.median(ok_one)) if len(ok_one) else None,
+                         "median_nodes": float(np.median(ok_several)) if len(ok_several) else None,
+                         "ratio": ci.ratio, "ratio_low": ci.low, "ratio_high": ci.high, "ratio_note": ci.note})
+    return pd.DataFrame(rows, columns=NODES_COLUMNS)

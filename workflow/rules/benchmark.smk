@@ -27,7 +27,10 @@ rule benchmark_run:
         cpus_per_task=lambda wildcards, threads: max(1, threads // configuration(wildcards).devices_per_node),
         mpi=lambda wildcards: "srun" if configuration(wildcards).world_size > 1 else "",
         gres=lambda wildcards: gpu_gres(configuration(wildcards)),
-        slurm_extra="--exclusive",
+        # --no-requeue: SLURM would put a job whose node failed back in the queue as the same try, behind
+        # Snakemake's back (and a two-node job waits there until the node returns); the try fails instead and
+        # Snakemake's retries decide, each try noted (harness: Attempts).
+        slurm_extra="--exclusive --no-requeue",
         # Not parameters: retrying must not change what the run is (and trigger reruns).
         attempt=lambda wildcards, attempt: attempt,
         max_attempts=max_attempts,

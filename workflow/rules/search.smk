@@ -26,7 +26,7 @@ checkpoint batch_search:
         cpus_per_task=lambda wildcards, threads: max(1, threads // configuration(wildcards).devices_per_node),
         mpi=lambda wildcards: "srun" if configuration(wildcards).devices_per_node > 1 else "",
         gres=lambda wildcards: gpu_gres(configuration(wildcards)),
-        slurm_extra="--exclusive",
+        slurm_extra="--exclusive --no-requeue",  # as benchmark_run
     conda:
         run_conda_env
     shell:

@@ -32,7 +32,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from .. import layout
-from . import lifeline, runner, strategies, sysinfo
+from . import lifeline, nodes, runner, strategies, sysinfo
 from .runlog import LOG_SCHEMA_VERSION, append_line, failure_summary, last_line_type, partial_path, utc_now
 from .spec import TELEMETRY_PYTHON_ENV, RunSpec, Unsupported, parser, spec_from_args
 
@@ -203,9 +203,10 @@ def start_srun_ranks(spec: RunSpec, cpus_per_task: int, rank_dir: Path) -> list[
     return [subprocess.Popen(cmd, env=env, start_new_session=True, preexec_fn=lifeline.die_with_parent(signal.SIGTERM))]
 
 
-def stop(procs: list[subprocess.Popen]) -> None:
-    """SIGTERM each rank's whole process group, then SIGKILL what is left."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
+def stop(procs: list[subprocess.Popen], signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGKILL)) -> None:
+    """SIGTERM each rank's whole process group, then SIGKILL what is left. A lost node: SIGKILL alone (srun would
+    spend its grace waiting for the dead node's part of the step, and SLURM may end the job meanwhile)."""
+    for sig in signals:
         for p in procs:
             if p.poll() is None:
                 try:
@@ -246,7 +247,7 @@ def telemetry_dir(log: Path) -> Path:
     return log.with_name(log.name + ".telemetry")
 
 
-def stop_sampler(sampler: subprocess.Popen | str | None, log: Path) -> None:
+def stop_sampler(sampler: subprocess.Popen | str | None, log: Path, hard: bool = False) -> None:
     """Stop the sampler and move its lines into the log as `telemetry` lines, before the summary if there is one;
     a sampler that could not start or wrote nothing leaves one line saying why."""
     if sampler is None:
@@ -255,7 +256,7 @@ def stop_sampler(sampler: subprocess.Popen | str | None, log: Path) -> None:
         insert_before_summary(log, [json.dumps({"type": "telemetry", "kind": "unavailable", "why": sampler})])
         return
     if sampler.poll() is None:
-        os.killpg(sampler.pid, signal.SIGTERM)
+        os.killpg(sampler.pid, signal.SIGKILL if hard else signal.SIGTERM)  # hard: a node was lost (see stop)
         try:
             sampler.wait(timeout=15)
         except subprocess.TimeoutExpired:
@@ -287,21 +288,33 @@ def insert_before_summary(log: Path, lines: list[str]) -> None:
     os.replace(tmp, log)
 
 
-def supervise(spec: RunSpec, procs: list[subprocess.Popen]) -> tuple[str | None, str]:
-    """Wait for the ranks. Returns (status, message) of a failure the ranks could not report."""
+def supervise(spec: RunSpec, procs: list[subprocess.Popen], rank_dir: Path | None = None,
+              watch: nodes.NodeWatch | None = None) -> tuple[str | None, str]:
+    """Wait for the ranks. Returns (status, message) of a failure the ranks could not report. Under srun (one
+    process for all ranks) a rank's failure shows as its report in `rank_dir`; `watch`: the other nodes of a
+    multi-node allocation, whose loss ends the run at once (status failed: worth another try)."""
     deadline = time.monotonic() + spec.timeout_s if spec.timeout_s > 0 else None
     failed_at = None
+    next_report_check = 0.0
     while any(p.poll() is None for p in procs):
         now = time.monotonic()
         if deadline is not None and now > deadline:
             stop(procs)
             return "timeout", f"run exceeded its time limit of {spec.timeout_s:g} s"
+        if watch is not None and (lost := watch.check()):
+            print(f"[dlbench] {'; '.join(n.describe() for n in lost)}: stopping the ranks", file=sys.stderr)
+            stop(procs, (signal.SIGKILL,))
+            return "failed", "; ".join(n.describe() for n in lost)
         if failed_at is None and any(p.poll() not in (None, 0) for p in procs):
             failed_at = now  # the others may hang in a collective: give them a grace period
+        if failed_at is None and rank_dir is not None and now >= next_report_check:
+            next_report_check = now + 1.0
+            failed_at = now if rank_failures(rank_dir) else None
         if failed_at is not None and now - failed_at > GRACE_S:
             left = [rank for rank, p in enumerate(procs) if p.poll() is None]
-            print(f"[dlbench] stopping rank(s) {', '.join(map(str, left))}: still running {GRACE_S:g} s after "
-                  "another rank failed (hanging in a collective?)", file=sys.stderr)
+            what = "the srun step" if rank_dir is not None else f"rank(s) {', '.join(map(str, left))}"
+            print(f"[dlbench] stopping {what}: still running {GRACE_S:g} s after a rank failed (hanging in a "
+                  "collective?)", file=sys.stderr)
             stop(procs)
             break
         time.sleep(0.1)
@@ -318,6 +331,23 @@ def supervise(spec: RunSpec, procs: list[subprocess.Popen]) -> tuple[str | None,
     return "error", f"rank {rank} {how}{hint}; see the rule's log for its output"
 
 
+def replace_summary(log: Path, summary: dict) -> None:
+    """The partial log with `summary` as its last line, instead of the summary rank 0 may have written."""
+    lines = log.read_text(encoding="utf-8").splitlines()
+    if lines and last_line_type(log) == "summary":
+        lines.pop()
+    tmp = log.with_name(log.name + ".tmp")
+    tmp.write_text("\n".join([*lines, json.dumps(summary, separators=(",", ":"))]) + "\n", encoding="utf-8")
+    os.replace(tmp, log)
+
+
+def node_watch(spec: RunSpec, launcher: str) -> nodes.NodeWatch | None:
+    """The watch over the other nodes of a multi-node srun run (this process runs on the first)."""
+    if launcher != "srun" or spec.nodes < 2:
+        return None
+    return nodes.NodeWatch.for_allocation((sysinfo.slurm_info() or {}).get("nodelist", ""), sysinfo.hostname())
+
+
 def oom_elsewhere(log: Path, reports: list[dict]) -> None:
     """Rank 0 failed with an error because another rank ran out of memory (its collective broke off): the run
     ran out of memory, and the summary says so, with the rank that did and rank 0's own error."""
@@ -325,12 +355,8 @@ def oom_elsewhere(log: Path, reports: list[dict]) -> None:
     oom = next((r for r in reports if r.get("status") == "oom"), None)
     if summary.get("status") != "error" or oom is None:
         return
-    line = failure_summary("oom", f"rank {oom['rank']}: {oom['error']} (rank 0: {summary.get('error', '')})"[:4000],
-                           memory=oom.get("memory"))
-    lines = log.read_text(encoding="utf-8").splitlines()[:-1]
-    tmp = log.with_name(log.name + ".tmp")
-    tmp.write_text("\n".join([*lines, json.dumps(line, separators=(",", ":"))]) + "\n", encoding="utf-8")
-    os.replace(tmp, log)
+    message = f"rank {oom['rank']}: {oom['error']} (rank 0: {summary.get('error', '')})"[:4000]
+    replace_summary(log, failure_summary("oom", message, memory=oom.get("memory")))
 
 
 def run_external(spec: RunSpec, log: Path, threads: int, procs: list[subprocess.Popen], guard: lifeline.Guard) -> None:
@@ -459,11 +485,16 @@ def run(spec: RunSpec, log: Path, guard: lifeline.Guard) -> int:
         if isinstance(sampler, subprocess.Popen):
             guard.watch(sampler.pid)
         samplers.extend([sampler] if sampler is not None else [])
-        status, message = supervise(spec, procs)
+        watch = node_watch(spec, launcher)
+        status, message = supervise(spec, procs, rank_dir if launcher == "srun" else None, watch)
         samplers.clear()
-        stop_sampler(sampler, log)
+        stop_sampler(sampler, log, hard=watch is not None and bool(watch.lost))
         reports = rank_failures(rank_dir)
-        if last_line_type(log) != "summary":
+        if watch is not None and watch.lost:  # whatever the surviving ranks said, the node's loss ended the run
+            first = f"; rank {reports[0]['rank']}: {reports[0]['error'][:500]}" if reports else ""
+            replace_summary(log, failure_summary("failed", message + first, lost_nodes=[
+                {"node": n.node, "state": n.state, "reason": n.reason, "why": n.why} for n in watch.lost]))
+        elif last_line_type(log) != "summary":
             if status == "timeout" or not reports:
                 append_line(log, failure_summary(status or "error", message or "no summary was written"))
             else:

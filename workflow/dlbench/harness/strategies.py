@@ -5,7 +5,8 @@ tf_cnn_benchmarks made "how the ranks combine their gradients" an axis (`variabl
 replicated, collective_all_reduce, horovod, ...) because the fastest choice depended on the platform and the
 model. Here each framework lists the options its current API offers. `auto` (every framework) is what the
 backend does without one: PyTorch DDP over NCCL on GPUs, Gloo on CPUs; TensorFlow MultiWorkerMirroredStrategy
-with NCCL on GPUs, ring on CPUs; MXNet the dist_sync kvstore within a node, Horovod across nodes.
+with NCCL on GPUs, ring on CPUs; MXNet the dist_sync kvstore (ps-lite: a scheduler on the first node, a server on
+every node), on one node or several.
 
 A strategy names a way to exchange gradients between ranks, so any other than `auto` needs several ranks. What
 cannot run is decided before any model is built: `problem(spec)` (the supervisor, before the ranks start: a
@@ -84,8 +85,8 @@ STRATEGIES: tuple[Strategy, ...] = (
              note="ParameterServerStrategy needs a coordinator process that schedules steps on worker tasks and "
              "parameter-server tasks holding the variables (ClusterCoordinator); dlbench's ranks are symmetric "
              "workers timed in lockstep, so it is not implemented"),
-    # MXNet: kvstore types (ps-lite on this node) or Horovod.
-    Strategy("mxnet", "dist_sync", "kvstore dist_sync: a ps-lite server sums the gradients, every worker "
+    # MXNet: kvstore types (ps-lite: a server per node) or Horovod.
+    Strategy("mxnet", "dist_sync", "kvstore dist_sync: ps-lite servers (one per node) sum the gradients, every worker "
              "updates its own weights (update_on_kvstore=False, an all-reduce)"),
     Strategy("mxnet", "dist_device_sync", "kvstore dist_device_sync: as dist_sync, gradients aggregated on the "
              "device (GPU) before the push"),

@@ -134,6 +134,9 @@ def parse(path: str | Path, labels: dict[str, Any] | None = None) -> dict[str, A
         "memory_limit_gb": cfg.get("memory_limit_gb") or None,
         "slurm_state": summary.get("slurm_state") or next(
             (s for s in reversed(summary.get("slurm_states") or []) if s), None),
+        "rank_hosts": ",".join(r.get("host", "") for r in sorted(summary.get("ranks", []), key=lambda r: r["rank"]))
+        or None,
+        "lost_nodes": ";".join(f"{n['node']} ({n['state']})" for n in summary.get("lost_nodes", [])) or None,
         # A runner's run that ended before its tool wrote a log still belongs to that tool's column.
         "source": json.loads(cfg["runner"])["format"] if cfg.get("runner") else NAME,
         "throughput_definition": THROUGHPUT_DEFINITION,

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from .. import stats
-from ..aggregate import real_vs_synthetic
+from ..aggregate import across_nodes, real_vs_synthetic
 from ..compare import compare
 from ..references import load_references, match_references
 from .format import DASH, fmt_num, fmt_text, missing
@@ -194,6 +194,26 @@ def real_synthetic(inputs: ReportInputs) -> Section | None:
                    rows)
 
 
+def interconnect(inputs: ReportInputs) -> Section | None:
+    """Per configuration run with the same devices on one node and on several (1x2 and 2x1): median(several nodes)
+    / median(one node), the cost of the interconnect (aggregate.across_nodes), with its bootstrap interval."""
+    level = confidence_level(inputs.env)
+    pairs = across_nodes(inputs.records, level)
+    if pairs.empty:
+        return None
+    rows = [{"Configuration": f"{pair_label({**r, 'topology': ''})}, {r['devices']} devices",
+             "One node": f"{r['topology_one_node']}: {fmt_num(r['median_one_node'])}",
+             "Several nodes": f"{r['topology_nodes']}: {fmt_num(r['median_nodes'])}",
+             "Unit": fmt_text(r["unit"]) or DASH, "Nodes ÷ one node [interval]": _ratio(r),
+             "Runs ok (one, several)": f"{r['n_one_node']}, {r['n_nodes']}", "Note": fmt_text(r["ratio_note"])}
+            for _, r in pairs.iterrows()]
+    return Section("interconnect", "Across nodes ÷ within one node",
+                   f"The same devices on several nodes / on one node (e.g. 2x1 / 1x2), everything else the same: "
+                   f"median throughput ratio with its {level:.0%} percentile-bootstrap interval. Below 1: the gradient "
+                   "exchange between nodes (their network) is slower than within one node. Each run's hosts and "
+                   "every rank's host are in records.csv (hosts, rank_hosts).", rows)
+
+
 def comparison(inputs: ReportInputs) -> Section | None:
     """This version against the result set report.compare_to names: ratio of medians with its interval and a
     verdict per configuration present in both (dlbench.compare); configurations in one side only listed."""
@@ -311,8 +331,8 @@ def batch_searches(inputs: ReportInputs) -> Section | None:
 
 
 SECTIONS: tuple[Callable[[ReportInputs], Section | None], ...] = (
-    flags, real_synthetic, comparison, references, time_to_quality, time_to_train, throughput_definitions, telemetry,
-    batch_searches,
+    flags, real_synthetic, interconnect, comparison, references, time_to_quality, time_to_train, throughput_definitions,
+    telemetry, batch_searches,
 )
 
 

@@ -11,13 +11,13 @@ The contract, and when the harness calls what: backends/base.py. Here:
   `allreduce_grads()` and `update()` (GluonNLP's pattern);
 - compiler on: `hybridize(static_alloc=True, static_shape=True)` (MXNet's cached graph); off: imperative;
 - AMP (`mxnet.contrib.amp`): bfloat16 on CPU (oneDNN), float16 with dynamic loss scaling on GPU;
-- several ranks on one node, one process per device: the parameter-server kvstore 'dist_sync' built
-  into MXNet. Rank 0 also starts the ps-lite scheduler and one server as child processes (in its process
-  group, so the supervisor's stop() ends them too); every worker push-pulls its gradients through it
-  (the server sums them, each worker then applies the optimizer itself: update_on_kvstore=False, as
-  an allreduce). Across nodes: Horovod when importable, else `Unsupported`. spec.strategy (strategies.py) may
-  pick dist_device_sync, a parameter server that runs the optimizer (dist_sync_ps, dist_async:
-  update_on_kvstore=True) or Horovod within the node.
+- several ranks, one process per device, on one node or several: the parameter-server kvstore 'dist_sync'
+  built into MXNet (ps-lite). Rank 0 starts the scheduler at MASTER_ADDR:MASTER_PORT (the allocation's first
+  node) and the first rank of every node (local rank 0) one server, as child processes in its process group,
+  so the supervisor's stop() ends them too; every worker push-pulls its gradients through the servers (they
+  sum them, each worker then applies the optimizer itself: update_on_kvstore=False, as an allreduce).
+  spec.strategy (strategies.py) may pick dist_device_sync, a parameter server that runs the optimizer
+  (dist_sync_ps, dist_async: update_on_kvstore=True) or Horovod.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ if hasattr(os, "sched_getaffinity"):
 import atexit  # noqa: E402
 import ctypes  # noqa: E402
 import json  # noqa: E402
+import socket  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -74,6 +75,14 @@ def _cpu_flags() -> set[str]:
     return set()
 
 
+def address_towards(host: str, port: int) -> str:
+    """This node's address on the interface that routes to `host` (a UDP connect sends nothing): the address the
+    other nodes reach this one at, where the host name may resolve to loopback (Debian's 127.0.1.1)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect((host, port))
+        return probe.getsockname()[0]
+
+
 def _distribution() -> tuple[str, str | None]:
     """(pip distribution of MXNet, its CUDA version from the name, e.g. mxnet-cu112 -> 11.2)."""
     for dist in metadata.distributions():
@@ -107,6 +116,7 @@ class Backend(BackendBase):
         self.ctx = self._pick_context(spec.device)
         self.net = None
         self.kv = None
+        self.kv_addresses: dict | None = None  # where ps-lite's scheduler is, the address this node joined with
         self.hvd = None
         self.distributed_backend: str | None = None
         self.update_on_kvstore = spec.strategy in SERVER_UPDATE
@@ -225,20 +235,15 @@ class Backend(BackendBase):
 
     def _init_distributed(self) -> None:
         name = self.spec.strategy
-        if self.spec.nodes > 1 and name not in ("auto", "horovod"):
-            raise Unsupported(f"strategy {name!r}: dlbench starts the ps-lite scheduler and server on one node only; "
-                              "across nodes MXNet runs with Horovod (strategy auto or horovod)")
         if name in SERVER_UPDATE and self.is_bert:
             raise Unsupported(f"strategy {name!r} runs the optimizer on the kvstore server, but BERT's learning-rate "
                               "schedule and gradient clipping run on the workers (ResNet-50 only)")
-        if self.spec.nodes > 1 or name == "horovod":
+        if name == "horovod":
             try:
                 import horovod.mxnet as hvd
             except ImportError as exc:
-                where = f"across {self.spec.nodes} nodes" if self.spec.nodes > 1 else "with strategy 'horovod'"
-                raise Unsupported(
-                    f"MXNet {where} needs Horovod (horovod.mxnet), which is not "
-                    f"installed ({exc}); the dist kvstore is used within one node only") from None
+                raise Unsupported(f"strategy 'horovod' needs Horovod (horovod.mxnet), which is not installed ({exc}); "
+                                  "the dist kvstore (strategy auto) needs nothing more") from None
             hvd.init()
             if hvd.size() != self.world:
                 raise RuntimeError(f"Horovod sees {hvd.size()} ranks, the launcher started {self.world}")
@@ -249,23 +254,27 @@ class Backend(BackendBase):
         self._init_kvstore(KV_TYPES[name])
 
     def _init_kvstore(self, kv_type: str) -> None:
-        """ps-lite on this node: rank 0 starts the scheduler (at MASTER_PORT) and one server."""
+        """ps-lite across the allocation: rank 0 starts the scheduler (at MASTER_ADDR:MASTER_PORT), the first rank
+        of every node one server."""
         if not _feature("DIST_KVSTORE"):
             raise Unsupported("MXNet multi-process training needs Horovod or a dist kvstore: this MXNet build "
-                              "has no DIST_KVSTORE and horovod.mxnet is not used within one node")
+                              "has no DIST_KVSTORE")
         port = os.environ.get("MASTER_PORT")
         if not port:
             raise Unsupported("MXNet multi-process training needs MASTER_PORT for its dist kvstore's scheduler")
-        dmlc = {
-            "DMLC_PS_ROOT_URI": "127.0.0.1", "DMLC_PS_ROOT_PORT": port, "DMLC_NODE_HOST": "127.0.0.1",
-            "DMLC_NUM_SERVER": "1", "DMLC_NUM_WORKER": str(self.world),
-        }
-        if self.rank == 0:
-            for role in ("scheduler", "server"):
-                # the server only sums gradients: one thread, on rank 0's cores (inherited)
-                env = dict(os.environ, **dmlc, DMLC_ROLE=role, OMP_NUM_THREADS="1")
-                self._kv_children.append(subprocess.Popen([sys.executable, "-c", "import mxnet"], env=env))
+        root = socket.gethostbyname(os.environ.get("MASTER_ADDR") or "127.0.0.1")
+        dmlc = {"DMLC_PS_ROOT_URI": root, "DMLC_PS_ROOT_PORT": port,
+                "DMLC_NUM_SERVER": str(self.spec.nodes), "DMLC_NUM_WORKER": str(self.world)}
+        if "DMLC_INTERFACE" not in os.environ:  # the user's choice of interface wins (ps-lite reads it)
+            dmlc["DMLC_NODE_HOST"] = os.environ.get("DMLC_NODE_HOST") or address_towards(root, int(port))
+        roles = (["scheduler"] if self.rank == 0 else []) + (["server"] if self.local_rank == 0 else [])
+        for role in roles:
+            # a server only sums gradients: one thread, on this rank's cores (inherited)
+            env = dict(os.environ, **dmlc, DMLC_ROLE=role, OMP_NUM_THREADS="1")
+            self._kv_children.append(subprocess.Popen([sys.executable, "-c", "import mxnet"], env=env))
         os.environ.update(dmlc, DMLC_ROLE="worker")
+        self.kv_addresses = {"scheduler": f"{root}:{port}", "node_host": dmlc.get("DMLC_NODE_HOST", ""),
+                             "servers": self.spec.nodes}
         kv = mx.kv.create(kv_type)  # blocks until every worker and the server have joined
         if kv.num_workers != self.world:
             raise RuntimeError(f"dist kvstore sees {kv.num_workers} workers, the launcher started {self.world}")
@@ -373,8 +382,11 @@ class Backend(BackendBase):
         if self.kv is None:
             return {"summary": "none (one rank)"}
         on_server = bool(self.trainer._update_on_kvstore)
-        facts = {"kvstore_type": self.kv.type, "num_workers": self.kv.num_workers, "update_on_kvstore": on_server}
-        facts["summary"] = (f"kvstore {facts['kvstore_type']} (ps-lite, {facts['num_workers']} workers, 1 server), "
+        servers = int(os.environ.get("DMLC_NUM_SERVER", "1"))  # what ps-lite was told to wait for
+        facts = {"kvstore_type": self.kv.type, "num_workers": self.kv.num_workers, "num_servers": servers,
+                 "update_on_kvstore": on_server}
+        facts["summary"] = (f"kvstore {facts['kvstore_type']} (ps-lite, {facts['num_workers']} workers, "
+                            f"{servers} server{'s' if servers > 1 else ''}), "
                             f"optimizer on {'the server' if on_server else 'each worker'}")
         return facts
 
@@ -418,6 +430,7 @@ class Backend(BackendBase):
             "world_size": self.world,
             "distributed_backend": self.distributed_backend,
             "kvstore_processes": [p.pid for p in self._kv_children],  # rank 0's ps-lite scheduler and server
+            "kvstore_addresses": self.kv_addresses,
             "threads": {
                 "omp": self.threads, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
                 "MXNET_CPU_WORKER_NTHREADS": os.environ.get("MXNET_CPU_WORKER_NTHREADS", "1"),

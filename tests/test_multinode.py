@@ -1,0 +1,218 @@
+"""Multi-node runs for real: `snakemake --profile slurm` on a two-node SLURM cluster on this machine.
+
+tests/slurm/slurm-local.sh with SLURM_NODES=2 runs each node's slurmd in its own network namespace (hostname
+dlb-n1/dlb-n2, 10.78.0.11/12 on a private bridge), so the ranks of a 2x1 run talk over an interface between
+"hosts" (Gloo, gRPC, ps-lite), and a node can be lost by killing every process in its namespace. Every
+workflow run has a hard timeout, so a fault can never hang the suite.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import REPO, tiny_config, write_config
+from dlbench.study import load_study
+
+CLUSTER = REPO / "tests" / "slurm" / "slurm-local.sh"
+HARD_TIMEOUT_S = 1200
+FRAMEWORKS = ["pytorch", "tensorflow", "mxnet"]
+
+
+def cluster(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(CLUSTER), *args], env=dict(os.environ, SLURM_NODES="2"), check=True,
+                          timeout=timeout, capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def two_nodes():
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        pytest.skip("the test cluster needs root and apt-get (Debian/Ubuntu) to install slurm")
+    if not all(shutil.which(tool) for tool in ("ip", "nsenter", "unshare")):
+        pytest.skip("the two-node test cluster needs ip (iproute2), nsenter and unshare (util-linux)")
+    cluster("start")
+    yield
+    subprocess.run(["bash", str(CLUSTER), "stop"], check=False, timeout=300)
+
+
+def slurm_snakemake(work: Path, config: Path, *extra: str) -> subprocess.CompletedProcess:
+    """`snakemake --profile slurm --cores all` as a user types it, under a hard timeout."""
+    profile = work / "slurm"
+    if not profile.exists():
+        profile.symlink_to(REPO / "profiles" / "slurm")
+    cmd = ["timeout", "-k", "10", str(HARD_TIMEOUT_S), sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"),
+           "--profile", "slurm", "--cores", "all", *extra, "--configfile", str(config)]
+    result = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=HARD_TIMEOUT_S + 30)
+    assert result.returncode != 124, "the workflow hung under SLURM"
+    return result
+
+
+def read_log(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def node_of_jobs(work: Path, rule: str) -> set[str]:
+    """The nodes SLURM ran a rule's jobs on (the job logs of the executor name the batch host)."""
+    hosts = set()
+    for log in (work / "logs" / "slurm" / f"rule_{rule}").glob("*/*.log"):
+        job = log.stem
+        out = subprocess.run(["sacct", "-X", "-n", "-P", "-j", job, "-o", "NodeList"], capture_output=True, text=True)
+        hosts.update(h for h in out.stdout.split() if h)
+    return hosts
+
+
+@pytest.fixture(scope="module")
+def multinode_study(two_nodes, torch_python, tmp_path_factory, real_data):
+    """ResNet-50 at 1x1, 1x2 and 2x1 and BERT-Tiny at 2x2 in every framework, and BERT-Tiny 2x1 on real data,
+    its shards prepared by SLURM jobs (two shard groups) from raw text."""
+    work = tmp_path_factory.mktemp("multinode")
+    config = tiny_config()
+    sample = real_data["bert_sample"]
+    config["defaults"].update(repeats=1, measured_steps=3)
+    config["matrix"] = {"framework": FRAMEWORKS, "model": ["resnet50"], "topology": ["1x1", "1x2", "2x1"],
+                        "precision": ["fp32"], "compiler": [False], "data": ["synthetic"], "batch_size": [2]}
+    config["include"] = [
+        *({"framework": f, "model": "bert_tiny", "topology": "2x2", "batch_size": 2} for f in FRAMEWORKS),
+        {"framework": "tensorflow", "model": "bert_tiny", "topology": "2x1", "batch_size": 2, "data": "real"},
+    ]
+    config["datasets"] = {"bert": {"source": "raw", "inputs": [str(sample / "wiki.txt")],
+                                   "vocab": str(sample / "vocab.txt"), "dupe_factor": 1, "shards": 4, "jobs": 2}}
+    # Two timed runs at once where two nodes are free: the test's time, not a measurement.
+    result = slurm_snakemake(work, write_config(work / "study.yaml", config), "--resources", "timed_run=2")
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
+    return work, result
+
+
+def summary_of(work: Path, model: str, framework: str, topology: str, data: str = "synthetic") -> dict:
+    logs = [p for p in (work / "results/runs" / model / framework / topology).glob("*/rep1.jsonl")
+            if f"-{data}" in p.parent.name]
+    assert len(logs) == 1, logs
+    return read_log(logs[0])[-1]
+
+
+def test_the_shipped_interconnect_study_pairs_one_node_with_two():
+    """workflow/studies/interconnect.yaml: per framework the same two devices as 1x2 and as 2x1, the pairs the
+    report's across-nodes section compares."""
+    config = yaml.safe_load((REPO / "workflow/studies/interconnect.yaml").read_text())
+    study = load_study(config, REPO / "workflow/schemas/config.schema.yaml", REPO / "envs", REPO)
+    for framework in FRAMEWORKS:
+        cells = [c for c in study.configurations.values() if c.framework == framework]
+        assert sorted(c.topology for c in cells) == ["1x2", "2x1"]
+        assert len({(c.model, c.batch_size, c.precision, c.data) for c in cells}) == 1
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_two_node_runs_span_both_hosts(multinode_study, framework):
+    """2x1 and 2x2 runs really ran on both nodes, their records name every rank's host and count every rank."""
+    work, _ = multinode_study
+    records = pd.read_csv(work / "results/aggregate/records.csv")
+    for model, topology, world in (("resnet50", "2x1", 2), ("bert_tiny", "2x2", 4)):
+        summary = summary_of(work, model, framework, topology)
+        assert summary["status"] == "ok", summary.get("error")
+        assert summary["hosts"] == ["dlb-n1", "dlb-n2"]
+        assert summary["world_size"] == world
+        by_rank = [r["host"] for r in sorted(summary["ranks"], key=lambda r: r["rank"])]
+        assert by_rank == ["dlb-n1"] * (world // 2) + ["dlb-n2"] * (world // 2)  # srun's block distribution
+        row = records[(records["framework"] == framework) & (records["model"] == model)
+                      & (records["topology"] == topology) & (records["data"] == "synthetic")].iloc[0]
+        assert row["hosts"] == "dlb-n1;dlb-n2" and row["rank_hosts"] == ",".join(by_rank)
+        assert row["world_size"] == world
+        # throughput counts all ranks: the global batch over the measured time
+        assert summary["samples"] == 2 * world * 3
+
+
+def test_mxnet_places_ps_lite_on_the_allocation(multinode_study):
+    """MXNet across nodes: the dist_sync kvstore with the scheduler on the first node and a server per node,
+    joined at each node's own address on the bridge."""
+    work, _ = multinode_study
+    log = next((work / "results/runs/resnet50/mxnet/2x1").glob("*synthetic*/rep1.jsonl"))
+    env = next(line for line in read_log(log) if line["type"] == "environment")
+    assert env["strategy_in_effect"]["kvstore_type"] == "dist_sync"
+    assert env["strategy_in_effect"]["num_workers"] == 2 and env["strategy_in_effect"]["num_servers"] == 2
+    assert env["kvstore_addresses"]["scheduler"].startswith("10.78.0.11:")
+    assert env["kvstore_addresses"]["node_host"] == "10.78.0.11"  # rank 0's, on dlb-n1's interface
+
+
+def test_report_compares_one_node_with_two(multinode_study):
+    """Speedups for every topology and the 1x2 against 2x1 comparison (same devices, different interconnect)."""
+    work, result = multinode_study
+    assert "dlbench: report v1" in result.stdout + result.stderr
+    summary = pd.read_csv(work / "results/aggregate/summary.csv")
+    resnet = summary[(summary["model"] == "resnet50") & (summary["data"] == "synthetic")]
+    assert set(resnet["topology"]) == {"1x1", "1x2", "2x1"}
+    assert resnet["speedup"].notna().all() and (resnet.loc[resnet["topology"] == "1x1", "speedup"] == 1).all()
+    report = (work / "results/reports/v1/README.md").read_text()
+    section = report.split("Across nodes ÷ within one node", 1)[1]
+    for framework in FRAMEWORKS:
+        assert f"{framework} resnet50 fp32 bs2, 2 devices" in section
+    assert "1x2:" in section and "2x1:" in section
+
+
+def test_real_data_on_two_nodes_prepared_by_slurm_jobs(multinode_study):
+    """A real-data 2x1 run reads its rank's share of the BERT shards on each node; the shards were written by two
+    SLURM jobs (one shard group each), which SLURM may place on any node."""
+    work, _ = multinode_study
+    summary = summary_of(work, "bert_tiny", "tensorflow", "2x1", data="real")
+    assert summary["status"] == "ok", summary.get("error")
+    assert summary["hosts"] == ["dlb-n1", "dlb-n2"]
+    assert len(list((work / "logs/slurm/rule_bert_shard_group").glob("*/*.log"))) == 2
+    assert node_of_jobs(work, "bert_shard_group") <= {"dlb-n1", "dlb-n2"}
+    assert node_of_jobs(work, "bert_shard_group")  # accounting names where they ran
+
+
+def test_losing_a_node_mid_run_is_a_failure_record(two_nodes, torch_python, tmp_path_factory):
+    """The second node dies (its slurmd and its rank killed) while a 2x1 run trains: the run ends as a `failed`
+    record naming the node and SLURM's view of it, within seconds, with nothing left running on the surviving node;
+    the study goes on (the other run completes, the report is built). Then the node comes back."""
+    work = tmp_path_factory.mktemp("nodeloss")
+    config = tiny_config()
+    config["defaults"].update(repeats=1, measured_steps=400, timeout_minutes=5)
+    config["matrix"].update(topology=["1x1", "2x1"])
+    partial = work / "results/runs/resnet50/pytorch/2x1/bs2-fp32-nocompile-synthetic-img32/rep1.jsonl.partial"
+    lost_at: list[float] = []
+
+    def lose_node_when_training() -> None:
+        deadline = time.monotonic() + HARD_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if partial.exists() and '"phase":"warmup"' in partial.read_text().replace(" ", ""):
+                cluster("lose-node", "dlb-n2")
+                lost_at.append(time.time())
+                return
+            time.sleep(0.2)
+
+    killer = threading.Thread(target=lose_node_when_training, daemon=True)
+    killer.start()
+    try:
+        result = slurm_snakemake(work, write_config(work / "study.yaml", config), "--retries", "0")
+    finally:
+        killer.join(timeout=5)
+        cluster("restore-node", "dlb-n2", timeout=120)
+    assert lost_at, "the run never started training"
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
+
+    summary = read_log(partial.with_suffix(""))[-1]
+    assert summary["status"] == "failed"  # worth another try (Snakemake's retries)
+    assert "node dlb-n2 lost" in summary["error"] and "SLURM node state" in summary["error"]
+    assert [n["node"] for n in summary["lost_nodes"]] == ["dlb-n2"] and summary["lost_nodes"][0]["state"]
+    noticed = datetime.fromisoformat(summary["finished_at"].replace("Z", "+00:00")).timestamp()
+    print(f"node lost -> failure record: {noticed - lost_at[0]:.1f} s")
+    assert noticed - lost_at[0] < 5 * 60  # well within the run's time limit
+
+    records = pd.read_csv(work / "results/aggregate/records.csv")
+    assert dict(zip(records["topology"], records["status"], strict=True)) == {"1x1": "ok", "2x1": "failed"}
+    assert records.loc[records["topology"] == "2x1", "lost_nodes"].iloc[0].startswith("dlb-n2 (")
+    survivors = subprocess.run(["ip", "netns", "pids", "dlb-n1"], capture_output=True, text=True).stdout.split()
+    commands = [Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                for pid in survivors if Path(f"/proc/{pid}/cmdline").exists()]
+    assert not [c for c in commands if "dlbench.harness" in c], commands
