@@ -181,8 +181,8 @@ def run_in_processes(args: argparse.Namespace) -> list[dict]:
     results = []
     for _ in range(args.runs):
         with tempfile.NamedTemporaryFile(suffix=".json") as out:
-            argv = [a for a in sys.argv[1:]]
-            subprocess.run([sys.executable, __file__, *argv, "--runs", "1", "--one-run", out.name], check=True)
+            subprocess.run([sys.executable, __file__, *sys.argv[1:], "--runs", "1", "--one-run", out.name],
+                           check=True)
             results.append(json.loads(Path(out.name).read_text()))
     return results
 
