@@ -114,7 +114,8 @@ def main() -> None:
     cores = machine()["cores"]
     record.write([table(f"fp32 GEMM {args.n}x{args.n}, {cores} threads, best of 3 × {args.repeats} products",
                         ["library", "GFLOP/s"], rows)],
-                 notes=[f"machine peak: {best[1]} GFLOP/s ({best[0]}); frameworks.py's MFU is against it"])
+                 notes=[f"machine peak: {best[1]} GFLOP/s ({best[0]}); frameworks.py's MFU is against it",
+                        "fp32 only: frameworks.py measures fp32 training; a bf16 (AMP) MFU needs the bf16 peak"])
 
 
 if __name__ == "__main__":
