@@ -440,10 +440,11 @@ class Backend(BackendBase):
         facts = {"onednn": _feature("MKLDNN"), "omp_threads": self.threads,
                  "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
                  "engine": os.environ.get("MXNET_ENGINE_TYPE", "ThreadedEnginePerDevice"),
-                 "hybridize": bool(self.spec.compiler), "memory_format": "contiguous"}
+                 "hybridize": bool(self.spec.compiler), "memory_format": None if self.is_bert else "contiguous"}
         where = "GPU" if self.gpu else f"oneDNN {'on' if facts['onednn'] else 'off'}"
         facts["summary"] = (f"{where}, {facts['omp_threads']} OpenMP threads, {facts['engine']}, "
-                            f"{'hybridized' if facts['hybridize'] else 'imperative'}, NCHW")
+                            f"{'hybridized' if facts['hybridize'] else 'imperative'}"
+                            + ("" if self.is_bert else ", NCHW"))
         return facts
 
     def shutdown(self) -> None:

@@ -377,10 +377,11 @@ class Backend(BackendBase):
                  "TF_ENABLE_ONEDNN_OPTS": os.environ.get("TF_ENABLE_ONEDNN_OPTS"),
                  "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
                  "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
-                 "xla": bool(self.spec.compiler), "memory_format": "channels_last"}
+                 "xla": bool(self.spec.compiler), "memory_format": None if self.is_bert else "channels_last"}
         where = "GPU" if self.gpu is not None else f"oneDNN {'on' if facts['onednn'] else 'off (Eigen)'}"
         facts["summary"] = (f"{where}, {facts['intra_op_threads']} intra-op / {facts['inter_op_threads']} inter-op "
-                            f"threads, XLA {'on' if facts['xla'] else 'off'}, channels_last (NHWC)")
+                            f"threads, XLA {'on' if facts['xla'] else 'off'}"
+                            + ("" if self.is_bert else ", channels_last (NHWC)"))
         return facts
 
     def _bert_environment(self) -> dict:
