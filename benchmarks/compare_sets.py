@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import resultfile
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow"))
 
@@ -55,6 +56,7 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=10_000)
     p.add_argument("--resamples", type=int, default=compare.stats.DEFAULT_RESAMPLES)
     args = p.parse_args()
+    record = resultfile.Recorder(__file__)
     with tempfile.TemporaryDirectory() as tmp:
         a, b = Path(tmp, "a.csv"), Path(tmp, "b.csv")
         configs = configurations(args.runs)
@@ -85,6 +87,13 @@ def main() -> None:
     print(f"injected 5% slowdowns called slower: {len(found & injected)}/{len(injected)}; "
           f"other configurations called slower: {len(found - injected)}/{n_configs - len(injected)}")
     print("target <= 30 s: " + ("met" if elapsed <= 30 else "MISSED"))
+    record.write([resultfile.table(f"two sets of {args.runs:,} runs, {n_configs:,} configurations, "
+                                   f"{args.resamples} bootstrap resamples each", ["figure", "value"], [
+        ["compare: read, rank test + bootstrap interval per configuration, table (s; target <= 30)", round(elapsed, 2)],
+        ["ms per configuration", round(elapsed / n_configs * 1e3, 2)],
+        ["baseline: read + group-by median ratio, no statistics (s)", round(baseline, 2)],
+        ["injected 5% slowdowns called slower", f"{len(found & injected)}/{len(injected)}"],
+        ["other configurations called slower", f"{len(found - injected)}/{n_configs - len(injected)}"]])])
 
 
 if __name__ == "__main__":

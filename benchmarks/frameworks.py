@@ -10,10 +10,15 @@ Run with the framework environment's interpreter, from the repository root:
 Prints, for the model (ResNet-50, BERT) at the given shape:
 - harness ÷ idiomatic: the harness's throughput over the plain loop a user of that framework writes
   (PyTorch: the textbook loop; TensorFlow: Keras `model.fit` on an in-memory dataset; MXNet: a Gluon
-  `autograd.record()` loop; BERT's in bert_idiomatic_<framework>.py), each with its own model, interleaved
-  ABBA in one process. Target >= 1.00.
-- GEMM peak: a large fp32 matrix multiply in that framework (FLOP/s = 2 n^3 / t), and each harness's
-  MFU = achieved model FLOP/s / that peak.
+  `autograd.record()` loop; BERT's in bert_idiomatic_<framework>.py), each with its own model and the
+  harness's framework settings, interleaved ABBA in one process; each loop's per-round distribution, two modes
+  flagged (rounds.py: a bimodal loop is no comparison). Target: median of per-round ratios >= 1.00, in each of
+  `--runs 3` consecutive runs (fresh processes).
+- MFU = achieved model FLOP/s / the machine's one peak (machine_peak.py's results file, the best fp32 GEMM of
+  any library here; on a GPU --peak-gflops from the device's specification), the same for every framework;
+  the framework's own GEMM is printed beside it as a diagnostic.
+- the framework's settings in effect (its backend's `settings_in_effect`: threads, oneDNN, layout).
+Writes benchmarks/results/frameworks-<framework>[-<model>].json (figures.py renders it into the docs).
 Imports only the standard library, numpy and the framework.
 """
 
@@ -21,27 +26,38 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+import keras_fit
+import machine_peak as machine_peak_file
+import resultfile
+import rounds
 
 from dlbench.harness import flops, rank
 from dlbench.harness.spec import RunSpec
 
 
 # ----------------------------------------------------------------------------- idiomatic loops
-def pytorch_idiomatic(batch: int, size: int, threads: int) -> Callable[[int], float]:
+def pytorch_idiomatic(batch: int, size: int, threads: int, channels_last: bool = False) -> Callable[[int], float]:
     import torch
 
     from dlbench.harness.backends.pytorch.resnet import ResNet50
 
     torch.set_num_threads(threads)
-    model = ResNet50()
+    # the layout the harness runs in (its settings): what PyTorch's guidance tells a user of this device
+    layout = torch.channels_last if channels_last else torch.contiguous_format
+    model = ResNet50().to(memory_format=layout)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-5)
     loss_fn = torch.nn.CrossEntropyLoss()
-    images, labels = torch.randn(batch, 3, size, size), torch.randint(0, 1000, (batch,))
+    images = torch.randn(batch, 3, size, size).contiguous(memory_format=layout)
+    labels = torch.randint(0, 1000, (batch,))
 
     def train(steps: int) -> float:
         start = time.perf_counter()
@@ -55,25 +71,17 @@ def pytorch_idiomatic(batch: int, size: int, threads: int) -> Callable[[int], fl
     return train
 
 
-def pytorch_gemm(n: int) -> float:
-    import torch
-
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    a @ b
-    start = time.perf_counter()
-    for _ in range(5):
-        a @ b
-    return 5 * 2 * n**3 / (time.perf_counter() - start)
-
-
 def tensorflow_idiomatic(batch: int, size: int, threads: int) -> Callable[[int], float]:
     import numpy as np
     import tensorflow as tf
 
+    from dlbench.harness.backends.tensorflow.backend import WEIGHT_DECAY
     from dlbench.harness.backends.tensorflow.resnet import ResNet50, build
 
     model = build(ResNet50(), size)  # threads: set by the harness backend, created first
-    model.compile(optimizer=tf.keras.optimizers.SGD(0.1, momentum=0.9),
+    # the harness's optimizer (as the PyTorch and MXNet loops have theirs): without the weight decay, model.fit
+    # did less work per step than the harness
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1, momentum=0.9, weight_decay=WEIGHT_DECAY),
                   loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=False)
     images = np.random.randn(batch, size, size, 3).astype("float32")
     labels = np.random.randint(0, 1000, (batch,))
@@ -81,23 +89,9 @@ def tensorflow_idiomatic(batch: int, size: int, threads: int) -> Callable[[int],
     model.fit(dataset, steps_per_epoch=2, epochs=1, verbose=0)  # trace and build once
 
     def train(steps: int) -> float:
-        start = time.perf_counter()
-        model.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=0)
-        return batch * steps / (time.perf_counter() - start)
+        return batch * steps / keras_fit.timed_fit(model, dataset, steps)  # not fit's teardown: keras_fit.py
 
     return train
-
-
-def tensorflow_gemm(n: int) -> float:
-    import tensorflow as tf
-
-    a, b = tf.random.normal((n, n)), tf.random.normal((n, n))
-    tf.linalg.matmul(a, b).numpy()
-    start = time.perf_counter()
-    for _ in range(5):
-        c = tf.linalg.matmul(a, b)
-    c.numpy()
-    return 5 * 2 * n**3 / (time.perf_counter() - start)
 
 
 def mxnet_idiomatic(batch: int, size: int, threads: int) -> Callable[[int], float]:
@@ -127,45 +121,37 @@ def mxnet_idiomatic(batch: int, size: int, threads: int) -> Callable[[int], floa
     return train
 
 
-def mxnet_gemm(n: int) -> float:
-    import mxnet as mx
-
-    a, b = mx.nd.random.normal(shape=(n, n)), mx.nd.random.normal(shape=(n, n))
-    mx.nd.dot(a, b).wait_to_read()
-    start = time.perf_counter()
-    for _ in range(5):
-        c = mx.nd.dot(a, b)
-    c.wait_to_read()
-    return 5 * 2 * n**3 / (time.perf_counter() - start)
-
-
 RESNET_IDIOMATIC = {"pytorch": pytorch_idiomatic, "tensorflow": tensorflow_idiomatic, "mxnet": mxnet_idiomatic}
-GEMM = {"pytorch": pytorch_gemm, "tensorflow": tensorflow_gemm, "mxnet": mxnet_gemm}
 
 
-def idiomatic_loop(framework: str, model: str, batch: int, size: int, seq_length: int,
-                   threads: int) -> Callable[[int], float]:
-    """The plain loop: ResNet-50 ones above; BERT ones in bert_idiomatic_<framework>.py next to this file."""
+def idiomatic_loop(framework: str, model: str, batch: int, size: int, seq_length: int, threads: int,
+                   settings: dict) -> Callable[[int], float]:
+    """The plain loop: ResNet-50 ones above; BERT ones in bert_idiomatic_<framework>.py next to this file. With
+    the harness's settings in effect (`settings`, its backend's): the loop a user following the framework's
+    guidance writes, so that the ratio measures the loop."""
     if model == "resnet50":
-        return RESNET_IDIOMATIC[framework](batch, size, threads)
+        extra = {"channels_last": settings["memory_format"] == "channels_last"} if framework == "pytorch" else {}
+        return RESNET_IDIOMATIC[framework](batch, size, threads, **extra)
     module = importlib.import_module(f"bert_idiomatic_{framework}")
     return module.idiomatic(model, batch, seq_length, threads)
 
 
 # ----------------------------------------------------------------------------- measurement
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--framework", choices=sorted(GEMM), required=True)
-    p.add_argument("--model", choices=("resnet50", "bert_base", "bert_tiny"), default="resnet50")
-    p.add_argument("--image-size", type=int, default=64)
-    p.add_argument("--seq-length", type=int, default=128)
-    p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--steps", type=int, default=20)
-    p.add_argument("--rounds", type=int, default=6)
-    p.add_argument("--gemm-n", type=int, default=2048)
-    p.add_argument("--compiler", choices=("off", "on"), default="off")
-    args = p.parse_args()
+def machine_peak(args: argparse.Namespace) -> tuple[float, str]:
+    """FLOP/s and source of the one peak every framework's MFU is measured against: --peak-gflops (a GPU's
+    specification), else machine_peak.py's results file for this machine's CPU."""
+    if args.peak_gflops:
+        return args.peak_gflops * 1e9, args.peak_source
+    found = machine_peak_file.read_peak()
+    cpu = resultfile.machine()["cpu"]
+    if found is None or found["cpu"] != cpu:
+        raise SystemExit(f"no machine peak for {cpu!r}: run `.venv/bin/python benchmarks/machine_peak.py` first "
+                         "(or give --peak-gflops from the device's specification)")
+    return found["gflops"] * 1e9, f"machine peak ({found['library']} fp32 GEMM, machine_peak.py {found['date'][:10]})"
 
+
+def measure(args: argparse.Namespace) -> dict:
+    """One run: both loops interleaved in this process, then this framework's own GEMM."""
     threads = len(rank.pin_cores())
     with tempfile.TemporaryDirectory() as tmp:
         spec = RunSpec(framework=args.framework, model=args.model, nodes=1, devices_per_node=1,
@@ -174,31 +160,105 @@ def main() -> None:
                        measured_steps=args.steps, repeat=1, config_id="bench", log=str(Path(tmp) / "run.jsonl"),
                        device="cpu")
         backend = rank.load_backend(spec, 0, 1, 0, threads)  # first: it sets the framework's threads
-        train = idiomatic_loop(args.framework, args.model, args.batch_size, args.image_size, args.seq_length, threads)
         backend.setup()
         backend.setup = lambda: None  # rank.run must not rebuild the model each round
+        settings = backend.environment()["settings"]
+        train = idiomatic_loop(args.framework, args.model, args.batch_size, args.image_size, args.seq_length, threads,
+                               settings)
         train(3)  # warm-up of the idiomatic loop
-        idiomatic, harness = [], []
-        for i in range(args.rounds):
-            order = ("idiomatic", "harness") if i % 2 == 0 else ("harness", "idiomatic")
-            for which in order:
-                if which == "idiomatic":
-                    idiomatic.append(train(args.steps))
-                else:
-                    harness.append(rank.run(spec, backend, 0, 1, Path(spec.log))["throughput"])
-                    Path(spec.log).unlink()
-    peak = statistics.median(GEMM[args.framework](args.gemm_n) for _ in range(3))
+
+        def harness() -> float:
+            throughput = rank.run(spec, backend, 0, 1, Path(spec.log))["throughput"]
+            Path(spec.log).unlink()
+            return throughput
+
+        idiomatic, harnessed = rounds.interleaved(args.rounds, lambda: train(args.steps), harness)
+    own_gemm = machine_peak_file.gemm(args.framework, args.gemm_n, 5, threads)
+    return {"idiomatic": idiomatic, "harness": harnessed, "own_gemm": own_gemm, "settings": settings,
+            "threads": threads, "unit": backend.unit, "predictions": spec.predictions}
+
+
+def run_in_processes(args: argparse.Namespace) -> list[dict]:
+    """--runs N: N consecutive runs, each a fresh process of this interpreter (a run's allocator, thread pools
+    and compiled graphs are its own), so three runs mean three independent starts."""
+    results = []
+    for _ in range(args.runs):
+        with tempfile.NamedTemporaryFile(suffix=".json") as out:
+            subprocess.run([sys.executable, __file__, *sys.argv[1:], "--runs", "1", "--one-run", out.name],
+                           check=True)
+            results.append(json.loads(Path(out.name).read_text()))
+    return results
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--framework", choices=sorted(RESNET_IDIOMATIC), required=True)
+    p.add_argument("--model", choices=("resnet50", "bert_base", "bert_tiny"), default="resnet50")
+    p.add_argument("--image-size", type=int, default=64)
+    p.add_argument("--seq-length", type=int, default=128)
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--rounds", type=int, default=6)
+    p.add_argument("--runs", type=int, default=1, help="consecutive runs, each in a fresh process")
+    p.add_argument("--gemm-n", type=int, default=2048)
+    p.add_argument("--compiler", choices=("off", "on"), default="off")
+    p.add_argument("--peak-gflops", type=float, help="the device's peak from its specification (GPUs)")
+    p.add_argument("--peak-source", default="device specification", help="where --peak-gflops comes from")
+    p.add_argument("--one-run", help=argparse.SUPPRESS)  # a child of --runs: write its measurement here
+    args = p.parse_args()
+    if args.one_run:
+        Path(args.one_run).write_text(json.dumps(measure(args)))
+        return
+    record = resultfile.Recorder(__file__)
+    peak, peak_source = machine_peak(args)
+    runs = run_in_processes(args) if args.runs > 1 else [measure(args)]
+    report(args, runs, peak, peak_source, record)
+
+
+def report(args: argparse.Namespace, runs: list[dict], peak: float, peak_source: str,
+           record: resultfile.Recorder) -> None:
+    """Print and write the runs: each loop's rounds (flagging two modes), the ratio, MFU against the one peak."""
+    first = runs[0]
+    unit, threads = first["unit"], first["threads"]
     train_flops = flops.model_flops(args.model, args.image_size, args.seq_length,
-                                    spec.predictions)["train_flops_per_sample"]
-    h, b = statistics.median(harness), statistics.median(idiomatic)
+                                    first["predictions"])["train_flops_per_sample"]
     shape = f"{args.image_size}x{args.image_size}" if args.model == "resnet50" else f"seq {args.seq_length}"
-    unit = backend.unit
-    print(f"{args.framework}: {args.model} {shape} batch {args.batch_size} fp32, compiler {args.compiler}, "
-          f"{threads} threads")
-    print(f"  idiomatic loop {b:8.2f} {unit}   harness {h:8.2f} {unit}   harness/idiomatic {h / b:.3f}"
-          f" (target >= 1.00; rounds: {', '.join(f'{x / y:.3f}' for x, y in zip(harness, idiomatic, strict=True))})")
-    print(f"  fp32 GEMM {args.gemm_n}^2 peak {peak / 1e9:7.1f} GFLOP/s   harness {h * train_flops / 1e9:6.1f} GFLOP/s"
-          f"   MFU {h * train_flops / peak:.1%}   (idiomatic {b * train_flops / peak:.1%})")
+    title = (f"{args.framework}: {args.model} {shape} batch {args.batch_size} fp32, compiler {args.compiler}, "
+             f"{threads} threads; per run {args.rounds} rounds × {args.steps} steps ABBA in one process")
+    print(title)
+    rows, verdicts = [], []
+    for number, run in enumerate(runs, 1):
+        ratios = [h / b for h, b in zip(run["harness"], run["idiomatic"], strict=True)]
+        loops = [rounds.summary("idiomatic", run["idiomatic"]), rounds.summary("harness", run["harness"]),
+                 rounds.summary("harness ÷ idiomatic", ratios)]
+        unstable = [loop["name"] for loop in loops[:2] if loop["bimodal"]]
+        verdicts.append(f"run {number}: UNSTABLE, {' and '.join(unstable)} bimodal: no comparison" if unstable else
+                        f"run {number}: median of per-round ratios {loops[2]['median']:.3f} "
+                        f"({'at' if loops[2]['median'] >= 1 else 'below'} target >= 1.00)")
+        for loop in loops:
+            print(f"  run {number} {loop['name']:20s} median {loop['median']:8.3f}  rounds {loop['spread']}: "
+                  f"{', '.join(f'{v:.3f}' for v in loop['rounds'])}")
+            rows.append([number, loop["name"], round(loop["median"], 3), loop["spread"],
+                         " ".join(f"{v:.3g}" for v in loop["rounds"])])
+        print(f"  {verdicts[-1]}")
+    pooled = {name: statistics.median(v for run in runs for v in run[name]) for name in ("harness", "idiomatic")}
+    achieved = {name: value * train_flops for name, value in pooled.items()}
+    own = statistics.median(run["own_gemm"] for run in runs)
+    mfu = [["peak used for MFU (GFLOP/s)", round(peak / 1e9, 1)], ["peak source", peak_source],
+           [f"{args.framework}'s own fp32 GEMM {args.gemm_n}² (GFLOP/s, diagnostic)", round(own / 1e9, 1)]]
+    for name in ("harness", "idiomatic"):
+        mfu += [[f"{name}: median {unit} over all rounds", round(pooled[name], 2)],
+                [f"{name}: achieved GFLOP/s", round(achieved[name] / 1e9, 1)],
+                [f"{name}: MFU", f"{achieved[name] / peak:.1%}"]]
+    for label, value in mfu:
+        print(f"  {label}: {value}")
+    settings = first["settings"]["summary"]
+    print(f"  settings: {settings}")
+    record.write([resultfile.table(title, ["run", "loop", f"median ({unit}; ratio)", "rounds (min–max, modes)",
+                                           "per round"], rows),
+                  resultfile.table(f"{args.framework}: MFU against one peak", ["figure", "value"], mfu)],
+                 notes=[*verdicts, f"{args.framework} settings: {settings}"],
+                 variant=args.framework if args.model == "resnet50" else f"{args.framework}-{args.model}")
 
 
 if __name__ == "__main__":

@@ -2,16 +2,19 @@
 
 Run with the PyTorch environment's interpreter (target: ratio >= 0.98):
     PYTHONPATH=workflow .venvs/pytorch-*/bin/python benchmarks/harness_overhead.py [--image-size 64 --batch-size 8]
-The two are interleaved (bare, harness, bare, ...) so drift of the machine hits both alike.
+The two are interleaved ABBA so drift of the machine hits both alike; prints each loop's per-round distribution
+(flagging two modes) and writes benchmarks/results/harness_overhead.json (figures.py puts it in the docs).
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
 import time
 from pathlib import Path
+
+import resultfile
+import rounds
 
 from dlbench.harness import rank
 from dlbench.harness.backends.pytorch.backend import Backend
@@ -35,6 +38,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--rounds", type=int, default=12)
     args = p.parse_args()
+    record = resultfile.Recorder(__file__)
     with tempfile.TemporaryDirectory() as tmp:
         spec = RunSpec(framework="pytorch", model="resnet50", nodes=1, devices_per_node=1,
                        batch_size=args.batch_size, precision="fp32", compiler=False, data="synthetic",
@@ -45,21 +49,32 @@ def main() -> None:
         backend.setup = lambda: None  # one model for both loops: rank.run must not rebuild it
         for _ in range(5):  # warm-up shared by both
             backend.step()
-        bare, harness = [], []
-        for i in range(args.rounds):
-            order = ("bare", "harness") if i % 2 == 0 else ("harness", "bare")  # no order bias
-            for which in order:
-                if which == "bare":
-                    bare.append(bare_loop(backend, args.steps))
-                else:
-                    harness.append(rank.run(spec, backend, 0, 1, Path(spec.log))["throughput"])
-                    Path(spec.log).unlink()
-    ratios = [h / b for h, b in zip(harness, bare, strict=True)]
-    print(f"bare loop   : {statistics.median(bare):8.2f} images/s (median of {args.rounds})")
-    print(f"harness     : {statistics.median(harness):8.2f} images/s")
-    rounds = ", ".join(f"{r:.3f}" for r in ratios)
-    print(f"ratio of medians harness/bare: {statistics.median(harness) / statistics.median(bare):.3f}"
-          f" (target >= 0.98); median of per-round ratios {statistics.median(ratios):.3f} (rounds: {rounds})")
+
+        def harness() -> float:
+            throughput = rank.run(spec, backend, 0, 1, Path(spec.log))["throughput"]
+            Path(spec.log).unlink()
+            return throughput
+
+        bare, harnessed = rounds.interleaved(args.rounds, lambda: bare_loop(backend, args.steps), harness)
+        settings = backend.settings_in_effect()["summary"]
+    ratios = [h / b for h, b in zip(harnessed, bare, strict=True)]
+    loops = [rounds.summary("bare loop", bare), rounds.summary("harness", harnessed),
+             rounds.summary("harness ÷ bare", ratios)]
+    unstable = [loop["name"] for loop in loops[:2] if loop["bimodal"]]
+    verdict = (f"UNSTABLE: {' and '.join(unstable)} bimodal, no comparison" if unstable else
+               f"median of per-round ratios {loops[2]['median']:.3f}, ratio of medians "
+               f"{loops[1]['median'] / loops[0]['median']:.3f} (target >= 0.98)")
+    title = (f"PyTorch ResNet-50 {args.image_size}x{args.image_size} batch {args.batch_size} fp32, "
+             f"{args.rounds} rounds × {args.steps} steps ABBA, one process, one model")
+    print(title)
+    for loop in loops:
+        print(f"  {loop['name']:15s} median {loop['median']:8.3f}  rounds {loop['spread']}: "
+              f"{', '.join(f'{v:.3f}' for v in loop['rounds'])}")
+    print(f"  {verdict}\n  settings: {settings}")
+    record.write([resultfile.table(title, ["loop", "median (images/s; ratio)", "rounds (min–max, modes)", "per round"],
+                                   [[loop["name"], round(loop["median"], 3), loop["spread"],
+                                     " ".join(f"{v:.3g}" for v in loop["rounds"])] for loop in loops])],
+                 notes=[verdict, f"PyTorch settings: {settings}"])
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import resultfile
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow"))
 
 from dlbench.aggregate import write_all  # noqa: E402
@@ -41,6 +43,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--runs", type=int, default=10_000)
     args = p.parse_args()
+    record = resultfile.Recorder(__file__)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         logs = make_logs(root, args.runs)
@@ -57,6 +60,10 @@ def main() -> None:
     print(f"{args.runs} logs, {lines} lines: json.loads floor {floor:.1f} s")
     print(f"parse+aggregate {aggregated:.1f} s, +report {total - aggregated:.1f} s, total {total:.1f} s "
           f"(target <= 30 s; {total / floor:.1f}x the floor)")
+    record.write([resultfile.table(f"{args.runs:,} synthetic run logs, {lines:,} lines", ["step", "seconds"], [
+        ["json.loads of every line (floor)", round(floor, 1)], ["parse + aggregate", round(aggregated, 1)],
+        ["report", round(total - aggregated, 1)], ["parse + aggregate + report (target <= 30 s)", round(total, 1)],
+        ["× the floor", round(total / floor, 1)]])])
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import resultfile
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
@@ -44,14 +45,22 @@ def dry_run(config: dict, work: Path) -> tuple[float, int]:
 
 
 def main() -> None:
+    record = resultfile.Recorder(__file__)
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
         base, _ = dry_run({**study(1, 1), "matrix": {**study(1, 1)["matrix"], "topology": ["1x1"],
                                                      "precision": ["fp32"], "compiler": [False]}}, Path(tmp))
         print(f"baseline: 1-run study dry run {base:.1f} s")
+        rows.append(["1-run study (baseline)", 1, round(base, 1), "–", "–"])
         for batch_sizes, repeats, target in ((6, 7, 10.0), (6, 35, 30.0)):
             elapsed, jobs = dry_run(study(batch_sizes, repeats), Path(tmp))
+            per_job = 1000 * (elapsed - base) / jobs
             print(f"{jobs:6d} jobs: snakemake -n {elapsed:5.1f} s (target <= {target:.0f} s; "
-                  f"{elapsed / base:.1f}x the 1-run baseline, {1000 * (elapsed - base) / jobs:.2f} ms/job)")
+                  f"{elapsed / base:.1f}x the 1-run baseline, {per_job:.2f} ms/job)")
+            rows.append([f"3 frameworks × 4 topologies × 2 precisions × 2 compiler × 6 batch sizes × {repeats} repeats",
+                         jobs, round(elapsed, 1), round(per_job, 2), f"<= {target:.0f} s"])
+    columns = ["study", "jobs", "seconds", "ms per job over the baseline", "target"]
+    record.write([resultfile.table("snakemake -n (dry run)", columns, rows)])
 
 
 if __name__ == "__main__":

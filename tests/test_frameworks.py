@@ -93,7 +93,8 @@ def test_backend_class_implements_every_abstract_method(name):
 def test_the_contract_is_abstract():
     assert inspect.isabstract(BackendBase)
     assert {"setup_runtime", "setup_resnet", "setup_bert", "resnet_step", "bert_step", "loss", "sync", "barrier",
-            "all_gather", "environment", "strategy_in_effect", "device_name", "peak_memory_bytes", "shutdown"} == \
+            "all_gather", "environment", "strategy_in_effect", "settings_in_effect", "device_name",
+            "peak_memory_bytes", "shutdown"} == \
         BackendBase.__abstractmethods__
 
 

@@ -22,6 +22,7 @@ from dlbench.synthetic_logs import write_run_log
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 NOTE = "Images are 64x64, not 224x224: throughput is not comparable with published figures"
 COMMIT = "1234e567"  # looks like a float; must survive as a string
+SETTINGS = "oneDNN on (AVX2), 2 intra-op / 1 inter-op threads (OpenMP), channels_last"
 
 
 def _config(framework: str, nodes: int, dpn: int) -> dict:
@@ -88,7 +89,8 @@ def _write_inputs(tmp_path: Path, runs: dict = RUNS) -> tuple[Path, Path, Path]:
         "hosts": ["node1"], "cpu_models": ["Xeon"], "devices": ["H100"],
         "frameworks": {
             "torch": {"version": "2.3.0", "python": "3.11.9", "cuda": "12.1", "cudnn": "8.9",
-                      "packages": ["torch==2.3.0", "numpy==1.26.4"]},
+                      "packages": ["torch==2.3.0", "numpy==1.26.4"],
+                      "settings": {"summary": SETTINGS, "intra_op_threads": 2}},
             "jax": {"version": "0.4.30", "python": "3.11.9", "cuda": "12.3", "cudnn": "8.9",
                     "packages": ["jax==0.4.30"]},
         },
@@ -194,8 +196,9 @@ def test_report_content(tmp_path, inputs):
     # Failures section with the first message, escaped.
     assert "RESOURCE_EXHAUSTED: out of memory &lt;alloc&gt;" in html
     assert "NCCL error | rank 1" in html
-    # Environment and config YAML.
+    # Environment and config YAML; each framework's settings in effect, summarised.
     assert "torch==2.3.0" in html and "0.4.30" in html
+    assert re.search(rf"<td[^>]*>{re.escape(SETTINGS)}</td>", html)
     assert "topologies:" in html and "- 1x2" in html
     for png in ("throughput.png", "speedup.png"):
         assert re.search(rf'<img[^>]+src="{png}"', html)
@@ -217,6 +220,7 @@ def test_report_content(tmp_path, inputs):
     assert "NCCL error \\| rank 1" in readme  # pipes escaped in table cells
     assert "out of memory &lt;alloc&gt;" in readme  # no raw HTML on GitHub
     assert NOTE in readme
+    assert re.search(rf"^\| torch .*\| {re.escape(SETTINGS)} \|", readme, re.MULTILINE)
 
 
 def test_all_failed_still_renders(tmp_path):

@@ -183,6 +183,10 @@ def test_throughput_is_samples_over_measured_wall_time(tf_python, tmp_path):
     assert env["device_type"] == "cpu" and env["world_size"] == 1 and env["distributed_backend"] is None
     assert env["xla"] == "off" and env["compiler"] is None and env["amp_dtype"] is None
     assert env["threads"]["intra_op"] == entries["header"][0]["threads_per_rank"]
+    # oneDNN on (TensorFlow turns it on by itself only on AVX-512 VNNI/BF16 or AMX CPUs), read back from TensorFlow
+    settings = env["settings"]
+    assert settings["onednn"] is True and settings["TF_ENABLE_ONEDNN_OPTS"] == "1"
+    assert settings["intra_op_threads"] == env["threads"]["intra_op"] and settings["summary"].startswith("oneDNN on,")
 
 
 def test_two_ranks_really_run_and_are_counted(tf_python, tmp_path):

@@ -211,7 +211,7 @@ def environment(records: pd.DataFrame, env_markers: list[str], config: dict) -> 
                 env = head["environment"]
                 frameworks.setdefault(framework, {}).update({
                     k: env.get(k) for k in ("framework_version", "cuda", "cudnn", "nccl", "driver", "threads",
-                                            "memory_format", "amp_dtype", "compiler", "parameters")})
+                                            "memory_format", "amp_dtype", "compiler", "parameters", "settings")})
                 frameworks[framework]["python_runtime"] = head.get("python")
                 break
     commits = _values(records["git_commit"])

@@ -67,7 +67,7 @@ def markdown(ctx: dict[str, Any]) -> str:
               f"- Git commit: `{ctx['git_commit']}`", ""]
     if env["frameworks"]:
         fw_rows = [{"Framework": f["name"], "Version": f["version"], "Python": f["python"],
-                    "CUDA": f["cuda"], "cuDNN": f["cudnn"],
+                    "CUDA": f["cuda"], "cuDNN": f["cudnn"], "Settings": f["settings"],
                     "Packages": ", ".join(f["packages"]) or DASH} for f in env["frameworks"]]
         lines += [rows_markdown(fw_rows), ""]
     if env["config_yaml"]:

@@ -222,6 +222,8 @@ def environment_view(env: dict[str, Any]) -> dict[str, Any]:
             "python": fmt_text(info.get("python")) or DASH,
             "cuda": fmt_text(info.get("cuda")) or DASH,
             "cudnn": fmt_text(info.get("cudnn")) or DASH,
+            # the framework's settings in effect (threads, oneDNN, layout, ...), read back by its backend
+            "settings": fmt_text((info.get("settings") or {}).get("summary")) or DASH,
             "packages": [str(p) for p in info.get("packages") or []],
         })
 

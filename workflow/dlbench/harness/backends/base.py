@@ -8,6 +8,7 @@ drives it, in this order, on every rank:
     rank.run checks spec.model in backend.models and spec.data in backend.data   (else: unsupported)
     backend.setup()
     backend.environment(), backend.strategy_in_effect()          # rank 0: the log's environment line
+                                                                 # (with settings_in_effect() as `settings`)
     warm-up:   backend.step(); backend.loss()                    # each step timed alone (loss() waits for it)
     backend.sync(); backend.barrier()
     measured:  backend.step() x measured_steps                   # timed back to back, no host synchronisation
@@ -163,6 +164,13 @@ class BackendBase(ABC):
         from spec.strategy): a dict of facts with `summary`, one line (the record's strategy_in_effect). With
         one rank: {"summary": "none (one rank)"}. spec.strategy's GPU-only or build-dependent cases raise
         Unsupported in setup_runtime, before any model is built (harness/strategies.py)."""
+
+    @abstractmethod
+    def settings_in_effect(self) -> dict:
+        """The framework settings that decide its speed on this device, read back from the framework after
+        setup (threads, oneDNN/cuDNN, memory layout, compiler): its documented best, so that a reader sees why one
+        framework beat another. A dict of facts with `summary`, one line; environment() records it as
+        `settings` (the report's environment table shows the summary)."""
 
     def bert_environment(self, optimizer: str, clip_norm: float) -> dict:
         """The BERT keys of environment(): the optimizer as this framework implements it, clipping, shapes."""

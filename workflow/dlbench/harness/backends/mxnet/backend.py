@@ -436,6 +436,7 @@ class Backend(BackendBase):
                 "MXNET_CPU_WORKER_NTHREADS": os.environ.get("MXNET_CPU_WORKER_NTHREADS", "1"),
                 "MXNET_ENGINE_TYPE": os.environ.get("MXNET_ENGINE_TYPE", "ThreadedEnginePerDevice"),
             },
+            "settings": self.settings_in_effect(),
             "amp_dtype": self.amp_dtype,
             "compiler": "hybridize(static_alloc, static_shape)" if self.spec.compiler else None,
             "hybridize": bool(self.spec.compiler),
@@ -445,6 +446,19 @@ class Backend(BackendBase):
             **(self.bert_environment(mx_bert.OPTIMIZER_NAMES[self.spec.optimizer_name], self.settings.clip_norm)
                if self.is_bert else {}),
         }
+
+    def settings_in_effect(self) -> dict:
+        """What decides this framework's speed here, read back from MXNet and its environment (the report's
+        settings column)."""
+        facts = {"onednn": _feature("MKLDNN"), "omp_threads": self.threads,
+                 "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+                 "engine": os.environ.get("MXNET_ENGINE_TYPE", "ThreadedEnginePerDevice"),
+                 "hybridize": bool(self.spec.compiler), "memory_format": None if self.is_bert else "contiguous"}
+        where = "GPU" if self.gpu else f"oneDNN {'on' if facts['onednn'] else 'off'}"
+        facts["summary"] = (f"{where}, {facts['omp_threads']} OpenMP threads, {facts['engine']}, "
+                            f"{'hybridized' if facts['hybridize'] else 'imperative'}"
+                            + ("" if self.is_bert else ", NCHW"))
+        return facts
 
     def shutdown(self) -> None:
         if self.pipeline is not None:

@@ -33,6 +33,10 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # keep TensorFlow's C++ INFO lines out of the rule's log
+# TensorFlow's CPU guidance: its oneDNN kernels. It turns them on by itself only on CPUs with AVX-512 VNNI/BF16 or
+# AMX; elsewhere (e.g. an AMD EPYC with AVX2) it would run Eigen kernels that this build compiled without FMA.
+# Read when TensorFlow loads, so before the import; a user's explicit 0 stands (and is recorded).
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 os.environ["KERAS_BACKEND"] = "tensorflow"  # tf.keras is Keras 3: make sure it runs on TensorFlow
 
 import numpy as np  # noqa: E402
@@ -353,6 +357,7 @@ class Backend(BackendBase):
                         "inter_op": tf.config.threading.get_inter_op_parallelism_threads(),
                         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")},
             "memory_format": "channels_last",  # NHWC, TensorFlow's native layout
+            "settings": self.settings_in_effect(),
             "amp_dtype": amp_dtype,
             "amp_policy": self.policy,
             "loss_scaling": isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer),
@@ -363,6 +368,21 @@ class Backend(BackendBase):
             else "synthetic: one batch on the device",
             **(self._bert_environment() if self.is_bert else {}),
         }
+
+    def settings_in_effect(self) -> dict:
+        """What decides this framework's speed here, read back from TensorFlow (the report's settings column)."""
+        from tensorflow.python.util import _pywrap_util_port  # the flag TensorFlow's own tests read
+
+        facts = {"onednn": bool(_pywrap_util_port.IsMklEnabled()),
+                 "TF_ENABLE_ONEDNN_OPTS": os.environ.get("TF_ENABLE_ONEDNN_OPTS"),
+                 "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
+                 "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
+                 "xla": bool(self.spec.compiler), "memory_format": None if self.is_bert else "channels_last"}
+        where = "GPU" if self.gpu is not None else f"oneDNN {'on' if facts['onednn'] else 'off (Eigen)'}"
+        facts["summary"] = (f"{where}, {facts['intra_op_threads']} intra-op / {facts['inter_op_threads']} inter-op "
+                            f"threads, XLA {'on' if facts['xla'] else 'off'}"
+                            + ("" if self.is_bert else ", channels_last (NHWC)"))
+        return facts
 
     def _bert_environment(self) -> dict:
         name = self.spec.optimizer_name

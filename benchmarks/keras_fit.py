@@ -1,0 +1,32 @@
+"""Timing `model.fit` as training, not as fit's teardown (TensorFlow; standard library + TensorFlow only).
+
+Measured on TensorFlow 2.21 / Keras 3 (issue 19): a `fit` call returns only when tf.data's autotuning thread,
+started with the call's iterator, next wakes; it sleeps 10 ms, then twice as long each time (10, 20, 40 ms ...). So
+the call's wall time snaps up to 10 (2^k - 1) ms after its start (1.27, 2.55, 5.11, 10.23 s were seen again and
+again), up to twice the training in it: the Keras loop's rounds fell into two levels ~2x apart, which is the
+bimodality issue 19 reported. A long training run pays this once; a 20-step round paid it every round.
+So the loop is timed as a Keras user sees it, by callbacks: from the start of training to its end
+(`on_train_end`, after the last step's logs were read back), the iterator's creation included, the
+teardown after it not.
+"""
+
+from __future__ import annotations
+
+import time
+
+
+def timed_fit(model, dataset, steps: int, **fit_kwargs) -> float:
+    """Seconds from `on_train_begin` to `on_train_end` of one `model.fit` of `steps` steps."""
+    import tensorflow as tf
+
+    marks: dict[str, float] = {}
+
+    class Clock(tf.keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            marks["begin"] = time.perf_counter()
+
+        def on_train_end(self, logs=None):
+            marks["end"] = time.perf_counter()
+
+    model.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=0, callbacks=[Clock()], **fit_kwargs)
+    return marks["end"] - marks["begin"]

@@ -1,0 +1,122 @@
+"""The machine's dense fp32 matrix-multiply peak: the best of every library here, the one MFU is measured against.
+
+    .venv/bin/python benchmarks/machine_peak.py [--n 2048] [--repeats 5]
+
+Runs an n x n fp32 GEMM (FLOP/s = 2 n^3 / t, each product waited for) in numpy and, with each framework
+environment's own interpreter (.venvs/<framework>-*/bin/python, one process each, threads = the usable cores), in
+PyTorch, TensorFlow and MXNet; the machine peak is the highest of them. Every framework's MFU (frameworks.py) is
+that one peak's share, so two frameworks at the same achieved FLOP/s read the same MFU; each framework's own
+GEMM stays a diagnostic. On a GPU, give frameworks.py the device's specification (--peak-gflops) instead.
+Writes benchmarks/results/machine_peak.json. This file's measuring part imports only the standard library, numpy
+and the framework (`--library`), since it runs in the framework environments too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from resultfile import REPO, Recorder, machine, table  # noqa: E402
+
+PEAK_FILE = HERE / "results" / "machine_peak.json"
+FRAMEWORKS = ("pytorch", "tensorflow", "mxnet")
+
+
+def _timed(product: Callable[[], None], n: int, repeats: int) -> float:
+    product()  # the library's first call: its kernels chosen, its buffers allocated
+    start = time.perf_counter()
+    for _ in range(repeats):
+        product()
+    return repeats * 2 * n**3 / (time.perf_counter() - start)
+
+
+def gemm(library: str, n: int, repeats: int, threads: int) -> float:
+    """FLOP/s of an n x n fp32 matrix multiply in `library`, each product finished before the next starts
+    (an asynchronous library would otherwise be timed on queuing them)."""
+    if library == "numpy":
+        import numpy as np
+
+        a, b = np.random.randn(n, n).astype(np.float32), np.random.randn(n, n).astype(np.float32)
+        return _timed(lambda: a @ b, n, repeats)
+    if library == "pytorch":
+        import torch
+
+        torch.set_num_threads(threads)
+        a, b = torch.randn(n, n), torch.randn(n, n)
+        return _timed(lambda: a @ b, n, repeats)
+    if library == "tensorflow":
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")  # as the harness's backend runs it
+        import tensorflow as tf
+
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        a, b = tf.random.normal((n, n)), tf.random.normal((n, n))
+        return _timed(lambda: tf.linalg.matmul(a, b).numpy(), n, repeats)
+    if library == "mxnet":
+        import mxnet as mx
+
+        a, b = mx.nd.random.normal(shape=(n, n)), mx.nd.random.normal(shape=(n, n))
+        return _timed(lambda: mx.nd.dot(a, b).wait_to_read(), n, repeats)
+    raise ValueError(library)
+
+
+def best_of(library: str, n: int, repeats: int, threads: int, trials: int = 3) -> float:
+    return max(gemm(library, n, repeats, threads) for _ in range(trials))
+
+
+def env_python(framework: str) -> Path | None:
+    found = sorted((REPO / ".venvs").glob(f"{framework}-*/bin/python"))
+    return found[0] if found else None
+
+
+def read_peak(path: Path = PEAK_FILE) -> dict | None:
+    """{"gflops", "library", "n", "cpu"} of the results file, or None without one."""
+    if not path.exists():
+        return None
+    result = json.loads(path.read_text())
+    rows = result["tables"][0]["rows"]
+    best = max(rows, key=lambda r: r[1])
+    return {"gflops": best[1], "library": best[0], "cpu": result["machine"]["cpu"], "date": result["date"]}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--n", type=int, default=2048)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--library", help=argparse.SUPPRESS)  # one library, in its own environment: prints GFLOP/s
+    args = p.parse_args()
+    threads = len(os.sched_getaffinity(0))
+    if args.library:
+        print(json.dumps({"gflops": best_of(args.library, args.n, args.repeats, threads) / 1e9}))
+        return
+    record = Recorder(__file__)
+    rows = [["numpy", round(best_of("numpy", args.n, args.repeats, threads) / 1e9, 1)]]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    for framework in FRAMEWORKS:
+        python = env_python(framework)
+        if python is None:
+            print(f"{framework}: no environment under .venvs/, skipped")
+            continue
+        out = subprocess.run([str(python), __file__, "--library", framework, "--n", str(args.n), "--repeats",
+                              str(args.repeats)], capture_output=True, text=True, env=env, check=True).stdout
+        rows.append([framework, round(json.loads(out.strip().splitlines()[-1])["gflops"], 1)])
+    best = max(rows, key=lambda r: r[1])
+    for name, gflops in rows:
+        print(f"{name:11s} {gflops:7.1f} GFLOP/s{'   <- machine peak' if name == best[0] else ''}")
+    cores = machine()["cores"]
+    record.write([table(f"fp32 GEMM {args.n}x{args.n}, {cores} threads, best of 3 × {args.repeats} products",
+                        ["library", "GFLOP/s"], rows)],
+                 notes=[f"machine peak: {best[1]} GFLOP/s ({best[0]}); frameworks.py's MFU is against it",
+                        "fp32 only: frameworks.py measures fp32 training; a bf16 (AMP) MFU needs the bf16 peak"])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+"""The per-round distribution of an interleaved benchmark, and whether it is bimodal (standard library only).
+
+A median over rounds hides two modes: with 6 rounds, 4 fast and 2 slow give the fast figure, 3 and 3 any figure
+in between. So each loop's rounds are split at their widest gap; two groups of at least two rounds each, the gap
+at least BIMODAL_GAP of the lower group's level, is bimodal, and a comparison that rests on it is not reported
+as a result.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+
+BIMODAL_GAP = 0.20  # a machine's round-to-round noise here is ~±5%; two levels 20% apart are not that noise
+
+
+def interleaved(rounds: int, first: Callable[[], float],
+                second: Callable[[], float]) -> tuple[list[float], list[float]]:
+    """ABBA: round i runs first, second (i even) or second, first (i odd), so drift of the machine hits both."""
+    a: list[float] = []
+    b: list[float] = []
+    for i in range(rounds):
+        pair = ((a, first), (b, second))
+        for values, run in pair if i % 2 == 0 else pair[::-1]:
+            values.append(run())
+    return a, b
+
+
+def modes(values: list[float], gap: float = BIMODAL_GAP) -> tuple[list[float], list[float]] | None:
+    """The two groups (low, high) when `values` fall into two levels, else None."""
+    ordered = sorted(values)
+    if len(ordered) < 4:
+        return None
+    widest = max(range(1, len(ordered)), key=lambda i: ordered[i] / ordered[i - 1])
+    low, high = ordered[:widest], ordered[widest:]
+    if len(low) < 2 or len(high) < 2 or statistics.median(high) < (1 + gap) * statistics.median(low):
+        return None
+    return low, high
+
+
+def describe(values: list[float]) -> str:
+    """min–max and, when bimodal, the two levels: `12.3–15.1` or `BIMODAL 3× ~12.3, 3× ~24.9`."""
+    split = modes(values)
+    spread = f"{min(values):.3g}–{max(values):.3g}"
+    if split is None:
+        return spread
+    low, high = split
+    return (f"BIMODAL {len(low)}× ~{statistics.median(low):.3g}, {len(high)}× ~{statistics.median(high):.3g} "
+            f"({spread})")
+
+
+def summary(name: str, values: list[float]) -> dict:
+    """A loop's rounds: median, spread, the rounds themselves and the bimodality verdict."""
+    return {"name": name, "median": statistics.median(values), "spread": describe(values),
+            "bimodal": modes(values) is not None, "rounds": [round(v, 3) for v in values]}

@@ -1,0 +1,99 @@
+"""The benchmark figures in the docs are the scripts' results files, rendered by benchmarks/figures.py."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import REPO
+
+FIGURES = REPO / "benchmarks" / "figures.py"
+
+
+def check(root: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(FIGURES), "--check", "--root", str(root)], capture_output=True,
+                          text=True)
+
+
+def copy_docs(tmp_path: Path) -> Path:
+    """The docs and results files of this checkout, alone in tmp_path."""
+    shutil.copytree(REPO / "benchmarks" / "results", tmp_path / "benchmarks" / "results")
+    for doc in ("README.md", "benchmarks/README.md"):
+        shutil.copy(REPO / doc, tmp_path / doc)
+    return tmp_path
+
+
+def test_repository_docs_match_the_results_files():
+    assert any((REPO / "benchmarks" / "results").glob("*.json"))
+    done = check(REPO)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_figure_edited_by_hand_fails_the_check(tmp_path):
+    root = copy_docs(tmp_path)
+    doc = root / "benchmarks" / "README.md"
+    text = doc.read_text()
+    block = re.search(r"<!-- figures:([\w.-]+) -->", text)
+    result = json.loads((root / "benchmarks" / "results" / f"{block[1]}.json").read_text())
+    start, block_end = block.start(), text.index(f"<!-- /figures:{block[1]} -->")
+    edited = text[start:block_end].replace(result["command"], result["command"] + " --rounds 99", 1)
+    assert edited != text[start:block_end]
+    doc.write_text(text[:start] + edited + text[block_end:])
+    assert check(root).returncode == 1
+    # regenerating restores it, and the check passes again
+    subprocess.run([sys.executable, str(FIGURES), "--root", str(root)], check=True, capture_output=True)
+    assert doc.read_text() == text
+    assert check(root).returncode == 0
+
+
+def test_a_new_results_file_is_rendered_and_an_orphan_block_is_an_error(tmp_path):
+    root = copy_docs(tmp_path)
+    new = {"script": "x.py", "command": ".venv/bin/python benchmarks/x.py", "date": "2026-01-01T00:00:00+00:00",
+           "machine": {"cpu": "cpu", "cores": 2, "memory_gib": 1.0, "gpu": "none"}, "load": [0.5, 1.25],
+           "tables": [{"title": "t", "columns": ["a", "b"], "rows": [["r", 1.5]]}], "notes": ["a note"]}
+    (root / "benchmarks" / "results" / "x.json").write_text(json.dumps(new))
+    assert check(root).returncode == 1  # not yet in the docs
+    subprocess.run([sys.executable, str(FIGURES), "--root", str(root)], check=True, capture_output=True)
+    text = (root / "benchmarks" / "README.md").read_text()
+    block = text[text.index("<!-- figures:x -->"):text.index("<!-- /figures:x -->")]
+    assert "| r | 1.5 |" in block and "load 0.5 before, 1.25 after" in block and new["command"] in block
+    assert check(root).returncode == 0
+    (root / "benchmarks" / "results" / "x.json").unlink()
+    assert check(root).returncode == 1  # a block whose results file is gone
+
+
+def test_a_results_file_follows_the_convention(tmp_path, monkeypatch):
+    monkeypatch.setenv("DLBENCH_BENCH_RESULTS", str(tmp_path))
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    monkeypatch.setattr(sys, "argv", [str(REPO / "benchmarks" / "demo.py"), "--rounds", "3"])
+    import resultfile
+
+    resultfile = importlib.reload(resultfile)  # RESULTS from the environment above
+    path = resultfile.Recorder("demo.py").write([resultfile.table("t", ["a"], [[1]])], ["n"], variant="v")
+    assert path == tmp_path / "demo-v.json"
+    result = json.loads(path.read_text())
+    assert set(result) == {"script", "command", "date", "machine", "load", "tables", "notes"}
+    assert result["command"].endswith("benchmarks/demo.py --rounds 3")
+    assert set(result["machine"]) == {"cpu", "cores", "memory_gib", "gpu"} and result["machine"]["cores"] >= 1
+    assert len(result["load"]) == 2 and all(isinstance(x, float) for x in result["load"])
+    assert result["date"].endswith("+00:00") and result["tables"][0]["rows"] == [[1]]
+
+
+def test_two_levels_of_rounds_are_flagged_bimodal():
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import rounds
+
+    assert rounds.modes([30.1, 31.0, 30.5, 29.8, 31.2, 30.7]) is None  # noise
+    low, high = rounds.modes([58.0, 32.1, 57.2, 31.5, 59.0, 56.4])
+    assert low == [31.5, 32.1] and len(high) == 4
+    assert rounds.modes([58.0, 32.1, 57.2, 59.0, 56.4, 57.7]) is None  # one slow round: an outlier, not a mode
+    assert rounds.summary("x", [58.0, 32.1, 57.2, 31.5])["bimodal"]
+    assert rounds.describe([58.0, 32.1, 57.2, 31.5]).startswith("BIMODAL 2× ~31.8, 2× ~57.6")
+    order = []
+    rounds.interleaved(2, lambda: order.append("a") or 1.0, lambda: order.append("b") or 2.0)
+    assert order == ["a", "b", "b", "a"]
