@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from .params import InputError, Params
+from .params import SHORT_LENGTH_SHARE, InputError, Params
 from .tokens import Vocab
 
 
@@ -186,6 +186,7 @@ class InstanceMaker:
         st = self.stats
         st["instances"] += n
         st["tokens"] += int(total.sum())
+        st["short_length_instances"] += int((total < SHORT_LENGTH_SHARE * L).sum())
         st["predictions"] += len(r)
         st["mask_token"] += int(to_mask.sum())
         st["random_token"] += int(to_random.sum())
