@@ -253,11 +253,12 @@ def main() -> int:
                     print(f"  {label} {name}: {run['seconds']:.2f} s", flush=True)
         load_after_timed = load1()
 
-    speed_rows, per_s = [], {}
+    per_s = {key: results[0]["counts"]["instances"] / statistics.median(r["seconds"] for r in results)
+             for key, results in runs.items()}
+    speed_rows = []
     for (label, name), results in runs.items():
         seconds = statistics.median(r["seconds"] for r in results)
         instances = results[0]["counts"]["instances"]
-        per_s[label, name] = instances / seconds
         if name == "baseline":
             peak = total = max(r["self_mb"] for r in results)
         else:
