@@ -137,14 +137,13 @@ def _whole_vocabulary_words(vocab: Path, lower_case: bool) -> tuple[list[str], n
     """Vocabulary entries that the tokenizer maps to themselves: letters and digits only (no normaliser or
     pre-tokeniser change, lower case when lower-casing) are one WordPiece, their own id (longest match first
     takes the whole word). Seeding the word cache with them leaves the tokenizer the rarer words only."""
-    text = vocab.read_text(encoding="utf-8").replace("\r", "")
-    words = text.split("\n")
-    ok = str.islower if lower_case else str.isalnum  # (with isascii, isalnum: letters and digits only)
-    kept = {w: i for i, w in enumerate(words) if w.isascii() and w.isalnum() and (ok(w) or w.isdigit())}
-    if len(kept) != sum(1 for w in words if w in kept):  # a repeated entry: let the tokenizer decide
-        counts = collections.Counter(w for w in words if w in kept)
-        kept = {w: i for w, i in kept.items() if counts[w] == 1}
-    return list(kept), np.fromiter(kept.values(), np.int32, len(kept))
+    words = vocab.read_text(encoding="utf-8").replace("\r", "").split("\n")
+    ids = dict(zip(words, range(len(words)), strict=True))
+    simple = list(filter(re.compile("[a-z0-9]+" if lower_case else "[A-Za-z0-9]+").fullmatch, words))
+    if len(ids) != len(words):  # a repeated entry: let the tokenizer decide
+        counts = collections.Counter(words)
+        simple = [w for w in simple if counts[w] == 1]
+    return simple, np.fromiter(map(ids.__getitem__, simple), np.int32, len(simple))
 
 
 _BLANK_LINES = re.compile(r"\n(?:[^\S\n]*\n)+")  # a line end followed by lines of whitespace only
