@@ -357,7 +357,7 @@ def test_statistics_of_a_real_run_match_the_issue_and_the_reference_algorithm(da
 # streaming as the workflow does it (8 shards, a window of documents for "random next", a shuffle buffer) and
 # streaming set as the reference does it (one shard, the whole corpus as the window, a full shuffle)
 STREAMING = {"default": ("--shards", "8"),
-             "reference": ("--shards", "1", "--random-doc-block", "100000", "--shuffle-buffer", "10000000")}
+             "reference": ("--shards", "1", "--random-doc-block", "100000", "--shuffle-buffer", "100000000")}
 
 
 @pytest.mark.parametrize("streaming", sorted(STREAMING))

@@ -246,14 +246,24 @@ class ShuffleBuffer:
 
     def __init__(self, size: int, rng: np.random.Generator) -> None:
         self.size, self.rng = size, rng
-        self.held: Batch | None = None  # arrays of `size` rows, the first `count` in use
+        self.held: Batch | None = None  # arrays of up to `size` rows, the first `count` in use
         self.count = 0
+
+    def _reserve(self, batch: Batch, rows: int) -> None:
+        """Room for `rows` held rows (at most `size`), grown by doubling: a large buffer costs what it holds."""
+        capacity = -1 if self.held is None else len(self.held)
+        if rows <= capacity:
+            return
+        grown = Batch(*(np.empty((min(self.size, max(rows, 2 * capacity, 0)), *getattr(batch, f.name).shape[1:]),
+                                 getattr(batch, f.name).dtype) for f in dataclasses.fields(Batch)))
+        if self.held is not None:
+            for f in dataclasses.fields(Batch):
+                getattr(grown, f.name)[:self.count] = getattr(self.held, f.name)[:self.count]
+        self.held = grown
 
     def add(self, batch: Batch) -> Batch | None:
         n, b = self.count, len(batch)
-        if self.held is None:
-            self.held = Batch(*(np.empty((self.size, *getattr(batch, f.name).shape[1:]), getattr(batch, f.name).dtype)
-                                for f in dataclasses.fields(Batch)))
+        self._reserve(batch, min(self.size, n + b))
         surplus = n + b - self.size
         if surplus <= 0:
             for f in dataclasses.fields(Batch):
