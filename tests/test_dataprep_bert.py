@@ -259,7 +259,7 @@ def test_hdf5_layout_and_every_instance_well_formed(full_run, inputs):
         for shard in manifest["shards"]:
             with h5py.File(out + "/" + shard["hdf5"]["path"]) as f:
                 for k, d in f.items():
-                    layout[k] = [d.dtype.str, list(d.shape[1:]), d.compression]
+                    layout[k] = [d.dtype.str, list(d.shape[1:]), d.compression, d.compression_opts, d.shuffle]
                     assert d.shape[0] == shard["instances"]
                     cols.setdefault(k, []).append(d[:])
         a = {k: np.concatenate(v).astype(np.int64) for k, v in cols.items()}
@@ -293,11 +293,15 @@ def test_hdf5_layout_and_every_instance_well_formed(full_run, inputs):
         at = ids[r, pos[real]]
         print(json.dumps({"layout": layout, "n": n, "masked_fraction": k.sum() / total.sum(),
                           "mask": float((at == MASK).mean()), "kept": float((at == mids[real]).mean()),
-                          "nsp": float(nsl.mean()), "min_total": int(total.min()), "max_total": int(total.max())}))
+                          "nsp": float(nsl.mean()), "min_total": int(total.min()), "max_total": int(total.max()),
+                          "short_length": int((total < 0.9 * L).sum())}))
     """, str(out), str(inputs["vocab"]))
-    assert facts["layout"] == {"input_ids": ["<i4", [L], "gzip"], "input_mask": ["|i1", [L], "gzip"],
-                               "segment_ids": ["|i1", [L], "gzip"], "masked_lm_positions": ["<i4", [P], "gzip"],
-                               "masked_lm_ids": ["<i4", [P], "gzip"], "next_sentence_labels": ["|i1", [], "gzip"]}
+    # NVIDIA's datasets and dtypes; gzip level 1 after the shuffle filter (h5py undoes both on reading)
+    gz = ["gzip", 1, True]
+    assert facts["layout"] == {"input_ids": ["<i4", [L], *gz], "input_mask": ["|i1", [L], *gz],
+                               "segment_ids": ["|i1", [L], *gz], "masked_lm_positions": ["<i4", [P], *gz],
+                               "masked_lm_ids": ["<i4", [P], *gz], "next_sentence_labels": ["|i1", [], *gz]}
+    assert facts["short_length"] == manifest["totals"]["short_length_instances"]
     assert facts["n"] == manifest["instances"] > 20_000
     assert facts["min_total"] >= 5 and facts["max_total"] == L
     assert abs(facts["masked_fraction"] - 0.15) < 0.01
@@ -306,10 +310,10 @@ def test_hdf5_layout_and_every_instance_well_formed(full_run, inputs):
 
 
 # ----------------------------------------------------------------------------- statistics
-def reference_algorithm(python: Path, text: Path, vocab: Path, dupe: str, short_prob: str) -> dict:
+def reference_algorithm(python: Path, text: Path, vocab: Path, dupe: str, short_prob: str, *extra: str) -> dict:
     """Counts of create_pretraining_data.py's algorithm run plainly on the same text (dataprep/bert_reference.py)."""
     result = run_env(python, "-m", "dlbench.dataprep.bert_reference", "--input", str(text), "--vocab", str(vocab),
-                 "--dupe-factor", dupe, "--short-seq-prob", short_prob)
+                 "--dupe-factor", dupe, "--short-seq-prob", short_prob, *extra)
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
@@ -348,6 +352,36 @@ def test_statistics_of_a_real_run_match_the_issue_and_the_reference_algorithm(da
     assert abs(ours["forced_random_next"] / n - ref["forced"] / m) < 0.005
     assert abs(ours["truncated_instances"] / n - ref["truncated"] / m) < 0.02
     assert abs(ours["tokens"] / n - ref["tokens"] / m) < 1.0
+
+
+# streaming as the workflow does it (8 shards, a window of documents for "random next", a shuffle buffer) and
+# streaming set as the reference does it (one shard, the whole corpus as the window, a full shuffle)
+STREAMING = {"default": ("--shards", "8"),
+             "reference": ("--shards", "1", "--random-doc-block", "100000", "--shuffle-buffer", "100000000")}
+
+
+@pytest.mark.parametrize("streaming", sorted(STREAMING))
+def test_issue19_fidelity_measures_match_the_reference_algorithm_at_a_fixed_target(dataprep_python, inputs, wiki,
+                                                                                   tmp_path, streaming):
+    """Issue 19's measures (instances, random-next share, share shorter than 90% of max_seq_length) on the real
+    excerpt, seed 12345, with the target fixed (no short targets, 40 tokens): the only randomness left is per
+    chunk, so ours and the plain algorithm agree far inside the issue's tolerances (±2%, ±1 and ±2 points) in
+    either streaming mode. With short targets one seed's figures move by several per cent in the reference
+    itself (a few short passes over long documents): benchmarks/dataprep_bert.py compares means over seeds."""
+    out = tmp_path / streaming
+    create(dataprep_python, wiki[0], inputs["vocab"], out, "--dupe-factor", "3", "--short-seq-prob", "0",
+           "--max-seq-length", "40", "--max-predictions", "6", "--formats", "tfrecord", *STREAMING[streaming])
+    manifest = json.loads((out / "manifest.json").read_text())
+    ours = manifest["totals"]
+    assert manifest["parameters"]["shards"] == int(STREAMING[streaming][1])
+    ref = reference_algorithm(dataprep_python, wiki[0], inputs["vocab"], "3", "0", "--max-seq-length", "40",
+                              "--max-predictions", "6")
+    n, m = ours["instances"], ref["instances"]
+    assert abs(n / m - 1) < 0.01
+    assert abs(ours["random_next"] / n - ref["random_next"] / m) < 0.01
+    assert abs(ours["forced_random_next"] / n - ref["forced"] / m) < 0.01
+    assert abs(ours["short_length_instances"] / n - ref["short_length"] / m) < 0.01
+    assert manifest["statistics"]["short_length_fraction"] == round(ours["short_length_instances"] / n, 6)
 
 
 # ----------------------------------------------------------------------------- determinism, groups, verify

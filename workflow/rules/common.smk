@@ -401,6 +401,9 @@ def bert_shard_arguments(wildcards):
             "--do-lower-case" if BERT_DATA["lower_case"] else "--no-do-lower-case"]
     if BERT_DATA["whole_word_mask"]:
         args.append("--whole-word-mask")
+    # the streaming settings, only when set: the shell command (and so the shards) of other studies unchanged
+    args += [f"--{key.replace('_', '-')} {BERT_DATA[key]}" for key in ("random_doc_block", "shuffle_buffer")
+             if key in BERT_DATA]
     return " ".join(args)
 
 

@@ -7,7 +7,8 @@ what bert_shards (streaming, bounded memory) is checked against (tests: statisti
         [--short-seq-prob 0.1] [--max-seq-length 128] [--max-predictions 20] [--seed 12345]
 
 Prints one JSON line: instances and counts (random next, forced random next, truncated pairs, tokens,
-predictions, [MASK]/kept/random replacements, document passes, short-target passes and their instances).
+predictions, [MASK]/kept/random replacements, document passes, short-target passes and their instances,
+instances shorter than 90% of max_seq_length).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def create(docs: list[list[list[int]]], vocab_size: int, special: dict[str, int]
     rng.shuffle(docs)
     max_tokens = seq_length - 3
     s = dict(instances=0, random_next=0, forced=0, truncated=0, tokens=0, predictions=0, mask=0, kept=0, passes=0,
-             short=0, short_instances=0)
+             short=0, short_instances=0, short_length=0)
     instances = []
     for _ in range(dupe_factor):
         for index, doc in enumerate(docs):
@@ -107,6 +108,7 @@ def create(docs: list[list[list[int]]], vocab_size: int, special: dict[str, int]
                     s["random_next"] += nsp
                     s["short_instances"] += short
                     s["tokens"] += len(ids)
+                    s["short_length"] += len(ids) < 0.9 * seq_length
                     s["predictions"] += len(picked)
                     chunk, length = [], 0
                 i += 1

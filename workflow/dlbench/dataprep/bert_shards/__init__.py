@@ -3,7 +3,7 @@
 Input: text files with one sentence per line and a blank line between documents (wikitext.py makes them from
 a Wikipedia dump), a WordPiece vocab.txt. Output, under --out:
     tfrecord/<name>-00000-of-NNNNN        Google's features (run_pretraining.py _decode_record)
-    hdf5/<name>-00000-of-NNNNN.hdf5       NVIDIA's layout (DeepLearningExamples BERT, gzip)
+    hdf5/<name>-00000-of-NNNNN.hdf5       NVIDIA's layout (DeepLearningExamples BERT; gzip 1 + shuffle filter)
     manifest.json                         per shard instances, bytes, sha256; the parameters; statistics
 
 Semantics (as create_pretraining_data.py): per document and dupe pass a target length max_seq_length - 3, or
@@ -23,6 +23,12 @@ instance in memory):
     the current and the next block of --random-doc-block documents), not from the whole corpus;
   * the dupe passes run one after the other over each shard, and instances are shuffled in a buffer of
     --shuffle-buffer instances (a full shuffle when the shard has fewer), not globally.
+None of these three changes an expected count or share: at a fixed target (no short targets) ours and the plain
+algorithm (bert_reference.py) give the same instances (to 0.02%) and random-next and short-length shares (to
+0.1 point), in either streaming mode (--shards 1, --random-doc-block >= documents and --shuffle-buffer >=
+instances is the reference's: one whole-corpus pool, one full shuffle). With short targets one seed's figures
+move by several per cent in the reference itself (a handful of short passes over long documents); compare means
+over seeds (issue 19, benchmarks/dataprep_bert.py).
 Smaller ones: a document also ends at the end of an input file; with --whole-word-mask a "##" piece right
 after [SEP] starts a word of its own (the reference appends it to A's last word); literal "[MASK]"-like text
 is split into "[", "mask", "]" as the reference's tokenizer does (HF's would map it to the special id); the

@@ -31,7 +31,7 @@ def create(args: argparse.Namespace) -> int:
                     dupe_factor=args.dupe_factor, seed=args.seed, do_lower_case=args.do_lower_case,
                     whole_word_mask=args.whole_word_mask, shards=args.shards, formats=formats, name=args.name,
                     random_doc_block=args.random_doc_block, shuffle_buffer=args.shuffle_buffer,
-                    hdf5_gzip_level=args.hdf5_gzip_level)
+                    hdf5_gzip_level=args.hdf5_gzip_level, hdf5_shuffle=args.hdf5_shuffle)
     checks = [(params.max_seq_length >= 5, "--max-seq-length must be >= 5"),
               (params.max_predictions >= 1, "--max-predictions must be >= 1"),
               (params.max_predictions < params.max_seq_length - 2, "--max-predictions must be < max-seq-length - 2"),
@@ -108,7 +108,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="documents per block; a random next sentence comes from the previous, same or next "
                         "block of the shard (default 512)")
     c.add_argument("--shuffle-buffer", type=int, default=10000, help="instances shuffled together (default 10000)")
-    c.add_argument("--hdf5-gzip-level", type=int, default=4, help="gzip level of the HDF5 datasets (h5py's 4)")
+    c.add_argument("--hdf5-gzip-level", type=int, default=1,
+                   help="gzip level of the HDF5 datasets (default 1; NVIDIA's script: h5py's 4)")
+    c.add_argument("--hdf5-shuffle", action=argparse.BooleanOptionalAction, default=True,
+                   help="HDF5 byte-shuffle filter before gzip (default on; NVIDIA's script: off)")
     c.add_argument("--tmp-dir", type=Path, default=None,
                    help="where the tokenised spill files go (default: the output directory)")
     m = sub.add_parser("merge-manifest", help="merge the group manifests of --shard-group runs into manifest.json")

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from .params import InputError, Params
+from .params import SHORT_LENGTH_SHARE, InputError, Params
 from .tokens import Vocab
 
 
@@ -186,6 +186,7 @@ class InstanceMaker:
         st = self.stats
         st["instances"] += n
         st["tokens"] += int(total.sum())
+        st["short_length_instances"] += int((total < SHORT_LENGTH_SHARE * L).sum())
         st["predictions"] += len(r)
         st["mask_token"] += int(to_mask.sum())
         st["random_token"] += int(to_random.sum())
@@ -238,25 +239,56 @@ class InstanceMaker:
 
 
 class ShuffleBuffer:
-    """Holds up to `size` instances; each addition emits the surplus, drawn at random from everything held."""
+    """Holds up to `size` instances; each addition emits the surplus, drawn at random from everything held.
+
+    The held rows stay in place: an addition copies in the incoming rows that stay (into the slots of the rows it
+    emits, then at the end) and gathers the emitted ones, so its cost follows the batch, not the buffer."""
 
     def __init__(self, size: int, rng: np.random.Generator) -> None:
         self.size, self.rng = size, rng
-        self.held: Batch | None = None
+        self.held: Batch | None = None  # arrays of up to `size` rows, the first `count` in use
+        self.count = 0
+
+    def _reserve(self, batch: Batch, rows: int) -> None:
+        """Room for `rows` held rows (at most `size`), grown by doubling: a large buffer costs what it holds."""
+        capacity = -1 if self.held is None else len(self.held)
+        if rows <= capacity:
+            return
+        grown = Batch(*(np.empty((min(self.size, max(rows, 2 * capacity, 0)), *getattr(batch, f.name).shape[1:]),
+                                 getattr(batch, f.name).dtype) for f in dataclasses.fields(Batch)))
+        if self.held is not None:
+            for f in dataclasses.fields(Batch):
+                getattr(grown, f.name)[:self.count] = getattr(self.held, f.name)[:self.count]
+        self.held = grown
 
     def add(self, batch: Batch) -> Batch | None:
-        held = batch if self.held is None else Batch.concat([self.held, batch])
-        order = self.rng.permutation(len(held))
-        surplus = len(held) - self.size
+        n, b = self.count, len(batch)
+        self._reserve(batch, min(self.size, n + b))
+        surplus = n + b - self.size
         if surplus <= 0:
-            self.held = held
+            for f in dataclasses.fields(Batch):
+                getattr(self.held, f.name)[n:n + b] = getattr(batch, f.name)
+            self.count = n + b
             return None
-        self.held = held.take(order[surplus:])
-        return held.take(order[:surplus])
+        emit = self.rng.permutation(n + b)[:surplus]  # a random subset of held + batch, in random order
+        from_held = emit < n
+        holes = emit[from_held]
+        stays = np.ones(b, bool)
+        stays[emit[~from_held] - n] = False
+        slots = np.concatenate([holes, np.arange(n, self.size)])
+        out = []
+        for f in dataclasses.fields(Batch):
+            held, new = getattr(self.held, f.name), getattr(batch, f.name)
+            rows = np.empty((surplus, *new.shape[1:]), new.dtype)
+            rows[from_held] = held[holes]
+            rows[~from_held] = new[emit[~from_held] - n]
+            held[slots] = new[stays]
+            out.append(rows)
+        self.count = self.size
+        return Batch(*out)
 
     def drain(self) -> Batch | None:
-        if self.held is None:
+        if self.held is None or not self.count:
             return None
-        held, self.held = self.held, None
-        return held.take(self.rng.permutation(len(held)))
-
+        held, self.held = self.held.take(slice(0, self.count)), None
+        return held.take(self.rng.permutation(self.count))

@@ -45,6 +45,7 @@ def summarise(shards: list[dict]) -> tuple[dict, dict]:
         if totals["instances"] > totals["forced_random_next"] else None,
         "short_target_fraction": frac("short_target_passes", "document_passes"),
         "short_target_instance_fraction": frac("short_target_instances", "instances"),
+        "short_length_fraction": frac("short_length_instances", "instances"),  # < 90% of max_seq_length tokens
         "truncated_fraction": frac("truncated_instances", "instances"),
         "mean_tokens_per_instance": frac("tokens", "instances"),
     }

@@ -4,6 +4,7 @@ whitespace, so the ids of a line are its words' ids concatenated)."""
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import hashlib
 import operator
@@ -69,14 +70,20 @@ class WordTokenizer:
         self.tokenizer = BertWordPieceTokenizer(str(vocab), lowercase=lower_case)
         self.lower_case = lower_case
         self.cache_words = cache_words
+        self.seed_words, self.seed_ids = _whole_vocabulary_words(vocab, lower_case)
         self._reset()
 
     def _reset(self) -> None:
-        self.index: dict[str, int] = {_LINE_END: 0}  # word 0 marks a line end and has no ids
+        # word 0 marks a line end and has no ids; words 1..n are the vocabulary's own (one id each)
+        self.index: dict[str, int] = {_LINE_END: 0}
+        self.index.update(zip(self.seed_words, range(1, len(self.seed_words) + 1), strict=True))
         # word i's ids are store[starts[i]:starts[i + 1]]; both grow by doubling (amortised appends)
-        self.starts = np.zeros(1 << 12, np.int64)
-        self.store = np.zeros(1 << 14, np.int32)
-        self.stored = 0
+        n = len(self.seed_ids)
+        self.starts = np.zeros(max(1 << 12, n + 2), np.int64)
+        self.starts[2:n + 2] = np.arange(1, n + 1)
+        self.store = np.zeros(max(1 << 14, n), np.int32)
+        self.store[:n] = self.seed_ids
+        self.stored = n
 
     @staticmethod
     def _fit(array: np.ndarray, size: int) -> np.ndarray:
@@ -124,6 +131,19 @@ class WordTokenizer:
         src = np.repeat(wstart - (ends - wlen), wlen) + np.arange(int(ends[-1]))
         line_ends = ends[widx == 0]
         return self.store[src], np.diff(line_ends, prepend=0)
+
+
+def _whole_vocabulary_words(vocab: Path, lower_case: bool) -> tuple[list[str], np.ndarray]:
+    """Vocabulary entries that the tokenizer maps to themselves: letters and digits only (no normaliser or
+    pre-tokeniser change, lower case when lower-casing) are one WordPiece, their own id (longest match first
+    takes the whole word). Seeding the word cache with them leaves the tokenizer the rarer words only."""
+    words = vocab.read_text(encoding="utf-8").replace("\r", "").split("\n")
+    ids = dict(zip(words, range(len(words)), strict=True))
+    simple = list(filter(re.compile("[a-z0-9]+" if lower_case else "[A-Za-z0-9]+").fullmatch, words))
+    if len(ids) != len(words):  # a repeated entry: let the tokenizer decide
+        counts = collections.Counter(words)
+        simple = [w for w in simple if counts[w] == 1]
+    return simple, np.fromiter(map(ids.__getitem__, simple), np.int32, len(simple))
 
 
 _BLANK_LINES = re.compile(r"\n(?:[^\S\n]*\n)+")  # a line end followed by lines of whitespace only

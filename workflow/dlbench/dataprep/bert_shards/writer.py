@@ -48,7 +48,7 @@ class ShardWriter:
             width = () if key == "next_sentence_labels" else ((L,) if key in INT_FEATURES_L else (P,))
             self.h5.create_dataset(key, shape=(0, *width), maxshape=(None, *width), dtype=dtype,
                                    chunks=(self.chunk_rows, *width), compression="gzip",
-                                   compression_opts=level, track_times=False)
+                                   compression_opts=level, shuffle=self.params.hdf5_shuffle, track_times=False)
 
     def write(self, batch: Batch) -> None:
         if not len(batch):
