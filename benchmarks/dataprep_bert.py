@@ -36,7 +36,6 @@ import datetime
 import fcntl
 import json
 import os
-import platform
 import resource
 import shlex
 import shutil
@@ -48,6 +47,8 @@ import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+
+from resultfile import machine  # benchmarks/: the machine as every results file names it
 
 REPO = Path(__file__).resolve().parents[1]
 RESULT = REPO / "benchmarks" / "results" / "dataprep_bert.json"
@@ -85,18 +86,6 @@ print(json.dumps({"self_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss 
 
 def load1() -> float:
     return round(os.getloadavg()[0], 2)
-
-
-def machine() -> str:
-    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                  if line.startswith("model name")), platform.processor() or "unknown CPU")
-    mem_kb = next((int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
-                   if line.startswith("MemTotal")), 0)
-    gpu = "none"
-    if shutil.which("nvidia-smi"):
-        found = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.strip()
-        gpu = "; ".join(found.splitlines()) or "none"
-    return f"{model}, {len(os.sched_getaffinity(0))} cores, {mem_kb / 2**20:.1f} GiB memory, GPU: {gpu}"
 
 
 def env(code: Path = REPO) -> dict[str, str]:
