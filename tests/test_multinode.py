@@ -177,8 +177,10 @@ def test_losing_a_node_mid_run_is_a_failure_record(two_nodes, torch_python, tmp_
     the study goes on (the other run completes, the report is built). Then the node comes back."""
     work = tmp_path_factory.mktemp("nodeloss")
     config = tiny_config()
-    config["defaults"].update(repeats=1, measured_steps=400, timeout_minutes=5)
+    config["defaults"].update(repeats=1, measured_steps=3, timeout_minutes=5)
     config["matrix"].update(topology=["1x1", "2x1"])
+    # the 2x1 run trains long enough to lose a node in; the 1x1 run is the study going on
+    config["overrides"] = [{"match": {"topology": "2x1"}, "set": {"measured_steps": 400}}]
     partial = work / "results/runs/resnet50/pytorch/2x1/bs2-fp32-nocompile-synthetic-img32/rep1.jsonl.partial"
     lost_at: list[float] = []
 

@@ -64,7 +64,8 @@ pid_alive() { # pidfile comm
     [[ -s "$f" ]] || return 1
     pid=$(cat "$f" 2>/dev/null) || return 1
     [[ -n "$pid" ]] && proc_running "$pid" || return 1
-    [[ "$(cat /proc/$pid/comm 2>/dev/null)" == "$comm"* ]]
+    # exactly: a stale slurmd pidfile whose pid now belongs to slurmdbd must not match ("slurmd"* would)
+    [[ "$(cat /proc/$pid/comm 2>/dev/null)" == "$comm" ]]
 }
 
 wait_for() { # seconds description command...
@@ -383,6 +384,7 @@ cmd_lose_node() { # every process of the node, slurmd and job steps alike, kille
     pids=$(ip netns pids "$1")
     log "losing node $1: SIGKILL to $(wc -w <<<"$pids") process(es)"
     [[ -n "$pids" ]] && kill -9 $pids 2>/dev/null || true
+    rm -f "/run/slurmd-$1.pid"  # its pid may be reused by another daemon
 }
 
 cmd_restore_node() {
