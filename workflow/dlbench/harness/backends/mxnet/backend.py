@@ -382,7 +382,7 @@ class Backend(BackendBase):
         if self.kv is None:
             return {"summary": "none (one rank)"}
         on_server = bool(self.trainer._update_on_kvstore)
-        servers = int(os.environ.get("DMLC_NUM_SERVER", "1"))  # what ps-lite was told to wait for
+        servers = self.kv_addresses["servers"]  # what ps-lite was told to wait for (_init_kvstore)
         facts = {"kvstore_type": self.kv.type, "num_workers": self.kv.num_workers, "num_servers": servers,
                  "update_on_kvstore": on_server}
         facts["summary"] = (f"kvstore {facts['kvstore_type']} (ps-lite, {facts['num_workers']} workers, "
