@@ -35,8 +35,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--image-size", type=int, default=64)
     p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--steps", type=int, default=30)
-    p.add_argument("--rounds", type=int, default=12)
+    p.add_argument("--steps", type=int, default=10)  # short rounds, many: as frameworks.py
+    p.add_argument("--rounds", type=int, default=16)
     args = p.parse_args()
     record = resultfile.Recorder(__file__)
     with tempfile.TemporaryDirectory() as tmp:
@@ -62,8 +62,7 @@ def main() -> None:
              rounds.summary("harness ÷ bare", ratios)]
     unstable = [loop["name"] for loop in loops[:2] if loop["bimodal"]]
     verdict = (f"UNSTABLE: {' and '.join(unstable)} bimodal, no comparison" if unstable else
-               f"median of per-round ratios {loops[2]['median']:.3f}, ratio of medians "
-               f"{loops[1]['median'] / loops[0]['median']:.3f} (target >= 0.98)")
+               f"{rounds.ratio_verdict(ratios, 0.98)}; ratio of medians {loops[1]['median'] / loops[0]['median']:.3f}")
     title = (f"PyTorch ResNet-50 {args.image_size}x{args.image_size} batch {args.batch_size} fp32, "
              f"{args.rounds} rounds × {args.steps} steps ABBA, one process, one model")
     print(title)

@@ -8,6 +8,7 @@ as a result.
 
 from __future__ import annotations
 
+import random
 import statistics
 from collections.abc import Callable
 
@@ -47,6 +48,24 @@ def describe(values: list[float]) -> str:
     low, high = split
     return (f"BIMODAL {len(low)}× ~{statistics.median(low):.3g}, {len(high)}× ~{statistics.median(high):.3g} "
             f"({spread})")
+
+
+def median_interval(values: list[float], level: float = 0.95, resamples: int = 2000) -> tuple[float, float]:
+    """Percentile bootstrap interval of the median of `values` (fixed seed: a rerun on the same rounds prints the
+    same interval). For per-round ratios: what the rounds' noise allows the run's ratio to be."""
+    draw = random.Random(0)
+    medians = sorted(statistics.median(draw.choices(values, k=len(values))) for _ in range(resamples))
+    tail = (1 - level) / 2
+    return medians[int(tail * resamples)], medians[min(resamples - 1, int((1 - tail) * resamples))]
+
+
+def ratio_verdict(ratios: list[float], target: float) -> str:
+    """`median of per-round ratios 1.012 [0.981–1.043] (at target >= 1.00)`: the paired statistic of an
+    interleaved comparison (each round's two loops ran back to back, so the machine's drift cancels in it)."""
+    median = statistics.median(ratios)
+    low, high = median_interval(ratios)
+    return (f"median of per-round ratios {median:.3f} [{low:.3f}–{high:.3f}] "
+            f"({'at' if median >= target else 'below'} target >= {target:.2f})")
 
 
 def summary(name: str, values: list[float]) -> dict:

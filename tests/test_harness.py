@@ -76,6 +76,7 @@ def test_throughput_is_samples_over_measured_wall_time(torch_python, tmp_path):
     settings = env["settings"]
     assert settings["intra_op_threads"] == header["threads_per_rank"] and settings["memory_format"] == "contiguous"
     assert settings["onednn"] is True and settings["summary"].startswith("oneDNN on (")
+    assert settings["optimizer"] == "SGD fused" and settings["summary"].endswith(", SGD fused")
     assert "images/s" in result.stderr  # human-readable progress on stderr
 
 
