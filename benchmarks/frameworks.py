@@ -235,9 +235,8 @@ def report(args: argparse.Namespace, runs: list[dict], peak: float, peak_source:
         ratios = [h / b for h, b in zip(run["harness"], run["idiomatic"], strict=True)]
         loops = [rounds.summary("idiomatic", run["idiomatic"]), rounds.summary("harness", run["harness"]),
                  rounds.summary("harness ÷ idiomatic", ratios)]
-        unstable = [loop["name"] for loop in loops[:2] if loop["bimodal"]]
-        verdicts.append(f"run {number}: UNSTABLE, {' and '.join(unstable)} bimodal: no comparison" if unstable else
-                        f"run {number}: {rounds.ratio_verdict(ratios, 1.0)}")
+        verdicts.append(f"run {number}: UNSTABLE, per-round ratios bimodal: no comparison" if loops[2]["bimodal"]
+                        else f"run {number}: {rounds.ratio_verdict(ratios, 1.0)}")
         for loop in loops:
             print(f"  run {number} {loop['name']:20s} median {loop['median']:8.3f}  rounds {loop['spread']}: "
                   f"{', '.join(f'{v:.3f}' for v in loop['rounds'])}")
