@@ -61,6 +61,8 @@ def gemm(library: str, n: int, repeats: int, threads: int) -> float:
         a, b = tf.random.normal((n, n)), tf.random.normal((n, n))
         return _timed(lambda: tf.linalg.matmul(a, b).numpy(), n, repeats)
     if library == "mxnet":
+        # as the harness's backend: MXNet's own default is fewer OpenMP threads than cores (half the GEMM rate)
+        os.environ.setdefault("OMP_NUM_THREADS", str(threads))
         import mxnet as mx
 
         a, b = mx.nd.random.normal(shape=(n, n)), mx.nd.random.normal(shape=(n, n))
@@ -98,16 +100,18 @@ def main() -> None:
         print(json.dumps({"gflops": best_of(args.library, args.n, args.repeats, threads) / 1e9}))
         return
     record = Recorder(__file__)
-    rows = [["numpy", round(best_of("numpy", args.n, args.repeats, threads) / 1e9, 1)]]
+    rows = []
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    for framework in FRAMEWORKS:
-        python = env_python(framework)
+    # every library in a process of its own, numpy too: this one stays idle meanwhile (its own BLAS threads,
+    # had it multiplied here, would still hold the cores while the next library is timed)
+    for library in ("numpy", *FRAMEWORKS):
+        python = Path(sys.executable) if library == "numpy" else env_python(library)
         if python is None:
-            print(f"{framework}: no environment under .venvs/, skipped")
+            print(f"{library}: no environment under .venvs/, skipped")
             continue
-        out = subprocess.run([str(python), __file__, "--library", framework, "--n", str(args.n), "--repeats",
+        out = subprocess.run([str(python), __file__, "--library", library, "--n", str(args.n), "--repeats",
                               str(args.repeats)], capture_output=True, text=True, env=env, check=True).stdout
-        rows.append([framework, round(json.loads(out.strip().splitlines()[-1])["gflops"], 1)])
+        rows.append([library, round(json.loads(out.strip().splitlines()[-1])["gflops"], 1)])
     best = max(rows, key=lambda r: r[1])
     for name, gflops in rows:
         print(f"{name:11s} {gflops:7.1f} GFLOP/s{'   <- machine peak' if name == best[0] else ''}")
