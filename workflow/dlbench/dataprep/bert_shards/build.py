@@ -29,8 +29,9 @@ def build_shard(out: Path, params: Params, vocab: Vocab, shard: int, spill_dir: 
     t0 = time.perf_counter()
     dtype = token_dtype(vocab)
     stats = {**dict.fromkeys(STAT_KEYS, 0), **base_stats}
-    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(params.seed, spawn_key=(shard,))))
-    maker = InstanceMaker(params, vocab, rng, stats)
+    rng, mask_rng = (np.random.Generator(np.random.PCG64(np.random.SeedSequence(params.seed, spawn_key=key)))
+                     for key in ((shard,), (shard, 1)))
+    maker = InstanceMaker(params, vocab, rng, mask_rng, stats)
     shuffle = ShuffleBuffer(params.shuffle_buffer, rng)
     writer = ShardWriter(out, params, shard, vocab.size)
     try:

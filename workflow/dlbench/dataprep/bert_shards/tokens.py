@@ -146,7 +146,11 @@ class WordTokenizer:
         from tokenizers import BertWordPieceTokenizer
         self.tokenizer = BertWordPieceTokenizer(str(vocab), lowercase=lower_case)
         model = self.tokenizer._tokenizer.model
-        self.vocab: dict[str, int] = self.tokenizer.get_vocab(with_added_tokens=False)
+        # its vocabulary as WordPiece reads the file (a line's trailing whitespace dropped; a repeated entry: the
+        # last line), in half the time of get_vocab()
+        words = [w.rstrip() for w in vocab.read_bytes().decode("utf-8").split("\n")]
+        self.vocab: dict[str, int] = dict(zip(words, range(len(words)), strict=True))
+        self.vocab.pop("", None)
         self.prefix, self.max_chars = model.continuing_subword_prefix, model.max_input_chars_per_word
         self.unk = [self.vocab[model.unk_token]]
         self.longest = max(map(len, self.vocab))  # no piece is longer: no longer look-up can match
