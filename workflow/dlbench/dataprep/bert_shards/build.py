@@ -100,6 +100,7 @@ def run(inputs: list[Path], vocab: Vocab, params: Params, shards: list[int], out
             pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
                                                           initializer=_start_worker,
                                                           initargs=(vocab, params, spill_dir))
+            pool.submit(int)  # the first task forks the workers: now, not after the first batch is read
             pending: set[concurrent.futures.Future] = set()
             for batch in batches:
                 if len(pending) >= 2 * workers:  # bounded: the input is read as fast as it is tokenised
