@@ -155,7 +155,9 @@ def test_word_cache_tokenisation_equals_hf_on_whole_lines(dataprep_python, input
                "zero\u200bwidth \ufeffbom", "ctrl\x0bvt\x0cff\x1cfs\x1f\x85nel\x00nul end", "ΣΊΣΥΦΟΣ ΟΔΥΣΣΕΥΣ ς",
                "İstanbul ǅemal ﬁne", "x" * 150 + " " + "ab," * 60, "http://example.com/a_b-c/d?x=1&y=2#z",
                "emoji 😀 test …—– ¿Qué? ¡Sí! «guillemets»", "x²+y³ ½ ⅓ ①", "a\u0301b e\u0308 \u2028sep",
-               "'quoted' \"double\" (paren) [bracket] {brace} 1,000.50$ 5%", "\u00adsoft\u00adhyphen ```", "A"]
+               "'quoted' \"double\" (paren) [bracket] {brace} 1,000.50$ 5%", "\u00adsoft\u00adhyphen ```", "A",
+               # words that share their first and last 8 bytes (grouped by their bytes on the way)
+               "abcdefghXYZijklmnopq abcdefghZYXijklmnopq abcdefghXYZijklmnopq 12345678x87654321 12345678y87654321"]
         tmp.write_text("\n".join(odd) + "\n\n" + text.read_text(encoding="utf-8"), encoding="utf-8")
         raw = [l for l in tmp.read_text(encoding="utf-8").split("\n") if l.strip()]
         docs = list(iter_documents([tmp], chunk_chars=50_000))  # documents span chunks too

@@ -39,22 +39,32 @@ the 80/10/10 split, the random-next fraction overall (above 50% in the reference
 frequent with short targets, always take a random next) and for the coin alone, the short-target fraction of
 document passes (10%) and of instances.
 
-Speed: words are tokenised once per distinct whitespace-separated word (HF tokenizers, the full
+Speed: words are tokenised once per distinct whitespace-separated word (the ids of HF tokenizers' full
 BertWordPieceTokenizer pipeline on each word, which is what it does to a line: its normaliser and
-pre-tokeniser never look across whitespace), instances are built with numpy over batches (gathers,
-truncation in closed form, masking, padding) and Example records are encoded for a whole batch at once.
-Parallel over processes: phase 1, each process reads the input and tokenises every n-th batch of lines into
-spill files (one per process and shard, with document indices); phase 2, one task per shard (largest
-first) merges its spill files in document order and builds the shard.
+pre-tokeniser never look across whitespace); a batch's words are found and grouped with numpy on its UTF-8
+bytes, words of ASCII letters and digits (which the pipeline leaves as they are) go straight to WordPiece's
+greedy longest match, the others through HF. Instances are built with numpy over batches (gathers,
+truncation in closed form, masking, padding), Example records encoded for a whole batch at once, HDF5 chunks
+shuffled and deflated by us (zlib's run-length strategy at level 1) and stored as they are. Two random
+streams per shard: one for what makes the instances (targets, chunks, truncation, the shuffle), one for the
+masking. Parallel over processes: phase 1, the main process reads the input and hands batches of documents
+to the free worker, which tokenises them into its spill files (one per shard, with document indices);
+phase 2, one task per shard (largest first) merges its spill files in document order and builds the shard.
 
 Modules: params (parameters, features, statistics, InputError), tokens (vocabulary, documents, word-cached
-tokenizer), spill (phase 1 and reading its spill files back), instances (chunking, truncation, layout,
-masking, shuffle buffer), encode (batched Example records), writer (a shard's TFRecord / HDF5 files), build
-(phase 2 per shard, the worker processes), manifest (manifest, merge), verify, cli.
+tokenizer), spill (phase 1's batches and spill files, and reading them back), instances (chunking,
+truncation, layout, masking, shuffle buffer), encode (batched Example records), writer (a shard's TFRecord /
+HDF5 files), build (the worker processes, phase 2 per shard), manifest (manifest, merge), verify, cli.
 
     python -m dlbench.dataprep.bert_shards create|merge-manifest|verify ...
 """
 
-from .cli import main
+import os
+
+# numpy's BLAS starts a thread per core at import, which spins for ~0.1 CPU-s though nothing here calls BLAS
+# (the work is one process per core already): set before anything of ours imports numpy
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+from .cli import main  # noqa: E402
 
 __all__ = ["main"]

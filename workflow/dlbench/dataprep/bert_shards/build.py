@@ -1,11 +1,12 @@
-"""Building shards: phase 1 (spill.py) on the worker processes, then phase 2, one task per shard: every dupe pass
-over the shard's documents, in blocks with their neighbours as the pool of "random next" documents, through
-the shuffle buffer into the shard's writer."""
+"""Building shards: phase 1 (spill.py: the main process reads the input, the workers tokenise it), then phase 2,
+one task per shard: every dupe pass over the shard's documents, in blocks with their neighbours as the pool of
+"random next" documents, through the shuffle buffer into the shard's writer."""
 
 from __future__ import annotations
 
 import concurrent.futures
 import multiprocessing
+import os
 import resource
 import shutil
 import tempfile
@@ -16,20 +17,21 @@ import numpy as np
 
 from .instances import InstanceMaker, ShuffleBuffer
 from .params import STAT_KEYS, Params
-from .spill import spill_blocks, tokenize_part
+from .spill import PHASE1_STATS, Spiller, document_batches, spill_blocks
 from .tokens import Vocab, token_dtype
 from .writer import ShardWriter
 
 
-def build_shard(out: Path, params: Params, vocab: Vocab, shard: int, spill_dir: Path, parts: int,
+def build_shard(out: Path, params: Params, vocab: Vocab, shard: int, spill_dir: Path, parts: list[int],
                 base_stats: dict[str, int]) -> dict:
     """Phase 2 for one shard: every dupe pass over its documents, blocks of documents with their neighbours
     as the pool of "random next" documents, through the shuffle buffer into the writers."""
     t0 = time.perf_counter()
     dtype = token_dtype(vocab)
     stats = {**dict.fromkeys(STAT_KEYS, 0), **base_stats}
-    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(params.seed, spawn_key=(shard,))))
-    maker = InstanceMaker(params, vocab, rng, stats)
+    rng, mask_rng = (np.random.Generator(np.random.PCG64(np.random.SeedSequence(params.seed, spawn_key=key)))
+                     for key in ((shard,), (shard, 1)))
+    maker = InstanceMaker(params, vocab, rng, mask_rng, stats)
     shuffle = ShuffleBuffer(params.shuffle_buffer, rng)
     writer = ShardWriter(out, params, shard, vocab.size)
     try:
@@ -57,27 +59,64 @@ def build_shard(out: Path, params: Params, vocab: Vocab, shard: int, spill_dir: 
             "_max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
+_SPILLER: Spiller | None = None  # a worker process's own (phase 1)
+
+
+def _start_worker(vocab: Vocab, params: Params, spill_dir: Path) -> None:
+    """Worker start: its tokenizer is built while the main process reads the first batches."""
+    global _SPILLER
+    _SPILLER = Spiller(vocab, params, spill_dir, os.getpid())
+
+
+def _spill(batch: list[tuple[int, str, int]]) -> tuple[int, dict[int, dict[str, int]]]:
+    assert _SPILLER is not None
+    return _SPILLER.part, _SPILLER.add(batch)
+
+
 def run(inputs: list[Path], vocab: Vocab, params: Params, shards: list[int], out: Path, tmp_root: Path,
         workers: int) -> tuple[list[dict], dict]:
-    """Phase 1 (tokenise into spill files) on `workers` processes, then phase 2 (one task per shard, largest
-    first, on the same processes). Returns the shards' manifest entries and timings."""
+    """Phase 1 (the main process reads the input; the workers tokenise it, a batch at a time, into spill files),
+    then phase 2 (one task per shard, largest first, on the same processes). Returns the shards' manifest
+    entries and timings."""
     spill_dir = Path(tempfile.mkdtemp(prefix="bert-spill-", dir=tmp_root))
     pool = None
+    base = {s: dict.fromkeys(PHASE1_STATS, 0) for s in shards}
+    parts: set[int] = set()
+
+    def count(part: int, stats: dict[int, dict[str, int]]) -> None:
+        parts.add(part)
+        for shard, st in stats.items():
+            for key, value in st.items():
+                base[shard][key] += value
+
     try:
         t0 = time.perf_counter()
+        batches = document_batches(inputs, params, shards)
         if workers == 1:
-            part_stats = [tokenize_part(inputs, vocab, params, shards, 0, 1, spill_dir)]
+            spiller = Spiller(vocab, params, spill_dir, 0)
+            for batch in batches:
+                count(0, spiller.add(batch))
         else:
-            pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
-            part_stats = [f.result() for f in [pool.submit(tokenize_part, inputs, vocab, params, shards, p,
-                                                           workers, spill_dir) for p in range(workers)]]
+            pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
+                                                          initializer=_start_worker,
+                                                          initargs=(vocab, params, spill_dir))
+            pool.submit(int)  # the first task forks the workers: now, not after the first batch is read
+            pending: set[concurrent.futures.Future] = set()
+            for batch in batches:
+                if len(pending) >= 2 * workers:  # bounded: the input is read as fast as it is tokenised
+                    done, pending = concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
+                    for f in done:
+                        count(*f.result())
+                pending.add(pool.submit(_spill, batch))
+            for f in concurrent.futures.as_completed(pending):
+                count(*f.result())
         t1 = time.perf_counter()
-        base = {s: {k: sum(ps[s][k] for ps in part_stats) for k in part_stats[0][s]} for s in shards}
         order = sorted(shards, key=lambda s: (-base[s]["document_tokens"], s))  # largest first: balanced
+        part_list = sorted(parts)
         if pool is None:
-            results = [build_shard(out, params, vocab, s, spill_dir, 1, base[s]) for s in order]
+            results = [build_shard(out, params, vocab, s, spill_dir, part_list, base[s]) for s in order]
         else:
-            futures = [pool.submit(build_shard, out, params, vocab, s, spill_dir, workers, base[s]) for s in order]
+            futures = [pool.submit(build_shard, out, params, vocab, s, spill_dir, part_list, base[s]) for s in order]
             results = [f.result() for f in futures]
         timing = {"tokenize_s": round(t1 - t0, 3), "build_s": round(time.perf_counter() - t1, 3),
                   "shard_s": [round(r.pop("_seconds"), 3) for r in results],
@@ -87,4 +126,3 @@ def run(inputs: list[Path], vocab: Vocab, params: Params, shards: list[int], out
             pool.shutdown(cancel_futures=True)
         shutil.rmtree(spill_dir, ignore_errors=True)
     return results, timing
-

@@ -94,7 +94,15 @@ class ExampleEncoder:
             rows[:, lo:hi] = data
             if ok is not None:
                 valid[:, lo:hi] = ok
-        records = rows[valid]
+        # np.compress: 2-3x faster than rows[valid] on such masks, but it gathers through an int64 index per
+        # kept byte: compacted 512 rows at a time, that index stays small (~3 MB)
+        records = np.empty(int(valid.sum()), np.uint8)
+        start = 0
+        for lo in range(0, n, 512):
+            keep = valid[lo:lo + 512].ravel()
+            size = int(keep.sum())
+            np.compress(keep, rows[lo:lo + 512].ravel(), out=records[start:start + size])
+            start += size
         ends = np.cumsum(example_len + tfr.OVERHEAD) - tfr.FOOTER_BYTES
         tfr.fill_footers(records, ends - example_len, ends)
         return records

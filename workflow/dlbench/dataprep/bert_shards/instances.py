@@ -101,8 +101,11 @@ def pair_spans(doc_ranges: list[tuple[int, int]], targets: list[int], pool_docs:
 class InstanceMaker:
     """Builds a shard's instances: chunking (Python), truncation, [CLS]/[SEP] layout and masking (numpy)."""
 
-    def __init__(self, params: Params, vocab: Vocab, rng: np.random.Generator, stats: dict[str, int]) -> None:
-        self.p, self.vocab, self.rng, self.stats = params, vocab, rng, stats
+    def __init__(self, params: Params, vocab: Vocab, rng: np.random.Generator, mask_rng: np.random.Generator,
+                 stats: dict[str, int]) -> None:
+        # two streams: rng for what makes the instances (targets, chunks, truncation), mask_rng for the masking,
+        # so that how masking draws (its speed) changes neither which instances there are nor their count
+        self.p, self.vocab, self.rng, self.mask_rng, self.stats = params, vocab, rng, mask_rng, stats
         self.u = Uniforms(rng)
         self.max_num_tokens = params.max_seq_length - 3
         if self.max_num_tokens < 2:
@@ -121,6 +124,7 @@ class InstanceMaker:
         docs = list(range(first_doc, first_doc + n_docs))
         spans = pair_spans(pool_docs[first_doc:first_doc + n_docs], targets.tolist(), pool_docs, docs, cum,
                            self.u)
+        padded = np.append(pool_tokens, 0)  # the last one: where padding positions gather from
         st = self.stats
         st["document_passes"] += n_docs
         st["short_target_passes"] += int(short.sum())
@@ -128,7 +132,7 @@ class InstanceMaker:
             a_lo, a_len, b_lo, b_len, rand_next, doc_of = np.array(spans[lo:lo + batch_size], np.int64).T.copy()
             st["short_target_instances"] += int(short[doc_of].sum())
             self._truncate(a_lo, a_len, b_lo, b_len)
-            yield self._layout_and_mask(pool_tokens, a_lo, a_len, b_lo, b_len, rand_next)
+            yield self._layout_and_mask(padded, a_lo, a_len, b_lo, b_len, rand_next)
 
     def _truncate(self, a_lo: np.ndarray, a_len: np.ndarray, b_lo: np.ndarray, b_len: np.ndarray) -> None:
         """truncate_seq_pair in closed form: the longer side loses a token (B on ties) until the pair fits;
@@ -149,35 +153,41 @@ class InstanceMaker:
         b_lo[cut] += fb
         b_len[cut] -= rb
 
-    def _layout_and_mask(self, tokens: np.ndarray, a_lo: np.ndarray, a_len: np.ndarray, b_lo: np.ndarray,
+    def _layout_and_mask(self, padded: np.ndarray, a_lo: np.ndarray, a_len: np.ndarray, b_lo: np.ndarray,
                          b_len: np.ndarray, rand_next: np.ndarray) -> Batch:
-        L, P, V, rng = self.p.max_seq_length, self.p.max_predictions, self.vocab, self.rng
+        """[CLS] A [SEP] B [SEP] and zero padding, gathered in one go from the pool's tokens (`padded`: with a
+        zero after them); then the masked positions."""
+        L, P, V, rng = self.p.max_seq_length, self.p.max_predictions, self.vocab, self.mask_rng
         n = len(a_lo)
         pos = np.arange(L, dtype=np.int64)[None, :]
-        la, lb = a_len[:, None], b_len[:, None]
+        la = a_len[:, None]
         total = a_len + b_len + 3
-        in_a = (pos >= 1) & (pos <= la)
-        in_b = (pos >= la + 2) & (pos <= la + lb + 1)
-        src = np.where(in_a, a_lo[:, None] + pos - 1, b_lo[:, None] + pos - la - 2)
-        cand = in_a | in_b
-        ids = np.where(cand, tokens[np.where(cand, src, 0)], 0).astype(np.int32)
+        in_b = pos > la + 1  # B, its [SEP], padding
+        body = pos < (total - 1)[:, None]  # [CLS], A, [SEP], B
+        # position p comes from a_lo - 1 + p in A, from b_lo - a_len - 2 + p in B, from the zero in padding
+        src = np.where(in_b, (b_lo - a_len - 2)[:, None], (a_lo - 1)[:, None]) + pos
+        src[~body] = len(padded) - 1
+        ids = padded[src].astype(np.int32)
         rows = np.arange(n)
         ids[:, 0] = V.cls_id
         ids[rows, a_len + 1] = V.sep_id
         ids[rows, total - 1] = V.sep_id
         input_mask = (pos < total[:, None]).astype(np.int8)
-        segment_ids = ((pos >= la + 2) & (pos < total[:, None])).astype(np.int8)
+        segment_ids = (in_b & (input_mask > 0)).astype(np.int8)
+        cand = body.copy()  # the tokens of A and B
+        cand[:, 0] = False
+        cand[rows, a_len + 1] = False
 
         k = np.minimum(P, np.maximum(1, np.rint(total * self.p.masked_lm_prob).astype(np.int64)))
         k = np.minimum(k, a_len + b_len)  # never more than the candidates (high --masked-lm-prob)
-        chosen = self._whole_words(ids, cand, k) if self.p.whole_word_mask else self._tokens(cand, k)
-        r, c = np.nonzero(chosen)  # row-major: positions come out sorted within each row
-        counts = np.bincount(r, minlength=n)
-        slot = np.arange(len(r)) - np.repeat(np.cumsum(counts) - counts, counts)
-        positions = np.zeros((n, P), np.int32)
-        masked_ids = np.zeros((n, P), np.int32)
-        positions[r, slot] = c
+        positions = self._whole_words(ids, cand, k) if self.p.whole_word_mask else self._tokens(cand, k)
+        taken = positions < L  # [n, P]: the first k[i] of row i
+        counts = taken.sum(axis=1)
+        r, slot = np.nonzero(taken)  # row-major: by instance, then by position
+        c = positions[r, slot]
+        positions[~taken] = 0
         original = ids[r, c]
+        masked_ids = np.zeros((n, P), np.int32)
         masked_ids[r, slot] = original
         draw = rng.random(len(r))
         to_mask, to_random = draw < 0.8, draw >= 0.9
@@ -193,25 +203,34 @@ class InstanceMaker:
         st["kept"] += int(len(r) - to_mask.sum() - to_random.sum())
         st["random_next"] += int((rand_next > 0).sum())
         st["forced_random_next"] += int((rand_next == 2).sum())
-        return Batch(ids, input_mask, segment_ids, positions, masked_ids, counts.astype(np.int32),
+        return Batch(ids, input_mask, segment_ids, positions.astype(np.int32), masked_ids, counts.astype(np.int32),
                      (rand_next > 0).astype(np.int8))
 
     def _keys(self, shape: tuple[int, int]) -> np.ndarray:
-        """Random sort keys, distinct within a row (the column index sits in the low bits)."""
-        return (self.rng.integers(0, 1 << 40, shape, dtype=np.int64) << 12) | np.arange(shape[1])[None, :]
+        """Random sort keys, distinct within a row: 20 random bits above the column index (12 bits: L <= 4096);
+        uint32, whose row sorts are several times faster than int64's. Two candidates tie in their random bits
+        with probability 2**-20; the lower column then comes first."""
+        n, L = shape
+        bits = self.mask_rng.bit_generator.random_raw((n * L + 1) // 2).view(np.uint32)[:n * L].reshape(n, L)
+        return (bits & np.uint32(0xFFFFF000)) | np.arange(L, dtype=np.uint32)[None, :]
 
     def _tokens(self, cand: np.ndarray, k: np.ndarray) -> np.ndarray:
-        """The k candidates with the smallest random keys per row (= the first k of a shuffle)."""
+        """The k candidates with the smallest random keys per row (= the first k of a shuffle), as sorted
+        positions [n, P], L where a row has fewer."""
+        L, P = cand.shape[1], self.p.max_predictions
         keys = self._keys(cand.shape)
-        keys[~cand] = np.iinfo(np.int64).max
-        width = min(self.p.max_predictions, cand.shape[1] - 1)
-        smallest = np.sort(np.partition(keys, width - 1, axis=1)[:, :width], axis=1)
-        threshold = smallest[np.arange(len(k)), np.minimum(k, width) - 1]
-        return keys <= threshold[:, None]
+        keys[~cand] = np.iinfo(np.uint32).max
+        width = min(P, L - 1)
+        first = (np.sort(keys, axis=1)[:, :width] & np.uint32(0xFFF)).astype(np.int64)  # columns, by key
+        first[np.arange(width)[None, :] >= k[:, None]] = L
+        positions = np.full((len(k), P), L, np.int64)
+        positions[:, :width] = np.sort(first, axis=1)
+        return positions
 
     def _whole_words(self, ids: np.ndarray, cand: np.ndarray, k: np.ndarray) -> np.ndarray:
         """Whole-word masking: a word is a candidate token plus the "##" pieces after it; words in random order
-        are taken while they fit in k (a word that would overflow is skipped), as the reference does."""
+        are taken while they fit in k (a word that would overflow is skipped), as the reference does. Sorted
+        positions [n, P], L where a row has fewer."""
         n, L = cand.shape
         prev = np.zeros_like(cand)
         prev[:, 1:] = cand[:, :-1]
@@ -221,7 +240,7 @@ class InstanceMaker:
         flat = (np.arange(n)[:, None] * L + gid)[cand]
         sizes = np.bincount(flat, minlength=n * L).reshape(n, L)
         keys = self._keys((n, L))
-        keys[np.arange(L)[None, :] >= n_words[:, None]] = np.iinfo(np.int64).max
+        keys[np.arange(L)[None, :] >= n_words[:, None]] = np.iinfo(np.uint32).max
         order = np.argsort(keys, axis=1)
         sizes_in_order = np.take_along_axis(sizes, order, axis=1)
         taken = np.zeros((n, L), bool)
@@ -235,7 +254,12 @@ class InstanceMaker:
                 break
         word_taken = np.zeros((n, L), bool)
         np.put_along_axis(word_taken, order, taken, axis=1)
-        return cand & np.take_along_axis(word_taken, np.where(cand, gid, 0), axis=1)
+        chosen = cand & np.take_along_axis(word_taken, np.where(cand, gid, 0), axis=1)
+        r, c = np.nonzero(chosen)  # row-major: positions come out sorted within each row
+        row_counts = np.bincount(r, minlength=n)
+        positions = np.full((n, self.p.max_predictions), L, np.int64)
+        positions[r, np.arange(len(r)) - np.repeat(np.cumsum(row_counts) - row_counts, row_counts)] = c
+        return positions
 
 
 class ShuffleBuffer:

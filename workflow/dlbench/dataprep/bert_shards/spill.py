@@ -1,5 +1,5 @@
-"""Phase 1: the input's documents, tokenised, into spill files (one per process and shard, in document order),
-and the reading of a shard's spill files back, merged in document order, in blocks of documents."""
+"""Phase 1: the input's documents in batches, tokenised, into spill files (one per process and shard, in document
+order), and the reading of a shard's spill files back, merged in document order, in blocks of documents."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import heapq
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
 
 import numpy as np
 
@@ -15,74 +14,70 @@ from .params import Params
 from .tokens import Vocab, WordTokenizer, iter_documents, token_dtype
 
 _DOC_HEADER = np.dtype([("doc", "<i8"), ("sentences", "<i8"), ("tokens", "<i8")])
+PHASE1_STATS = ("documents", "sentences", "document_tokens")
 
 
-def spill_path(spill_dir: Path, worker: int, shard: int) -> Path:
-    return spill_dir / f"w{worker:03d}-s{shard:05d}.spill"
+def spill_path(spill_dir: Path, part: int, shard: int) -> Path:
+    return spill_dir / f"w{part:03d}-s{shard:05d}.spill"
 
 
-def tokenize_part(inputs: list[Path], vocab: Vocab, params: Params, shards: list[int], part: int, parts: int,
-                  spill_dir: Path, batch_lines: int = 1024, max_open: int = 128) -> dict[int, dict[str, int]]:
-    """Phase 1, one of `parts` processes: stream the input; of the documents of `shards`, tokenise every
-    parts-th batch of ~batch_lines lines (batches cut at document ends: every process cuts the same) and append
-    each document to the spill file (part, shard): [doc index, sentences, tokens][lengths][token ids].
-    Which process tokenises a document changes nothing in the output (phase 2 merges by document index)."""
-    os.environ.setdefault("RAYON_NUM_THREADS", "1")  # one process per core already
-    tokenizer = WordTokenizer(vocab.path, params.do_lower_case)
-    dtype = token_dtype(vocab)
+def document_batches(inputs: list[Path], params: Params, shards: list[int],
+                     batch_lines: int = 1024) -> Iterator[list[tuple[int, str, int]]]:
+    """The documents of `shards` as (document index, text, lines), in batches of about batch_lines lines (cut at
+    document ends)."""
     mine = set(shards)
-    stats = {s: dict.fromkeys(("documents", "sentences", "document_tokens"), 0) for s in shards}
-    files: dict[int, BinaryIO] = {}
-    pending: list[tuple[int, str, int]] = []
-    pending_lines, batch = 0, 0
+    batch: list[tuple[int, str, int]] = []
+    lines = 0
+    for index, doc in enumerate(iter_documents(inputs)):
+        if index % params.shards in mine:
+            n_lines = doc.count("\n") + 1
+            batch.append((index, doc, n_lines))
+            lines += n_lines
+            if lines >= batch_lines:
+                yield batch
+                batch, lines = [], 0
+    if batch:
+        yield batch
 
-    def flush() -> None:
-        tokens, lengths = tokenizer.encode_lines([doc for _, doc, _ in pending])
+
+class Spiller:
+    """Phase 1 in one process: tokenises batches of documents and appends each document to the process's spill
+    file of its shard: [doc index, sentences, tokens][lengths][token ids]. Batches come in document order, so
+    each spill file is in document order; which process takes a batch changes nothing in the output (phase 2
+    merges the processes' files by document index)."""
+
+    def __init__(self, vocab: Vocab, params: Params, spill_dir: Path, part: int) -> None:
+        os.environ.setdefault("RAYON_NUM_THREADS", "1")  # one process per core already
+        self.tokenizer = WordTokenizer(vocab.path, params.do_lower_case)
+        self.dtype = token_dtype(vocab)
+        self.params, self.spill_dir, self.part = params, spill_dir, part
+
+    def add(self, batch: list[tuple[int, str, int]]) -> dict[int, dict[str, int]]:
+        """Spill one batch; its documents, sentences and tokens per shard."""
+        tokens, lengths = self.tokenizer.encode_lines([doc for _, doc, _ in batch])
         offsets = np.concatenate(([0], np.cumsum(lengths)))
+        by_shard: dict[int, list[bytes]] = {}
+        stats: dict[int, dict[str, int]] = {}
         first = 0
-        for index, _, n_lines in pending:
-            shard = index % params.shards
+        for index, _, n_lines in batch:
             lens = lengths[first:first + n_lines]
             lo, hi = offsets[first], offsets[first + n_lines]
             first += n_lines
             lens = lens[lens > 0]  # the reference drops lines without tokens, then empty documents
             if lens.size == 0:
                 continue
-            if shard not in files:
-                if len(files) >= max_open:  # bounded open files whatever the shard count
-                    for f in files.values():
-                        f.close()
-                    files.clear()
-                files[shard] = open(spill_path(spill_dir, part, shard), "ab")  # noqa: SIM115 - closed below
-            f = files[shard]
-            f.write(np.array([(index, lens.size, hi - lo)], _DOC_HEADER).tobytes())
-            f.write(lens.astype("<i4").tobytes())
-            f.write(tokens[lo:hi].astype(dtype).tobytes())
-            st = stats[shard]
+            shard = index % self.params.shards
+            by_shard.setdefault(shard, []).extend((np.array([(index, lens.size, hi - lo)], _DOC_HEADER).tobytes(),
+                                                   lens.astype("<i4").tobytes(),
+                                                   tokens[lo:hi].astype(self.dtype).tobytes()))
+            st = stats.setdefault(shard, dict.fromkeys(PHASE1_STATS, 0))
             st["documents"] += 1
             st["sentences"] += int(lens.size)
             st["document_tokens"] += int(hi - lo)
-        pending.clear()
-
-    try:
-        for index, doc in enumerate(iter_documents(inputs)):
-            if index % params.shards not in mine:
-                continue
-            n_lines = doc.count("\n") + 1
-            if batch % parts == part:
-                pending.append((index, doc, n_lines))
-            pending_lines += n_lines
-            if pending_lines >= batch_lines:
-                if pending:
-                    flush()
-                pending_lines = 0
-                batch += 1
-        if pending:
-            flush()
-    finally:
-        for f in files.values():
-            f.close()
-    return stats
+        for shard, chunks in by_shard.items():
+            with open(spill_path(self.spill_dir, self.part, shard), "ab") as f:
+                f.write(b"".join(chunks))
+        return stats
 
 
 def _spill_docs(path: Path, dtype: np.dtype) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
@@ -97,11 +92,11 @@ def _spill_docs(path: Path, dtype: np.dtype) -> Iterator[tuple[int, np.ndarray, 
             yield index, lengths, tokens
 
 
-def spill_blocks(spill_dir: Path, parts: int, shard: int, dtype: np.dtype,
+def spill_blocks(spill_dir: Path, parts: list[int], shard: int, dtype: np.dtype,
                  docs_per_block: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """A shard's documents in document-index order (merging the phase-1 parts), in blocks:
     (sentences per document, tokens per sentence, tokens as int32)."""
-    streams = [_spill_docs(spill_path(spill_dir, p, shard), dtype) for p in range(parts)]
+    streams = [_spill_docs(spill_path(spill_dir, p, shard), dtype) for p in parts]
     block: list[tuple[int, np.ndarray, np.ndarray]] = []
     for doc in heapq.merge(*streams, key=lambda d: d[0]):
         block.append(doc)

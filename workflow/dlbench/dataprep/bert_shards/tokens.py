@@ -1,13 +1,11 @@
 """Text to token ids: the WordPiece vocabulary, the documents of the input files (streamed), and a tokenizer that
-encodes each distinct word once (HF tokenizers' full BertWordPieceTokenizer pipeline, which never looks across
-whitespace, so the ids of a line are its words' ids concatenated)."""
+encodes each distinct word once (the ids of HF tokenizers' full BertWordPieceTokenizer pipeline, which never
+looks across whitespace, so the ids of a line are its words' ids concatenated)"""
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import hashlib
-import operator
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,39 +49,121 @@ def load_vocab(path: Path) -> Vocab:
 
 
 # Characters Python's str.split() treats as whitespace but BERT's clean_text deletes (controls): removing them
-# first makes "split on whitespace, tokenise each word" equal to tokenising the whole line.
-# \0 (deleted by BERT too) is removed so that it can mark line ends in a batch of words.
+# first makes "split on whitespace, tokenise each word" equal to tokenising the whole line. (\0 too.)
 _SPLIT_ONLY_WS = re.compile("[\x00\x0b\x0c\x1c\x1d\x1e\x1f\x85]")
-_LINE_END = "\x00"
-_ASCII_PUNCT = re.compile(r"([!-/:-@\[-`{-~])")
+
+# The bytes of a batch's UTF-8 text by kind (every byte of a multi-byte character is >= 0x80, so the ASCII
+# kinds never cut one): word bytes; whitespace; ASCII punctuation (BERT's pre-tokeniser isolates every
+# punctuation character; isolating the ASCII ones here leaves fewer distinct words for the tokenizer, with the
+# same ids); and lead bytes that may start one of the non-ASCII characters that both str.split() and HF's
+# normaliser take for whitespace (U+0085 is gone already), checked in full where they occur.
+_WORD, _SPACE, _PUNCT, _LEAD = 0, 1, 2, 3
+_UNICODE_SPACES = [chr(c).encode() for c in (0xA0, 0x1680, *range(0x2000, 0x200B), 0x2028, 0x2029, 0x202F, 0x205F,
+                                             0x3000)]
+_KIND = bytearray(256)  # a bytes.translate table: byte -> its kind
+for _c in b"\t\n\v\f\r ":
+    _KIND[_c] = _SPACE
+for _c in range(33, 127):
+    if not chr(_c).isalnum():
+        _KIND[_c] = _PUNCT
+for _s in _UNICODE_SPACES:
+    _KIND[_s[0]] = _LEAD
+# a multi-byte space as an int: its bytes, big endian
+_UNICODE_SPACE_CODES = {n: np.array([int.from_bytes(s, "big") for s in _UNICODE_SPACES if len(s) == n]) for n in (2, 3)}
+# the low k bytes of a uint64, k = 0..8
+_LOW_BYTES = np.array([(1 << (8 * k)) - 1 for k in range(9)], np.uint64)
+_MIX = np.array([0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F], np.uint64)  # odd constants: spread the keys' bits
+
+
+def split_words(data: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends) of the words of UTF-8 text, as str.split() after isolating ASCII punctuation would give
+    them (a word: a punctuation character, or a run of other non-space characters), found on the bytes."""
+    kind = np.frombuffer(bytearray(data.translate(_KIND)), np.uint8)
+    lead = np.flatnonzero(kind == _LEAD)
+    if len(lead):  # rare: mark the multi-byte spaces (lead bytes of other characters are word bytes)
+        kind[lead] = _WORD
+        b = np.frombuffer(data + bytes(2), np.uint8)  # a lead byte's next two are always there
+        code2 = b[lead].astype(np.int64) << 8 | b[lead + 1]
+        code3 = code2 << 8 | b[lead + 2]
+        for n, code in ((2, code2), (3, code3)):
+            at = lead[np.isin(code, _UNICODE_SPACE_CODES[n])]
+            for k in range(n):
+                kind[at + k] = _SPACE
+    word, punct = kind == _WORD, kind == _PUNCT
+    first = np.empty(len(kind), bool)  # first byte of a run of word bytes, or punctuation
+    first[:1] = word[:1]
+    np.greater(word[1:], word[:-1], out=first[1:])
+    last = np.empty(len(kind), bool)  # last byte of a run, or punctuation
+    last[-1:] = word[-1:]
+    np.greater(word[:-1], word[1:], out=last[:-1])
+    return np.flatnonzero(first | punct), np.flatnonzero(last | punct) + 1
+
+
+def group_words(data: bytes, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Equal words of `data` together without a Python object per word: (group of each word, one word of each
+    group). Words are keyed by their first and last 8 bytes and their length (the whole word up to 16 bytes);
+    a word that differs from its group's word (a key collision, or a longer word differing in the middle)
+    becomes a group of its own: the groups are exact."""
+    n = len(starts)
+    lens = ends - starts
+    at = np.ndarray((len(data),), "<u8", data + bytes(8), 0, (1,))  # at[i]: bytes i..i+7 (unaligned view)
+    head = at[starts] & _LOW_BYTES[np.minimum(lens, 8)]
+    tail = np.where(lens > 8, at[np.maximum(ends - 8, 0)], np.uint64(0))
+    # the key in the high bits, the word's index in the low ones: one plain sort (several times faster than
+    # argsort) orders the words by key and says where each one was
+    shift = np.uint64(max(n.bit_length(), 1))
+    key = head * _MIX[0] ^ tail * _MIX[1] ^ lens.astype(np.uint64)
+    ordered = np.sort(key >> shift << shift | np.arange(n, dtype=np.uint64))
+    order = (ordered & ((np.uint64(1) << shift) - np.uint64(1))).astype(np.int64)
+    ordered >>= shift
+    new = np.empty(n, bool)
+    new[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
+    first = order[new]
+    group = np.empty(n, np.int64)
+    group[order] = np.cumsum(new) - 1
+    rep = first[group]
+    same = (head == head[rep]) & (tail == tail[rep]) & (lens == lens[rep])
+    for w in np.flatnonzero(same & (lens > 16) & (rep != np.arange(n))).tolist():
+        same[w] = data[starts[w]:ends[w]] == data[starts[rep[w]]:ends[rep[w]]]
+    odd = np.flatnonzero(~same)
+    group[odd] = len(first) + np.arange(len(odd))
+    return group, np.concatenate([first, odd])
 
 
 class WordTokenizer:
     """HF BertWordPieceTokenizer applied once per distinct word, with a bounded word -> ids cache.
 
     BERT's normaliser and pre-tokeniser act within whitespace-separated words (cleaning, accents, lower case,
-    punctuation splits), so the ids of a line are the concatenated ids of its words; encoding each distinct
-    word once (one pretokenised call per batch) saves most of the tokeniser's work on real text."""
+    punctuation splits), so the ids of a line are the concatenated ids of its words, and each distinct word
+    needs tokenising once. A batch's words are found and grouped with numpy on its bytes (split_words,
+    group_words): Python sees one string per distinct word of the batch, not one per word. Words of ASCII
+    letters and digits, which the normaliser and pre-tokeniser leave as they are, go straight to WordPiece's
+    greedy longest-match-first (here, on the tokenizer's own vocabulary: a few dict look-ups a word); the
+    others to the tokenizer's whole pipeline, in one pretokenised call per batch."""
 
     def __init__(self, vocab: Path, lower_case: bool, cache_words: int = 1 << 19) -> None:
         from tokenizers import BertWordPieceTokenizer
         self.tokenizer = BertWordPieceTokenizer(str(vocab), lowercase=lower_case)
+        model = self.tokenizer._tokenizer.model
+        # its vocabulary as WordPiece reads the file (a line's trailing whitespace dropped; a repeated entry: the
+        # last line), in half the time of get_vocab()
+        words = [w.rstrip() for w in vocab.read_bytes().decode("utf-8").split("\n")]
+        self.vocab: dict[str, int] = dict(zip(words, range(len(words)), strict=True))
+        self.vocab.pop("", None)
+        self.prefix, self.max_chars = model.continuing_subword_prefix, model.max_input_chars_per_word
+        self.unk = [self.vocab[model.unk_token]]
+        self.longest = max(map(len, self.vocab))  # no piece is longer: no longer look-up can match
         self.lower_case = lower_case
         self.cache_words = cache_words
-        self.seed_words, self.seed_ids = _whole_vocabulary_words(vocab, lower_case)
         self._reset()
 
     def _reset(self) -> None:
-        # word 0 marks a line end and has no ids; words 1..n are the vocabulary's own (one id each)
-        self.index: dict[str, int] = {_LINE_END: 0}
-        self.index.update(zip(self.seed_words, range(1, len(self.seed_words) + 1), strict=True))
+        self.index: dict[str, int] = {}
         # word i's ids are store[starts[i]:starts[i + 1]]; both grow by doubling (amortised appends)
-        n = len(self.seed_ids)
-        self.starts = np.zeros(max(1 << 12, n + 2), np.int64)
-        self.starts[2:n + 2] = np.arange(1, n + 1)
-        self.store = np.zeros(max(1 << 14, n), np.int32)
-        self.store[:n] = self.seed_ids
-        self.stored = n
+        self.starts = np.zeros(1 << 12, np.int64)
+        self.store = np.zeros(1 << 14, np.int32)
+        self.stored = 0
 
     @staticmethod
     def _fit(array: np.ndarray, size: int) -> np.ndarray:
@@ -93,57 +173,69 @@ class WordTokenizer:
         grown[:len(array)] = array
         return grown
 
-    def encode_lines(self, docs: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """(all ids concatenated, ids per line) for documents from iter_documents (lines joined by "\\n", no \\0
-        left in them)."""
-        sep = f" {_LINE_END} "
-        text = sep.join(docs).replace("\n", sep) + sep
-        if self.lower_case:
-            text = text.encode().lower().decode()  # ASCII letters only, as BERT's normaliser would
-        # BERT's pre-tokeniser isolates every punctuation character; isolating the ASCII ones here leaves
-        # fewer distinct words for the tokenizer, with the same ids
-        # (re.split keeps the punctuation, in C; sub with a group template calls Python per match)
-        words = " ".join(_ASCII_PUNCT.split(text)).split()  # one split for the batch; line ends are words too
-        distinct = set(words)
-        new = distinct.difference(self.index)
+    def _wordpiece(self, word: str) -> list[int]:
+        """WordPiece (greedy longest match first, as HF's model) of a word of ASCII letters and digits."""
+        if len(word) > self.max_chars:
+            return self.unk
+        vocab, ids, start = self.vocab, [], 0
+        while start < len(word):
+            for end in range(min(len(word), start + self.longest), start, -1):
+                piece = vocab.get(word[start:end] if start == 0 else self.prefix + word[start:end])
+                if piece is not None:
+                    ids.append(piece)
+                    start = end
+                    break
+            else:
+                return self.unk  # no piece fits: the whole word is unknown
+        return ids
+
+    def _tokenize(self, words: set[str]) -> tuple[list[str], list[int], list[int]]:
+        """(the words in the order of the ids, ids of all the words, ids per word)."""
+        simple = [w for w in words if w.isascii() and w.isalnum()]
+        others = [w for w in words if not (w.isascii() and w.isalnum())]
+        pieces = list(map(self._wordpiece, simple))
+        ids = [i for p in pieces for i in p]
+        counts = list(map(len, pieces))
+        if others:
+            enc = self.tokenizer.encode(others, is_pretokenized=True, add_special_tokens=False)
+            ids += enc.ids
+            counts += np.bincount(np.asarray(enc.word_ids, np.int64), minlength=len(others)).tolist() if enc.ids \
+                else [0] * len(others)
+        return simple + others, ids, counts
+
+    def _word_indices(self, words: list[str]) -> np.ndarray:
+        """The cache's index of each word, tokenising the words it does not hold."""
+        new = set(words).difference(self.index)
         if len(self.index) + len(new) > self.cache_words:
             self._reset()  # bounded memory: forget the cache rather than grow with the corpus' vocabulary
-            new = distinct.difference(self.index)
-        index = self.index
-        new = list(new)
+            new = set(words)
         if new:
-            enc = self.tokenizer.encode(new, is_pretokenized=True, add_special_tokens=False)
-            ids = np.asarray(enc.ids, np.int32)
-            counts = np.bincount(np.asarray(enc.word_ids, np.int64), minlength=len(new)) if len(ids) else \
-                np.zeros(len(new), np.int64)
-            base = len(index)
-            index.update(zip(new, range(base, base + len(new)), strict=True))
-            self.starts = self._fit(self.starts, base + len(new) + 1)
-            self.starts[base + 1:base + len(new) + 1] = self.stored + np.cumsum(counts)
+            new_words, ids, counts = self._tokenize(new)
+            base = len(self.index)
+            self.index.update(zip(new_words, range(base, base + len(new_words)), strict=True))
+            self.starts = self._fit(self.starts, base + len(new_words) + 1)
+            self.starts[base + 1:base + len(new_words) + 1] = self.stored + np.cumsum(counts)
             self.store = self._fit(self.store, self.stored + len(ids))
             self.store[self.stored:self.stored + len(ids)] = ids
             self.stored += len(ids)
-        widx = np.array(operator.itemgetter(*words)(index), np.int64).reshape(-1)  # one C loop of lookups
+        return np.fromiter(map(self.index.__getitem__, words), np.int64, len(words))
+
+    def encode_lines(self, docs: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(all ids concatenated, ids per line) for documents from iter_documents (lines joined by "\\n")."""
+        data = ("\n".join(docs) + "\n").encode()
+        if self.lower_case:
+            data = data.lower()  # ASCII letters only, as BERT's normaliser would (it does the others)
+        starts, ends = split_words(data)
+        group, reps = group_words(data, starts, ends)
+        words = [data[s:e].decode() for s, e in zip(starts[reps].tolist(), ends[reps].tolist(), strict=True)]
+        widx = self._word_indices(words)[group]
         wstart = self.starts[widx]
         wlen = self.starts[widx + 1] - wstart
-        ends = np.cumsum(wlen)
+        cum = np.concatenate(([0], np.cumsum(wlen)))
         # gather each word's ids: source offset of output position p = wstart[w] + (p - first output of w)
-        src = np.repeat(wstart - (ends - wlen), wlen) + np.arange(int(ends[-1]))
-        line_ends = ends[widx == 0]
+        src = np.repeat(wstart - cum[:-1], wlen) + np.arange(int(cum[-1]))
+        line_ends = cum[np.searchsorted(starts, np.flatnonzero(np.frombuffer(data, np.uint8) == 10))]
         return self.store[src], np.diff(line_ends, prepend=0)
-
-
-def _whole_vocabulary_words(vocab: Path, lower_case: bool) -> tuple[list[str], np.ndarray]:
-    """Vocabulary entries that the tokenizer maps to themselves: letters and digits only (no normaliser or
-    pre-tokeniser change, lower case when lower-casing) are one WordPiece, their own id (longest match first
-    takes the whole word). Seeding the word cache with them leaves the tokenizer the rarer words only."""
-    words = vocab.read_text(encoding="utf-8").replace("\r", "").split("\n")
-    ids = dict(zip(words, range(len(words)), strict=True))
-    simple = list(filter(re.compile("[a-z0-9]+" if lower_case else "[A-Za-z0-9]+").fullmatch, words))
-    if len(ids) != len(words):  # a repeated entry: let the tokenizer decide
-        counts = collections.Counter(words)
-        simple = [w for w in simple if counts[w] == 1]
-    return simple, np.fromiter(map(ids.__getitem__, simple), np.int32, len(simple))
 
 
 _BLANK_LINES = re.compile(r"\n(?:[^\S\n]*\n)+")  # a line end followed by lines of whitespace only

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import zlib
 from pathlib import Path
 from typing import BinaryIO
+
+import numpy as np
 
 from dlbench import layout
 from dlbench.dataprep.files import sha256_file, temporary
@@ -83,8 +86,25 @@ class ShardWriter:
         for key, data in columns.items():
             dset = self.h5[key]
             dset.resize(hi, axis=0)
-            dset[lo:hi] = data
+            for start in range(0, rows, self.chunk_rows):
+                chunk = data[start:start + self.chunk_rows]
+                dset.id.write_direct_chunk((lo + start,) + (0,) * (data.ndim - 1), self._filtered(chunk))
         self.h5_rows = hi
+
+    def _filtered(self, chunk: np.ndarray) -> bytes:
+        """A chunk as the dataset's filters store it: padded to whole (HDF5 stores edge chunks whole), HDF5's
+        shuffle (byte k of every element together), deflate. Done here rather than by HDF5, for zlib's
+        run-length strategy at level 1: token ids hardly repeat within deflate's 32 KB window, so the default
+        strategy's match search takes ~50% longer for 0.3% smaller files (runs, as padding, are found either
+        way); levels 2-9 search as usual. Any inflate reads it: the filter pipeline is the dataset's own."""
+        if len(chunk) < self.chunk_rows:
+            chunk = np.concatenate([chunk, np.zeros((self.chunk_rows - len(chunk), *chunk.shape[1:]), chunk.dtype)])
+        raw = np.ascontiguousarray(chunk).reshape(-1).view(np.uint8)
+        if self.params.hdf5_shuffle and chunk.itemsize > 1:
+            raw = raw.reshape(-1, chunk.itemsize).T
+        level = self.params.hdf5_gzip_level
+        deflate = zlib.compressobj(level, strategy=zlib.Z_RLE if level == 1 else zlib.Z_DEFAULT_STRATEGY)
+        return deflate.compress(raw.tobytes()) + deflate.flush()
 
     def close(self) -> dict:
         """Rename the complete files into place; their manifest entries."""
