@@ -256,6 +256,11 @@ def report(args: argparse.Namespace, runs: list[dict], peak: float, peak_source:
         print(f"  {label}: {value}")
     settings = first["settings"]["summary"]
     print(f"  settings: {settings}")
+    if own > peak * 1.02:  # one peak is only one peak if nothing here beats it
+        verdicts.append(f"WARNING: {args.framework}'s own GEMM ({own / 1e9:.1f} GFLOP/s) is above the peak used "
+                        f"for MFU ({peak / 1e9:.1f}): the peak file is stale or was measured under load (rerun "
+                        "machine_peak.py, then this), or --peak-gflops is too low")
+        print(f"  {verdicts[-1]}")
     record.write([resultfile.table(title, ["run", "loop", f"median ({unit}; ratio)", "rounds (min–max, modes)",
                                            "per round"], rows),
                   resultfile.table(f"{args.framework}: MFU against one peak", ["figure", "value"], mfu)],
