@@ -78,11 +78,16 @@ class Backend(BackendBase):
         self.amp_dtype = (torch.float16 if cuda else torch.bfloat16) if spec.precision == "amp" else None
         self.scaler = torch.amp.GradScaler("cuda") if self.amp_dtype is torch.float16 else None
 
+    @property
+    def _sharded(self) -> bool:
+        """Parameters sharded by FSDP2 (strategy fsdp over several ranks), not replicated by DDP."""
+        return self._distributed and self.spec.strategy == "fsdp"
+
     def _shard(self, model: nn.Module) -> nn.Module:
         """Strategy fsdp: FSDP2's fully_shard on every block of model.layers (ResNet's bottlenecks, BERT's
         encoder layers), then the root, in place: before the optimizer is built, which must see the sharded
         parameters."""
-        if self._distributed and self.spec.strategy == "fsdp":
+        if self._sharded:
             from torch.distributed.fsdp import fully_shard
 
             for block in model.layers:
@@ -94,7 +99,7 @@ class Backend(BackendBase):
         """DDP over the ranks (unless sharded: fsdp), with the strategy's bucket size or communication hook, then
         the compiler: the same for every model."""
         name = self.spec.strategy
-        if self._distributed and name != "fsdp":
+        if self._distributed and not self._sharded:
             cuda = self.device.type == "cuda"
             bucket = strategies.find("pytorch", name).number(name) if name.startswith("ddp_bucket") else None
             model = nn.parallel.DistributedDataParallel(model, device_ids=[self.local_rank] if cuda else None,
@@ -153,8 +158,8 @@ class Backend(BackendBase):
         # fused: PyTorch's documented fastest implementation (CPU and CUDA), one kernel per tensor; the default
         # for-loop one took 30 ms per ResNet-50 update on the 2-core VM, fused 15 (issue 19). FSDP2's sharded
         # parameters (DTensor) have no fused SGD kernel: the default there.
-        fused = not (self._distributed and spec.strategy == "fsdp")  # as _shard decides
-        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-5, fused=fused)
+        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-5,
+                                         fused=not self._sharded)
         self.model = self._wrap(model)
         if spec.data == "real":
             self.pipeline = torch_data.imagenet_pipeline(spec, self.rank, self.world, self.threads, self.device,
