@@ -9,9 +9,11 @@ import time
 from collections.abc import Callable
 
 
-def idiomatic(model: str, batch: int, seq_length: int, threads: int) -> Callable[[int], float]:
-    """train(steps) -> sequences/s of `steps` training steps (fp32, eager, CPU)."""
+def idiomatic(model: str, batch: int, seq_length: int, threads: int, device: str = "cpu", precision: str = "fp32",
+              compiler: bool = False) -> Callable[[int], float]:
+    """train(steps) -> sequences/s of `steps` training steps (eager unless `compiler`; amp: frameworks.TorchAmp)."""
     import torch
+    from torch_amp import TorchAmp, synchronize
 
     from dlbench.harness import bert
     from dlbench.harness.backends.pytorch.bert import BertForPreTraining
@@ -19,7 +21,7 @@ def idiomatic(model: str, batch: int, seq_length: int, threads: int) -> Callable
 
     torch.set_num_threads(threads)
     cfg = bert.CONFIGS[model]
-    net = BertForPreTraining(cfg)
+    net = BertForPreTraining(cfg).to(device)
     settings = bert.OPTIMIZERS["adam"]
     params = list(net.parameters())
     optimizer = torch.optim.AdamW(
@@ -29,17 +31,21 @@ def idiomatic(model: str, batch: int, seq_length: int, threads: int) -> Callable
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: bert.learning_rate(settings, step) / settings.learning_rate)
     features = bert.synthetic_batch(cfg, batch, seq_length, default_max_predictions(seq_length))
-    inputs = {k: torch.from_numpy(v).long() if v.dtype.kind == "i" else torch.from_numpy(v)
+    inputs = {k: (torch.from_numpy(v).long() if v.dtype.kind == "i" else torch.from_numpy(v)).to(device)
               for k, v in features.items()}
+    forward = torch.compile(net) if compiler else net
+    amp = TorchAmp(device, precision)
 
     def train(steps: int) -> float:
+        synchronize(device)
         start = time.perf_counter()
         for _ in range(steps):
             optimizer.zero_grad()
-            _, _, loss = net(**inputs)
-            loss.backward()
-            optimizer.step()
+            with amp.autocast():
+                _, _, loss = forward(**inputs)
+            amp.step(loss, optimizer)
             scheduler.step()
+        synchronize(device)
         return batch * steps / (time.perf_counter() - start)
 
     return train

@@ -41,13 +41,16 @@ import keras_fit
 import machine_peak as machine_peak_file
 import resultfile
 import rounds
+from torch_amp import TorchAmp, synchronize
 
 from dlbench.harness import flops, rank
 from dlbench.harness.spec import RunSpec
 
 
 # ----------------------------------------------------------------------------- idiomatic loops
-def pytorch_idiomatic(batch: int, size: int, threads: int, channels_last: bool = False) -> Callable[[int], float]:
+def pytorch_idiomatic(batch: int, size: int, threads: int, channels_last: bool = False, device: str = "cpu",
+                      precision: str = "fp32", compiler: bool = False) -> Callable[[int], float]:
+    """The textbook loop; with amp PyTorch's AMP recipe (autocast, and on CUDA fp16 with a GradScaler)."""
     import torch
 
     from dlbench.harness.backends.pytorch.resnet import ResNet50
@@ -55,19 +58,23 @@ def pytorch_idiomatic(batch: int, size: int, threads: int, channels_last: bool =
     torch.set_num_threads(threads)
     # the layout the harness runs in (its settings): what PyTorch's guidance tells a user of this device
     layout = torch.channels_last if channels_last else torch.contiguous_format
-    model = ResNet50().to(memory_format=layout)
+    model = ResNet50().to(device, memory_format=layout)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-5)
+    forward = torch.compile(model) if compiler else model
     loss_fn = torch.nn.CrossEntropyLoss()
-    images = torch.randn(batch, 3, size, size).contiguous(memory_format=layout)
-    labels = torch.randint(0, 1000, (batch,))
+    images = torch.randn(batch, 3, size, size, device=device).contiguous(memory_format=layout)
+    labels = torch.randint(0, 1000, (batch,), device=device)
+    amp = TorchAmp(device, precision)
 
     def train(steps: int) -> float:
+        synchronize(device)
         start = time.perf_counter()
         for _ in range(steps):
             optimizer.zero_grad()
-            loss = loss_fn(model(images), labels)
-            loss.backward()
-            optimizer.step()
+            with amp.autocast():
+                loss = loss_fn(forward(images), labels)
+            amp.step(loss, optimizer)
+        synchronize(device)
         return batch * steps / (time.perf_counter() - start)
 
     return train
@@ -127,15 +134,18 @@ RESNET_IDIOMATIC = {"pytorch": pytorch_idiomatic, "tensorflow": tensorflow_idiom
 
 
 def idiomatic_loop(framework: str, model: str, batch: int, size: int, seq_length: int, threads: int,
-                   settings: dict) -> Callable[[int], float]:
+                   settings: dict, device: str = "cpu", precision: str = "fp32",
+                   compiler: bool = False) -> Callable[[int], float]:
     """The plain loop: ResNet-50 ones above; BERT ones in bert_idiomatic_<framework>.py next to this file. With
     the harness's settings in effect (`settings`, its backend's): the loop a user following the framework's
     guidance writes, so that the ratio measures the loop."""
+    extra = {"device": device, "precision": precision, "compiler": compiler} if framework == "pytorch" else {}
     if model == "resnet50":
-        extra = {"channels_last": settings["memory_format"] == "channels_last"} if framework == "pytorch" else {}
+        if framework == "pytorch":
+            extra["channels_last"] = settings["memory_format"] == "channels_last"
         return RESNET_IDIOMATIC[framework](batch, size, threads, **extra)
     module = importlib.import_module(f"bert_idiomatic_{framework}")
-    return module.idiomatic(model, batch, seq_length, threads)
+    return module.idiomatic(model, batch, seq_length, threads, **extra)
 
 
 # ----------------------------------------------------------------------------- measurement
@@ -144,6 +154,9 @@ def machine_peak(args: argparse.Namespace) -> tuple[float, str]:
     specification), else machine_peak.py's results file for this machine's CPU."""
     if args.peak_gflops:
         return args.peak_gflops * 1e9, args.peak_source
+    if args.device == "cuda":
+        raise SystemExit("--device cuda: give --peak-gflops (the GPU's dense fp16/bf16 tensor-core peak from its "
+                         "specification, e.g. 989400 for an H100 SXM) and --peak-source")
     found = machine_peak_file.read_peak()
     cpu = resultfile.machine()["cpu"]
     if found is None or found["cpu"] != cpu:
@@ -157,16 +170,16 @@ def measure(args: argparse.Namespace) -> dict:
     threads = len(rank.pin_cores())
     with tempfile.TemporaryDirectory() as tmp:
         spec = RunSpec(framework=args.framework, model=args.model, nodes=1, devices_per_node=1,
-                       batch_size=args.batch_size, precision="fp32", compiler=args.compiler == "on",
+                       batch_size=args.batch_size, precision=args.precision, compiler=args.compiler == "on",
                        data="synthetic", image_size=args.image_size, seq_length=args.seq_length, warmup_steps=1,
                        measured_steps=args.steps, repeat=1, config_id="bench", log=str(Path(tmp) / "run.jsonl"),
-                       device="cpu")
+                       device=args.device)
         backend = rank.load_backend(spec, 0, 1, 0, threads)  # first: it sets the framework's threads
         backend.setup()
         backend.setup = lambda: None  # rank.run must not rebuild the model each round
         settings = backend.environment()["settings"]
         train = idiomatic_loop(args.framework, args.model, args.batch_size, args.image_size, args.seq_length, threads,
-                               settings)
+                               settings, args.device, args.precision, args.compiler == "on")
         train(3)  # warm-up of the idiomatic loop
 
         def harness() -> float:
@@ -175,8 +188,10 @@ def measure(args: argparse.Namespace) -> dict:
             return throughput
 
         idiomatic, harnessed = rounds.interleaved(args.rounds, lambda: train(args.steps), harness)
-    own_gemm = machine_peak_file.gemm(args.framework, args.gemm_n, 5, threads)
+    own_gemm = (machine_peak_file.cuda_gemm(args.gemm_n, 20, args.precision) if args.device == "cuda"
+                else machine_peak_file.gemm(args.framework, args.gemm_n, 5, threads))
     return {"idiomatic": idiomatic, "harness": harnessed, "own_gemm": own_gemm, "settings": settings,
+            "device_name": backend.device_name(),
             "threads": threads, "unit": backend.unit, "predictions": spec.predictions}
 
 
@@ -206,10 +221,16 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=1, help="consecutive runs, each in a fresh process")
     p.add_argument("--gemm-n", type=int, default=2048)
     p.add_argument("--compiler", choices=("off", "on"), default="off")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="cuda: PyTorch only (the CUDA builds "
+                   "of TensorFlow and MXNet are not installed by dlbench's environments here)")
+    p.add_argument("--precision", choices=("fp32", "amp"), default="fp32",
+                   help="amp: autocast (fp16 + GradScaler on CUDA, bf16 on CPU) in both loops")
     p.add_argument("--peak-gflops", type=float, help="the device's peak from its specification (GPUs)")
     p.add_argument("--peak-source", default="device specification", help="where --peak-gflops comes from")
     p.add_argument("--one-run", help=argparse.SUPPRESS)  # a child of --runs: write its measurement here
     args = p.parse_args()
+    if args.device == "cuda" and args.framework != "pytorch":
+        p.error(f"--device cuda: only pytorch (no CUDA build of {args.framework} in dlbench's environments)")
     if args.one_run:
         Path(args.one_run).write_text(json.dumps(measure(args)))
         return
@@ -227,8 +248,9 @@ def report(args: argparse.Namespace, runs: list[dict], peak: float, peak_source:
     train_flops = flops.model_flops(args.model, args.image_size, args.seq_length,
                                     first["predictions"])["train_flops_per_sample"]
     shape = f"{args.image_size}x{args.image_size}" if args.model == "resnet50" else f"seq {args.seq_length}"
-    title = (f"{args.framework}: {args.model} {shape} batch {args.batch_size} fp32, compiler {args.compiler}, "
-             f"{threads} threads; per run {args.rounds} rounds × {args.steps} steps ABBA in one process")
+    where = f"{first['device_name']}" if args.device == "cuda" else f"{threads} threads"
+    title = (f"{args.framework}: {args.model} {shape} batch {args.batch_size} {args.precision}, compiler "
+             f"{args.compiler}, {where}; per run {args.rounds} rounds × {args.steps} steps ABBA in one process")
     print(title)
     rows, verdicts = [], []
     for number, run in enumerate(runs, 1):
@@ -247,7 +269,8 @@ def report(args: argparse.Namespace, runs: list[dict], peak: float, peak_source:
     achieved = {name: value * train_flops for name, value in pooled.items()}
     own = statistics.median(run["own_gemm"] for run in runs)
     mfu = [["peak used for MFU (GFLOP/s)", round(peak / 1e9, 1)], ["peak source", peak_source],
-           [f"{args.framework}'s own fp32 GEMM {args.gemm_n}² (GFLOP/s, diagnostic)", round(own / 1e9, 1)]]
+           [f"{args.framework}'s own {gemm_kind(args)} GEMM {args.gemm_n}² (GFLOP/s, diagnostic)",
+            round(own / 1e9, 1)]]
     for name in ("harness", "idiomatic"):
         mfu += [[f"{name}: median {unit} over all rounds", round(pooled[name], 2)],
                 [f"{name}: achieved GFLOP/s", round(achieved[name] / 1e9, 1)],
@@ -265,7 +288,16 @@ def report(args: argparse.Namespace, runs: list[dict], peak: float, peak_source:
                                            "per round"], rows),
                   resultfile.table(f"{args.framework}: MFU against one peak", ["figure", "value"], mfu)],
                  notes=[*verdicts, f"{args.framework} settings: {settings}"],
-                 variant=args.framework if args.model == "resnet50" else f"{args.framework}-{args.model}")
+                 variant="-".join([args.framework, *([args.model] if args.model != "resnet50" else []),
+                                   *([args.device] if args.device != "cpu" else []),
+                                   *([args.precision] if args.device != "cpu" or args.precision != "fp32" else [])]))
+
+
+def gemm_kind(args: argparse.Namespace) -> str:
+    """The diagnostic GEMM's number format: fp32 on CPUs; on CUDA TF32 (fp32) or fp16 (amp)."""
+    if args.device == "cuda":
+        return "fp16" if args.precision == "amp" else "TF32"
+    return "fp32"
 
 
 if __name__ == "__main__":

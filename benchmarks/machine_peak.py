@@ -70,6 +70,17 @@ def gemm(library: str, n: int, repeats: int, threads: int) -> float:
     raise ValueError(library)
 
 
+def cuda_gemm(n: int, repeats: int, precision: str) -> float:
+    """FLOP/s of an n x n matrix multiply on the GPU in the format a run of `precision` uses (fp16 for amp, TF32
+    for fp32): a diagnostic beside the device's specified peak, which MFU on a GPU is measured against."""
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = True  # as the harness runs fp32 on CUDA
+    dtype = torch.float16 if precision == "amp" else torch.float32
+    a, b = torch.randn(n, n, device="cuda", dtype=dtype), torch.randn(n, n, device="cuda", dtype=dtype)
+    return _timed(lambda: (a @ b, torch.cuda.synchronize()), n, repeats)
+
+
 def best_of(library: str, n: int, repeats: int, threads: int, trials: int = 3) -> float:
     return max(gemm(library, n, repeats, threads) for _ in range(trials))
 
