@@ -45,7 +45,7 @@ pre-tokeniser never look across whitespace); a batch's words are found and group
 bytes, words of ASCII letters and digits (which the pipeline leaves as they are) go straight to WordPiece's
 greedy longest match, the others through HF. Instances are built with numpy over batches (gathers,
 truncation in closed form, masking, padding), Example records encoded for a whole batch at once, HDF5 chunks
-shuffled and deflated by us (zlib's run-length strategy at level 1) and stored as they are. Two random
+shuffled and deflated by us (Intel's ISA-L at levels 1-3) and stored as they are. Two random
 streams per shard: one for what makes the instances (targets, chunks, truncation, the shuffle), one for the
 masking. Parallel over processes: phase 1, the main process reads the input and hands batches of documents
 to the free worker, which tokenises them into its spill files (one per shard, with document indices);

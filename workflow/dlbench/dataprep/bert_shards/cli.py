@@ -109,8 +109,8 @@ def main(argv: list[str] | None = None) -> int:
                         "block of the shard (default 512)")
     c.add_argument("--shuffle-buffer", type=int, default=10000, help="instances shuffled together (default 10000)")
     c.add_argument("--hdf5-gzip-level", type=int, default=1,
-                   help="gzip level of the HDF5 datasets (default 1: zlib's fastest, run-length matches only; "
-                        "NVIDIA's script: h5py's 4)")
+                   help="gzip level of the HDF5 datasets (default 1; 1-3 deflated with ISA-L, 0 and 4-9 with "
+                        "zlib; NVIDIA's script: h5py's 4)")
     c.add_argument("--hdf5-shuffle", action=argparse.BooleanOptionalAction, default=True,
                    help="HDF5 byte-shuffle filter before gzip (default on; NVIDIA's script: off)")
     c.add_argument("--tmp-dir", type=Path, default=None,

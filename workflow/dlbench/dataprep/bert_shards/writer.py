@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
+from isal import isal_zlib
 
 from dlbench import layout
 from dlbench.dataprep.files import sha256_file, temporary
@@ -93,18 +94,20 @@ class ShardWriter:
 
     def _filtered(self, chunk: np.ndarray) -> bytes:
         """A chunk as the dataset's filters store it: padded to whole (HDF5 stores edge chunks whole), HDF5's
-        shuffle (byte k of every element together), deflate. Done here rather than by HDF5, for zlib's
-        run-length strategy at level 1: token ids hardly repeat within deflate's 32 KB window, so the default
-        strategy's match search takes ~50% longer for 0.3% smaller files (runs, as padding, are found either
-        way); levels 2-9 search as usual. Any inflate reads it: the filter pipeline is the dataset's own."""
+        shuffle (byte k of every element together), deflate. Done here rather than by HDF5, for a faster
+        deflate: levels 1-3 with Intel's ISA-L (python-isal; its level 1 deflated these chunks 3.8x faster than
+        zlib's level 1 with the run-length strategy, to 2.6% more bytes, and 6x faster than zlib's default
+        strategy), 0 (stored) and 4-9 with zlib. Either is a zlib stream: any inflate reads it, and the filter
+        pipeline is the dataset's own."""
         if len(chunk) < self.chunk_rows:
             chunk = np.concatenate([chunk, np.zeros((self.chunk_rows - len(chunk), *chunk.shape[1:]), chunk.dtype)])
         raw = np.ascontiguousarray(chunk).reshape(-1).view(np.uint8)
         if self.params.hdf5_shuffle and chunk.itemsize > 1:
             raw = raw.reshape(-1, chunk.itemsize).T
         level = self.params.hdf5_gzip_level
-        deflate = zlib.compressobj(level, strategy=zlib.Z_RLE if level == 1 else zlib.Z_DEFAULT_STRATEGY)
-        return deflate.compress(raw.tobytes()) + deflate.flush()
+        if 1 <= level <= isal_zlib.ISAL_BEST_COMPRESSION:
+            return isal_zlib.compress(raw.tobytes(), level)
+        return zlib.compress(raw.tobytes(), level)
 
     def close(self) -> dict:
         """Rename the complete files into place; their manifest entries."""
