@@ -75,6 +75,8 @@ class Backend(BackendBase):
         self._communication = None
         self.optimizer = None
         self._loss = None
+        self._batches = None  # synthetic data on a CPU: the batch's iterator, taken by _fed_step (_synthetic)
+        self._fed_step = None
         self._gathered = False
         self.parameters = 0
         self.policy = None
@@ -192,8 +194,7 @@ class Backend(BackendBase):
             labels = tf.random.stateless_uniform((batch,), seed=(seed, 2), minval=0, maxval=1000, dtype=tf.int32)
             return images, labels
 
-        # Resident on this worker's device (a tensor of its replica; the default strategy: a tensor).
-        self._inputs = self.strategy.experimental_distribute_values_from_function(make_data)  # (images, labels)
+        self._synthetic(make_data, lambda iterator: self._step(*next(iterator)))  # (images, labels)
 
     def setup_bert(self) -> None:
         spec = self.spec
@@ -217,21 +218,35 @@ class Backend(BackendBase):
         batch = bert.synthetic_batch(cfg, spec.batch_size, spec.seq_length, spec.predictions,
                                      seed=spec.seed + self.rank)
         # tf.identity copies each feature onto this worker's device: resident there, not fed from the host
-        self._inputs = self.strategy.experimental_distribute_values_from_function(
-            lambda _context: {name: tf.identity(value) for name, value in batch.items()})
+        self._synthetic(lambda _context: {name: tf.identity(value) for name, value in batch.items()},
+                        lambda iterator: self._step(next(iterator)))
+
+    def _synthetic(self, make_data, step_on_iterator) -> None:
+        """The synthetic batch (`make_data(context)`, one per replica) and how a step gets it. On a CPU as Keras's
+        `fit` does: an iterator over the batch repeated (tf.data), taken inside the step's function
+        (`step_on_iterator`); on this VM that step ran 2.9% faster than the same step called with the batch as
+        arguments or captured (issue 19: median of 12 per-round ratios 1.029 [1.022-1.035], every round above 1;
+        the harness's gap to `model.fit`). On a GPU the batch stays resident and is passed as arguments: a tf.data
+        element lives on the host, and the copy to the device would count in every step."""
+        if self.gpu is None:
+            dataset = self.strategy.distribute_datasets_from_function(
+                lambda context: tf.data.Dataset.from_tensors(make_data(context)).repeat())
+            self._batches, self._fed_step = iter(dataset), tf.function(step_on_iterator)
+        else:  # resident on this worker's device (a tensor of its replica; the default strategy: a tensor)
+            self._inputs = self.strategy.experimental_distribute_values_from_function(make_data)
 
     def _device(self) -> str | None:
         return "/GPU:0" if self.gpu is not None else None  # ours is the only visible GPU
 
     # ---- the measured work
-    def resnet_step(self) -> None:
-        self._loss = self._step(*self._next_inputs())  # no read-back: the next step just queues
+    def resnet_step(self) -> None:  # no read-back: the next step just queues
+        self._loss = self._fed_step(self._batches) if self._batches is not None else self._step(*self._next_inputs())
 
     def bert_step(self) -> None:
-        self._loss = self._step(self._next_inputs())
+        self._loss = self._fed_step(self._batches) if self._batches is not None else self._step(self._next_inputs())
 
     def _next_inputs(self):
-        """The synthetic batch, or the pipeline's next one: (images, labels), or BERT's features."""
+        """The resident synthetic batch (GPU), or the pipeline's next one: (images, labels), or BERT's features."""
         return self._inputs if self.pipeline is None else self.pipeline.next()
 
     # ---- time to quality
@@ -365,7 +380,9 @@ class Backend(BackendBase):
             "xla": ("on" if self.world == 1 else "on (forward and backward)") if self.spec.compiler else "off",
             "parameters": self.parameters,
             "input_pipeline": self.pipeline.describe() if self.pipeline is not None
-            else "synthetic: one batch on the device",
+            else "synthetic: one batch on the device" + (", repeated by a tf.data iterator taken inside the step's "
+                                                         "function (as Keras's fit)" if self._batches is not None
+                                                         else ""),
             **(self._bert_environment() if self.is_bert else {}),
         }
 
