@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 def idiomatic(model: str, batch: int, seq_length: int, threads: int, device: str = "cpu", precision: str = "fp32",
               compiler: bool = False) -> Callable[[int], float]:
-    """train(steps) -> sequences/s of `steps` training steps (eager unless `compiler`; amp: frameworks.TorchAmp)."""
+    """train(steps) -> sequences/s of `steps` training steps (eager unless `compiler`; amp: torch_amp.TorchAmp)."""
     import torch
     from torch_amp import TorchAmp, synchronize
 

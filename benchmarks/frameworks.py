@@ -288,16 +288,25 @@ def report(args: argparse.Namespace, runs: list[dict], peak: float, peak_source:
                                            "per round"], rows),
                   resultfile.table(f"{args.framework}: MFU against one peak", ["figure", "value"], mfu)],
                  notes=[*verdicts, f"{args.framework} settings: {settings}"],
-                 variant="-".join([args.framework, *([args.model] if args.model != "resnet50" else []),
-                                   *([args.device] if args.device != "cpu" else []),
-                                   *([args.precision] if args.device != "cpu" or args.precision != "fp32" else [])]))
+                 variant=variant(args))
+
+
+def variant(args: argparse.Namespace) -> str:
+    """The results file's variant: `pytorch`, `pytorch-bert_base`, `pytorch-amp`, `pytorch-cuda-fp32`, ... (the
+    defaults, ResNet-50 and fp32 on a CPU, left out)."""
+    parts = [args.framework]
+    if args.model != "resnet50":
+        parts.append(args.model)
+    if args.device != "cpu":
+        parts.append(args.device)
+    if args.device != "cpu" or args.precision != "fp32":
+        parts.append(args.precision)
+    return "-".join(parts)
 
 
 def gemm_kind(args: argparse.Namespace) -> str:
-    """The diagnostic GEMM's number format: fp32 on CPUs; on CUDA TF32 (fp32) or fp16 (amp)."""
-    if args.device == "cuda":
-        return "fp16" if args.precision == "amp" else "TF32"
-    return "fp32"
+    """The diagnostic GEMM's number format: fp32 on CPUs; on CUDA the one machine_peak.cuda_gemm multiplies in."""
+    return machine_peak_file.CUDA_GEMM_FORMAT[args.precision] if args.device == "cuda" else "fp32"
 
 
 if __name__ == "__main__":

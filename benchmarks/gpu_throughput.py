@@ -25,6 +25,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
 import resultfile
 
 from dlbench import references
@@ -64,12 +65,16 @@ def run_harness(python: str, config: Config, compiler: str, repeat: int, workdir
     return summary
 
 
-def published(config: Config) -> list[dict]:
-    """Published one-GPU figures for PyTorch with this model and precision (any GPU; the device says which)."""
-    table = references.load_references()
-    rows = table[(table.framework == "pytorch") & (table.model == config.model) & (table.topology == "1x1")
-                 & (table.precision == config.precision)]
-    return rows.to_dict("records")
+def versus_published(config: Config, compiler: str, median: float, figures: pd.DataFrame) -> str:
+    """The published figures this configuration matches (dlbench.references' matching: every key a figure gives;
+    any GPU, the device says which), each with ours ÷ theirs."""
+    ours = pd.DataFrame([{"config_id": config.label, "framework": "pytorch", "model": config.model, "topology": "1x1",
+                          "precision": config.precision, "batch_size": config.batch_size, "compiler": compiler == "on",
+                          "data": "synthetic", "median": median}])
+    return "; ".join(f"{f['label']} on {f['device']}: {f['published_low']:,.0f}"
+                     + (f"–{f['published_high']:,.0f}" if f["published_high"] != f["published_low"] else "")
+                     + f" (ours ÷ theirs {f['ratio']:.2f})"
+                     for f in references.match_references(ours, figures).to_dict("records")) or "none published"
 
 
 def main() -> None:
@@ -89,6 +94,7 @@ def main() -> None:
     configs = [c for c in CONFIGS if not args.only or c.model in args.only.split(",")]
     steps = (args.warmup_steps, args.measured_steps)
     rows, notes, environment = [], [], {}
+    figures = references.load_references()
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(args.keep_logs or tmp)
         workdir.mkdir(parents=True, exist_ok=True)
@@ -105,13 +111,10 @@ def main() -> None:
             median = statistics.median(values)
             mfu = median * runs[0]["train_flops_per_sample"] / (args.peak_gflops * 1e9)
             memory = max(rank["peak_memory_bytes"] for r in runs for rank in r["ranks"]) / 2**30
-            figures = published(config)
-            versus = "; ".join(f"{f['label']} on {f['device']}: {f['published_low']:,.0f}"
-                               + (f"–{f['published_high']:,.0f}" if f["published_high"] != f["published_low"] else "")
-                               + f" (ours ÷ theirs {median / f['published']:.2f})" for f in figures) or "none published"
             rows.append([config.label, "ok", round(median, 1), f"{min(values):,.1f}–{max(values):,.1f}",
                          runs[0]["unit"], f"{mfu:.1%}", round(memory, 1),
-                         runs[0]["environment"].get("settings", {}).get("summary"), versus])
+                         runs[0]["environment"].get("settings", {}).get("summary"),
+                         versus_published(config, args.compiler, median, figures)])
             print(rows[-1], flush=True)
         oom = run_harness(args.python, OOM_CONFIG, args.compiler, 1, workdir, (1, 1), args.timeout_s)
     error = (oom.get("error") or "").splitlines()[0][:200] if oom.get("error") else ""

@@ -70,13 +70,16 @@ def gemm(library: str, n: int, repeats: int, threads: int) -> float:
     raise ValueError(library)
 
 
+CUDA_GEMM_FORMAT = {"amp": "fp16", "fp32": "TF32"}  # a run's precision -> the format its matrix products use
+
+
 def cuda_gemm(n: int, repeats: int, precision: str) -> float:
-    """FLOP/s of an n x n matrix multiply on the GPU in the format a run of `precision` uses (fp16 for amp, TF32
-    for fp32): a diagnostic beside the device's specified peak, which MFU on a GPU is measured against."""
+    """FLOP/s of an n x n matrix multiply on the GPU in the format a run of `precision` uses (CUDA_GEMM_FORMAT):
+    a diagnostic beside the device's specified peak, which MFU on a GPU is measured against."""
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = True  # as the harness runs fp32 on CUDA
-    dtype = torch.float16 if precision == "amp" else torch.float32
+    dtype = {"fp16": torch.float16, "TF32": torch.float32}[CUDA_GEMM_FORMAT[precision]]
     a, b = torch.randn(n, n, device="cuda", dtype=dtype), torch.randn(n, n, device="cuda", dtype=dtype)
     return _timed(lambda: (a @ b, torch.cuda.synchronize()), n, repeats)
 

@@ -194,7 +194,7 @@ class Backend(BackendBase):
             labels = tf.random.stateless_uniform((batch,), seed=(seed, 2), minval=0, maxval=1000, dtype=tf.int32)
             return images, labels
 
-        self._synthetic(make_data, lambda iterator: self._step(*next(iterator)))  # (images, labels)
+        self._synthetic(make_data)  # (images, labels)
 
     def setup_bert(self) -> None:
         spec = self.spec
@@ -218,22 +218,22 @@ class Backend(BackendBase):
         batch = bert.synthetic_batch(cfg, spec.batch_size, spec.seq_length, spec.predictions,
                                      seed=spec.seed + self.rank)
         # tf.identity copies each feature onto this worker's device: resident there, not fed from the host
-        self._synthetic(lambda _context: {name: tf.identity(value) for name, value in batch.items()},
-                        lambda iterator: self._step(next(iterator)))
+        self._synthetic(lambda _context: {name: tf.identity(value) for name, value in batch.items()})
 
-    def _synthetic(self, make_data, step_on_iterator) -> None:
+    def _synthetic(self, make_data) -> None:
         """The synthetic batch (`make_data(context)`, one per replica) and how a step gets it. On a CPU as Keras's
-        `fit` does: an iterator over the batch repeated (tf.data), taken inside the step's function
-        (`step_on_iterator`); on this VM that step ran 2.9% faster than the same step called with the batch as
-        arguments or captured (issue 19: median of 12 per-round ratios 1.029 [1.022-1.035], every round above 1;
-        the harness's gap to `model.fit`). On a GPU the batch stays resident and is passed as arguments: a tf.data
-        element lives on the host, and the copy to the device would count in every step. So it does under a memory
-        budget (memory_limit_gb, an address-space limit): tf.data's threads reserve ~440 MiB of address space in
-        allocator arenas that hold no data, which the budget would count against the batch."""
+        `fit` does: an iterator over the batch repeated (tf.data), taken inside the step's function; on this VM
+        that step ran 2.9% faster than the same step called with the batch as arguments or captured (issue 19:
+        median of 12 per-round ratios 1.029 [1.022-1.035], every round above 1; the harness's gap to `model.fit`).
+        On a GPU the batch stays resident and is passed as arguments: a tf.data element lives on the host, and the
+        copy to the device would count in every step. So it does under a memory budget (memory_limit_gb, an
+        address-space limit): tf.data's threads reserve ~440 MiB of address space in allocator arenas that hold no
+        data, which the budget would count against the batch."""
         if self.gpu is None and not self.spec.memory_limit_gb:
             dataset = self.strategy.distribute_datasets_from_function(
                 lambda context: tf.data.Dataset.from_tensors(make_data(context)).repeat())
-            self._batches, self._fed_step = iter(dataset), tf.function(step_on_iterator)
+            self._batches = iter(dataset)
+            self._fed_step = tf.function(lambda iterator: self._take_step(next(iterator)))
         else:  # resident on this worker's device (a tensor of its replica; the default strategy: a tensor)
             self._inputs = self.strategy.experimental_distribute_values_from_function(make_data)
 
@@ -241,15 +241,23 @@ class Backend(BackendBase):
         return "/GPU:0" if self.gpu is not None else None  # ours is the only visible GPU
 
     # ---- the measured work
-    def resnet_step(self) -> None:  # no read-back: the next step just queues
-        self._loss = self._fed_step(self._batches) if self._batches is not None else self._step(*self._next_inputs())
+    def resnet_step(self) -> None:
+        self._train_step()
 
     def bert_step(self) -> None:
-        self._loss = self._fed_step(self._batches) if self._batches is not None else self._step(self._next_inputs())
+        self._train_step()
 
-    def _next_inputs(self):
-        """The resident synthetic batch (GPU), or the pipeline's next one: (images, labels), or BERT's features."""
-        return self._inputs if self.pipeline is None else self.pipeline.next()
+    def _train_step(self) -> None:
+        """One step on the synthetic batch's iterator (CPU), the resident batch (GPU, memory budget) or the
+        pipeline's next batch; no read-back: the next step just queues."""
+        if self._batches is not None:
+            self._loss = self._fed_step(self._batches)
+        else:
+            self._loss = self._take_step(self._inputs if self.pipeline is None else self.pipeline.next())
+
+    def _take_step(self, batch):
+        """The step function on one batch: (images, labels) for ResNet-50, BERT's features dict."""
+        return self._step(batch) if self.is_bert else self._step(*batch)
 
     # ---- time to quality
     def setup_quality(self, settings) -> None:
