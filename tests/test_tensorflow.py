@@ -187,6 +187,38 @@ def test_throughput_is_samples_over_measured_wall_time(tf_python, tmp_path):
     settings = env["settings"]
     assert settings["onednn"] is True and settings["TF_ENABLE_ONEDNN_OPTS"] == "1"
     assert settings["intra_op_threads"] == env["threads"]["intra_op"] and settings["summary"].startswith("oneDNN on,")
+    assert settings["optimizer"] == "SGD fused" and settings["summary"].endswith(", SGD fused")
+
+
+def test_fused_sgd_is_pytorchs_update(tf_python, pytorch_python):
+    """sgd.FusedSGD (TensorFlow's fused momentum kernel) makes torch.optim.SGD's updates: momentum, coupled
+    weight decay, a learning rate changed between steps (time to quality's schedule)."""
+    rng = np.random.default_rng(3)
+    start, grads = rng.standard_normal((2, 5)).tolist(), rng.standard_normal((3, 2, 5)).tolist()
+    schedule = [0.1, 0.1, 0.05]
+    tf_out = last_json(run_python(tf_python, f"""
+        import json, tensorflow as tf
+        from dlbench.harness.backends.tensorflow.sgd import FusedSGD
+        w = tf.Variable({start!r})
+        sgd = FusedSGD([w], learning_rate=0.1, momentum=0.9, weight_decay=0.01)
+        step = tf.function(lambda g: sgd.apply([g], [w]))
+        for lr, g in zip({schedule!r}, {grads!r}):
+            sgd.learning_rate.assign(lr)
+            step(tf.constant(g))
+        print(json.dumps(w.numpy().tolist()))
+    """))
+    torch_out = last_json(run_python(pytorch_python, f"""
+        import json, torch
+        w = torch.nn.Parameter(torch.tensor({start!r}))
+        sgd = torch.optim.SGD([w], lr=0.1, momentum=0.9, weight_decay=0.01)
+        for lr, g in zip({schedule!r}, {grads!r}):
+            sgd.param_groups[0]["lr"] = lr
+            w.grad = torch.tensor(g)
+            sgd.step()
+        print(json.dumps(w.detach().numpy().tolist()))
+    """))
+    assert np.abs(np.array(tf_out) - np.array(start)).max() > 0.1  # it moved
+    np.testing.assert_allclose(tf_out, torch_out, rtol=1e-6, atol=1e-6)
 
 
 def test_two_ranks_really_run_and_are_counted(tf_python, tmp_path):

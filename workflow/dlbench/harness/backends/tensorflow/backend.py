@@ -4,7 +4,8 @@ bert.py) with AdamW or LAMB; synthetic data on the device.
 The contract, and when the harness calls what: backends/base.py. Here:
 
 - ResNet-50: the custom `tf.function` step of `resnet.make_train_step` (forward, cross-entropy, gradients, SGD
-  momentum 0.9, lr 0.1, weight decay 5e-5 as in the PyTorch backend); compiler on = XLA (`jit_compile=True`).
+  momentum 0.9, lr 0.1, weight decay 5e-5 as in the PyTorch backend: `sgd.FusedSGD`, one fused kernel per
+  variable; Keras's SGD under a loss-scale optimizer with float16); compiler on = XLA (`jit_compile=True`).
 - BERT (bert_base, bert_tiny): the step of `bert.make_train_step` (masked-LM + next-sentence loss, dropout
   on, clipping by global norm 1.0 with grad_clip on), optimizer by spec.optimizer_name (`bert.make_optimizer`:
   AdamW or LAMB with bert.OPTIMIZERS' settings and learning-rate schedule); one bert.synthetic_batch per rank.
@@ -48,6 +49,7 @@ from ..base import BackendBase  # noqa: E402
 from . import bert as tf_bert  # noqa: E402 - this framework's BERT (bert: what every backend shares)
 from . import data as tf_data  # noqa: E402
 from . import resnet as tf_models  # noqa: E402
+from .sgd import FusedSGD  # noqa: E402
 
 keras = tf.keras
 
@@ -174,11 +176,13 @@ class Backend(BackendBase):
         spec = self.spec
         with self.strategy.scope():
             self.model = tf_models.build(tf_models.ResNet50(model=spec.model))
-            optimizer = keras.optimizers.SGD(learning_rate=0.1, momentum=0.9, weight_decay=WEIGHT_DECAY)
-            if self.policy == "mixed_float16":
-                optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-            optimizer.build(self.model.trainable_variables)
-            self.optimizer = optimizer
+            if self.policy == "mixed_float16":  # loss scaling (GPUs) wraps a Keras optimizer
+                self.optimizer = keras.optimizers.LossScaleOptimizer(
+                    keras.optimizers.SGD(learning_rate=0.1, momentum=0.9, weight_decay=WEIGHT_DECAY))
+                self.optimizer.build(self.model.trainable_variables)
+            else:
+                self.optimizer = FusedSGD(self.model.trainable_variables, learning_rate=0.1, momentum=0.9,
+                                          weight_decay=WEIGHT_DECAY)
         self.parameters = tf_models.parameter_count(self.model)
         self._step = tf_models.make_train_step(self.model, self.optimizer, world=self.world,
                                                strategy=self.strategy, jit_compile=spec.compiler)
@@ -405,10 +409,13 @@ class Backend(BackendBase):
                  "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
                  "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
                  "xla": bool(self.spec.compiler), "memory_format": None if self.is_bert else "channels_last"}
+        if not self.is_bert:
+            inner = getattr(self.optimizer, "inner_optimizer", self.optimizer)  # under loss scaling
+            facts["optimizer"] = "SGD fused" if isinstance(inner, FusedSGD) else f"Keras {type(inner).__name__}"
         where = "GPU" if self.gpu is not None else f"oneDNN {'on' if facts['onednn'] else 'off (Eigen)'}"
         facts["summary"] = (f"{where}, {facts['intra_op_threads']} intra-op / {facts['inter_op_threads']} inter-op "
                             f"threads, XLA {'on' if facts['xla'] else 'off'}"
-                            + ("" if self.is_bert else ", channels_last (NHWC)"))
+                            + ("" if self.is_bert else f", channels_last (NHWC), {facts['optimizer']}"))
         return facts
 
     def _bert_environment(self) -> dict:
