@@ -19,7 +19,7 @@ from .instances import InstanceMaker, ShuffleBuffer
 from .params import STAT_KEYS, Params
 from .spill import PHASE1_STATS, Spiller, document_batches, spill_blocks
 from .tokens import Vocab, token_dtype
-from .writer import ShardWriter
+from .writer import ShardWriter, import_writers
 
 
 def build_shard(out: Path, params: Params, vocab: Vocab, shard: int, spill_dir: Path, parts: list[int],
@@ -97,6 +97,7 @@ def run(inputs: list[Path], vocab: Vocab, params: Params, shards: list[int], out
             for batch in batches:
                 count(0, spiller.add(batch))
         else:
+            import_writers(params)  # once, here: the workers inherit it
             pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
                                                           initializer=_start_worker,
                                                           initargs=(vocab, params, spill_dir))
