@@ -22,9 +22,10 @@ def spill_path(spill_dir: Path, part: int, shard: int) -> Path:
 
 
 def document_batches(inputs: list[Path], params: Params, shards: list[int],
-                     batch_lines: int = 1024) -> Iterator[list[tuple[int, str, int]]]:
+                     batch_lines: int = 4096) -> Iterator[list[tuple[int, str, int]]]:
     """The documents of `shards` as (document index, text, lines), in batches of about batch_lines lines (cut at
-    document ends)."""
+    document ends). A batch's distinct words are looked up once per batch: 4,096 lines (~0.5 MB of text) took
+    7-8% off whole runs on the 1x and 4x inputs against 1,024 (interleaved runs, 2 workers)."""
     mine = set(shards)
     batch: list[tuple[int, str, int]] = []
     lines = 0
