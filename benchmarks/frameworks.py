@@ -89,7 +89,7 @@ def tensorflow_idiomatic(batch: int, size: int, threads: int) -> Callable[[int],
 
     model = build(ResNet50(), size)  # threads: set by the harness backend, created first
     # the harness's hyperparameters with Keras's own SGD, as a model.compile user writes it (the harness updates
-    # with one fused kernel per variable: sgd.py; as the PyTorch harness's fused SGD against the plain loop's)
+    # with one fused kernel per variable: FusedSGD; as the PyTorch harness's fused SGD against the plain loop's)
     model.compile(optimizer=tf.keras.optimizers.SGD(0.1, momentum=0.9, weight_decay=WEIGHT_DECAY),
                   loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=False)
     images = np.random.randn(batch, size, size, 3).astype("float32")

@@ -191,14 +191,14 @@ def test_throughput_is_samples_over_measured_wall_time(tf_python, tmp_path):
 
 
 def test_fused_sgd_is_pytorchs_update(tf_python, pytorch_python):
-    """sgd.FusedSGD (TensorFlow's fused momentum kernel) makes torch.optim.SGD's updates: momentum, coupled
+    """resnet.FusedSGD (TensorFlow's fused momentum kernel) makes torch.optim.SGD's updates: momentum, coupled
     weight decay, a learning rate changed between steps (time to quality's schedule)."""
     rng = np.random.default_rng(3)
     start, grads = rng.standard_normal((2, 5)).tolist(), rng.standard_normal((3, 2, 5)).tolist()
     schedule = [0.1, 0.1, 0.05]
     tf_out = last_json(run_python(tf_python, f"""
         import json, tensorflow as tf
-        from dlbench.harness.backends.tensorflow.sgd import FusedSGD
+        from dlbench.harness.backends.tensorflow.resnet import FusedSGD
         w = tf.Variable({start!r})
         sgd = FusedSGD([w], learning_rate=0.1, momentum=0.9, weight_decay=0.01)
         step = tf.function(lambda g: sgd.apply([g], [w]))

@@ -4,7 +4,7 @@ bert.py) with AdamW or LAMB; synthetic data on the device.
 The contract, and when the harness calls what: backends/base.py. Here:
 
 - ResNet-50: the custom `tf.function` step of `resnet.make_train_step` (forward, cross-entropy, gradients, SGD
-  momentum 0.9, lr 0.1, weight decay 5e-5 as in the PyTorch backend: `sgd.FusedSGD`, one fused kernel per
+  momentum 0.9, lr 0.1, weight decay 5e-5 as in the PyTorch backend: `resnet.FusedSGD`, one fused kernel per
   variable; Keras's SGD under a loss-scale optimizer with float16); compiler on = XLA (`jit_compile=True`).
 - BERT (bert_base, bert_tiny): the step of `bert.make_train_step` (masked-LM + next-sentence loss, dropout
   on, clipping by global norm 1.0 with grad_clip on), optimizer by spec.optimizer_name (`bert.make_optimizer`:
@@ -49,7 +49,6 @@ from ..base import BackendBase  # noqa: E402
 from . import bert as tf_bert  # noqa: E402 - this framework's BERT (bert: what every backend shares)
 from . import data as tf_data  # noqa: E402
 from . import resnet as tf_models  # noqa: E402
-from .sgd import FusedSGD  # noqa: E402
 
 keras = tf.keras
 
@@ -181,8 +180,8 @@ class Backend(BackendBase):
                     keras.optimizers.SGD(learning_rate=0.1, momentum=0.9, weight_decay=WEIGHT_DECAY))
                 self.optimizer.build(self.model.trainable_variables)
             else:
-                self.optimizer = FusedSGD(self.model.trainable_variables, learning_rate=0.1, momentum=0.9,
-                                          weight_decay=WEIGHT_DECAY)
+                self.optimizer = tf_models.FusedSGD(self.model.trainable_variables, learning_rate=0.1,
+                                                    momentum=0.9, weight_decay=WEIGHT_DECAY)
         self.parameters = tf_models.parameter_count(self.model)
         self._step = tf_models.make_train_step(self.model, self.optimizer, world=self.world,
                                                strategy=self.strategy, jit_compile=spec.compiler)
@@ -411,7 +410,8 @@ class Backend(BackendBase):
                  "xla": bool(self.spec.compiler), "memory_format": None if self.is_bert else "channels_last"}
         if not self.is_bert:
             inner = getattr(self.optimizer, "inner_optimizer", self.optimizer)  # under loss scaling
-            facts["optimizer"] = "SGD fused" if isinstance(inner, FusedSGD) else f"Keras {type(inner).__name__}"
+            fused = isinstance(inner, tf_models.FusedSGD)
+            facts["optimizer"] = "SGD fused" if fused else f"Keras {type(inner).__name__}"
         where = "GPU" if self.gpu is not None else f"oneDNN {'on' if facts['onednn'] else 'off (Eigen)'}"
         facts["summary"] = (f"{where}, {facts['intra_op_threads']} intra-op / {facts['inter_op_threads']} inter-op "
                             f"threads, XLA {'on' if facts['xla'] else 'off'}"
