@@ -113,11 +113,17 @@ def ok_or_unsupported(entries: dict[str, list[dict]], stderr: str) -> dict | Non
     return entries["environment"][0]
 
 
+def local_env() -> dict[str, str]:
+    """The environment of a workflow run without SLURM: a SLURM configuration without a controller
+    (tests/slurm/no-controller.conf says why: ~9 s per Snakemake start otherwise, on this machine)."""
+    return dict(os.environ, SLURM_CONF=str(REPO / "tests" / "slurm" / "no-controller.conf"))
+
+
 def snakemake(workdir: Path, *args: str, snakefile: Path = REPO / "Snakefile",
               timeout: float = 1200) -> subprocess.CompletedProcess:
-    """Run the workflow with `workdir` as working directory (results/ and logs/ go there)."""
+    """Run the workflow with `workdir` as working directory (results/ and logs/ go there), without SLURM."""
     cmd = [sys.executable, "-m", "snakemake", "-s", str(snakefile), "--directory", str(workdir), *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=workdir)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=workdir, env=local_env())
 
 
 def write_config(path: Path, config: dict) -> Path:

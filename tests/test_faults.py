@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from conftest import REPO, VENV_DIR, harness_env, snakemake, tiny_config, write_config
+from conftest import REPO, VENV_DIR, harness_env, local_env, snakemake, tiny_config, write_config
 from dlbench.synthetic_logs import write_run_log
 
 
@@ -84,7 +84,7 @@ def start(work: Path, configfile: Path) -> tuple[subprocess.Popen, Path]:
     out = work / f"snakemake-{time.monotonic_ns()}.out"
     with open(out, "w") as stream:
         return subprocess.Popen(resume_command(work, configfile), cwd=work, stdout=stream, stderr=subprocess.STDOUT,
-                                start_new_session=True), out
+                                start_new_session=True, env=local_env()), out
 
 
 def no_orphans(work: Path) -> None:
@@ -121,7 +121,7 @@ def test_hard_kills_leave_no_orphans_and_one_command_resumes(tmp_path, torch_pyt
 
     # 3. The same command again completes the study.
     result = subprocess.run(resume_command(tmp_path, config), cwd=tmp_path, capture_output=True, text=True,
-                            timeout=600)
+                            timeout=600, env=local_env())
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "dlbench: removed the lock" not in result.stderr  # the failed job's Snakemake ended cleanly
     after = finished_logs(tmp_path)
