@@ -282,7 +282,7 @@ class Backend(BackendBase):
 
             self._correct = correct_mlm
             return
-        optimizer = getattr(self.optimizer, "inner_optimizer", self.optimizer)
+        optimizer = self._update_rule()
         optimizer.momentum, optimizer.weight_decay = settings.momentum, settings.weight_decay  # before tracing
         self._eval_data = tf_data.imagenet_eval_dataset(self.spec, self.rank, self.world, self.threads)
         model = self.model
@@ -300,7 +300,11 @@ class Backend(BackendBase):
         return datasets.imagenet_records(self.spec, "train")
 
     def set_learning_rate(self, lr: float) -> None:
-        getattr(self.optimizer, "inner_optimizer", self.optimizer).learning_rate.assign(lr)
+        self._update_rule().learning_rate.assign(lr)
+
+    def _update_rule(self):
+        """The optimizer that updates the weights: ours, or the Keras one inside float16's loss-scale optimizer."""
+        return getattr(self.optimizer, "inner_optimizer", self.optimizer)
 
     def evaluate(self) -> tuple[int, int]:
         right, total = 0, 0
@@ -409,9 +413,8 @@ class Backend(BackendBase):
                  "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
                  "xla": bool(self.spec.compiler), "memory_format": None if self.is_bert else "channels_last"}
         if not self.is_bert:
-            inner = getattr(self.optimizer, "inner_optimizer", self.optimizer)  # under loss scaling
-            fused = isinstance(inner, tf_models.FusedSGD)
-            facts["optimizer"] = "SGD fused" if fused else f"Keras {type(inner).__name__}"
+            rule = self._update_rule()
+            facts["optimizer"] = "SGD fused" if isinstance(rule, tf_models.FusedSGD) else f"Keras {type(rule).__name__}"
         where = "GPU" if self.gpu is not None else f"oneDNN {'on' if facts['onednn'] else 'off (Eigen)'}"
         facts["summary"] = (f"{where}, {facts['intra_op_threads']} intra-op / {facts['inter_op_threads']} inter-op "
                             f"threads, XLA {'on' if facts['xla'] else 'off'}"
