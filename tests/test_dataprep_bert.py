@@ -149,7 +149,7 @@ def test_word_cache_tokenisation_equals_hf_on_whole_lines(dataprep_python, input
         import json, sys
         from pathlib import Path
         from tokenizers import BertWordPieceTokenizer
-        from dlbench.dataprep.bert_shards.tokens import WordTokenizer, iter_documents
+        from dlbench.dataprep.bert_shards.tokens import WordTokenizer, iter_documents, load_vocab
         text, vocab, tmp = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
         odd = ["Héllo WÖRLD ÀÉÎ naïve café", "中文字符 and 日本語 mixed", "tab\there\tand\u00a0nbsp\u3000ideographic",
                "zero\u200bwidth \ufeffbom", "ctrl\x0bvt\x0cff\x1cfs\x1f\x85nel\x00nul end", "ΣΊΣΥΦΟΣ ΟΔΥΣΣΕΥΣ ς",
@@ -166,7 +166,7 @@ def test_word_cache_tokenisation_equals_hf_on_whole_lines(dataprep_python, input
         for lower in (True, False):
             hf = BertWordPieceTokenizer(str(vocab), lowercase=lower)
             want = [e.ids for e in hf.encode_batch(raw, add_special_tokens=False)]
-            ours = WordTokenizer(vocab, lower, cache_words=20000)  # small cache: resets are exercised too
+            ours = WordTokenizer(load_vocab(vocab), lower, cache_words=20000)  # small cache: resets are exercised too
             got, pos = [], 0
             for lo in range(0, len(docs), 7):
                 ids, per_line = ours.encode_lines(docs[lo:lo + 7])

