@@ -90,7 +90,8 @@ def split_words(data: bytes) -> tuple[np.ndarray, np.ndarray]:
         code2 = b[lead].astype(np.int64) << 8 | b[lead + 1]
         code3 = code2 << 8 | b[lead + 2]
         for n, code in ((2, code2), (3, code3)):
-            at = lead[np.isin(code, _UNICODE_SPACE_CODES[n])]
+            # (np.isin would import numpy.ma: ~9 ms in each worker process, for a handful of codes)
+            at = lead[(code[:, None] == _UNICODE_SPACE_CODES[n][None, :]).any(axis=1)]
             for k in range(n):
                 kind[at + k] = _SPACE
     word, punct = kind == _WORD, kind == _PUNCT
@@ -170,20 +171,29 @@ class WordTokenizer:
         grown[:len(array)] = array
         return grown
 
-    def _simple_ids(self, words: list[str]) -> list[list[int]]:
-        """Ids of words of ASCII letters and digits: a vocabulary entry by one look-up, any other word by the
-        WordPiece model alone (the normaliser and pre-tokeniser would leave it as it is). Half the time of the
-        greedy longest match written in Python (30,047 distinct words of the 1x input: 33 ms against 72)."""
-        get, tokenize = self.vocab.get, self.model.tokenize
-        return [[i] if (i := get(w)) is not None else [t.id for t in tokenize(w)] for w in words]
-
     def _tokenize(self, words: set[str]) -> tuple[list[str], list[int], list[int]]:
-        """(the words in the order of the ids, ids of all the words, ids per word)."""
-        simple = [w for w in words if w.isascii() and w.isalnum()]
-        others = [w for w in words if not (w.isascii() and w.isalnum())]
-        pieces = self._simple_ids(simple)
-        ids = [i for p in pieces for i in p]
-        counts = list(map(len, pieces))
+        """(the words in the order of the ids, ids of all the words, ids per word). Words of ASCII letters and
+        digits: a vocabulary entry by one look-up, any other by the WordPiece model alone (the normaliser and
+        pre-tokeniser would leave it as it is): half the time of the greedy longest match written in Python
+        (the 30,047 distinct words of the 1x input: 26 ms against 72). The other words: the whole pipeline."""
+        get, tokenize = self.vocab.get, self.model.tokenize
+        simple: list[str] = []
+        others: list[str] = []
+        ids: list[int] = []
+        counts: list[int] = []
+        for w in words:  # one loop, not one comprehension per step: a quarter less time
+            if w.isascii() and w.isalnum():
+                simple.append(w)
+                i = get(w)
+                if i is not None:
+                    ids.append(i)
+                    counts.append(1)
+                else:
+                    pieces = [t.id for t in tokenize(w)]
+                    ids += pieces
+                    counts.append(len(pieces))
+            else:
+                others.append(w)
         if others:
             enc = self.tokenizer.encode(others, is_pretokenized=True, add_special_tokens=False)
             ids += enc.ids
