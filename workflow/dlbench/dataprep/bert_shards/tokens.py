@@ -54,7 +54,15 @@ def load_vocab(path: Path) -> Vocab:
 
 # Characters Python's str.split() treats as whitespace but BERT's clean_text deletes (controls): removing them
 # first makes "split on whitespace, tokenise each word" equal to tokenising the whole line. (\0 too.)
-_SPLIT_ONLY_WS = re.compile("[\x00\x0b\x0c\x1c\x1d\x1e\x1f\x85]")
+_SPLIT_ONLY = "\x00\x0b\x0c\x1c\x1d\x1e\x1f\x85"
+_SPLIT_ONLY_WS = re.compile(f"[{_SPLIT_ONLY}]")
+
+
+def _drop_split_only(text: str) -> str:
+    """text without the _SPLIT_ONLY characters. Looking for each (str's own search) first: a fifth of the
+    time of the regular expression's scan on text that has none (2.5 vs 11.8 ms on the 1x input)."""
+    return _SPLIT_ONLY_WS.sub("", text) if any(c in text for c in _SPLIT_ONLY) else text
+
 
 # The bytes of a batch's UTF-8 text by kind (every byte of a multi-byte character is >= 0x80, so the ASCII
 # kinds never cut one): word bytes; whitespace; ASCII punctuation (BERT's pre-tokeniser isolates every
@@ -248,7 +256,7 @@ def iter_documents(paths: list[Path], chunk_chars: int = 1 << 20) -> Iterator[st
             with open(path, encoding="utf-8", errors="replace", newline="") as f:
                 pending = ""  # the last document seen, which may go on in the next chunk
                 while chunk := f.read(chunk_chars):
-                    blocks = _BLANK_LINES.split(pending + _SPLIT_ONLY_WS.sub("", chunk))
+                    blocks = _BLANK_LINES.split(pending + _drop_split_only(chunk))
                     pending = blocks.pop()
                     for block in blocks:
                         if block := block.strip():
