@@ -5,7 +5,6 @@ one task per shard: every dupe pass over the shard's documents, in blocks with t
 from __future__ import annotations
 
 import concurrent.futures
-import dataclasses
 import gc
 import multiprocessing
 import os
@@ -61,18 +60,28 @@ def build_shard(out: Path, params: Params, vocab: Vocab, shard: int, spill_dir: 
             "_max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
-_SPILLER: Spiller | None = None  # a worker process's own (phase 1)
+# a worker process's own, set when it starts: the vocabulary it inherited from the main process (the tasks do
+# not carry it: its word -> id dict is ~1 MB pickled) and its phase-1 tokenizer
+_VOCAB: Vocab | None = None
+_SPILLER: Spiller | None = None
 
 
 def _start_worker(vocab: Vocab, params: Params, spill_dir: Path) -> None:
     """Worker start: its tokenizer is built while the main process reads the first batches."""
-    global _SPILLER
+    global _VOCAB, _SPILLER
+    _VOCAB = vocab
     _SPILLER = Spiller(vocab, params, spill_dir, os.getpid())
 
 
 def _spill(batch: list[tuple[int, str, int]]) -> tuple[int, dict[int, dict[str, int]]]:
     assert _SPILLER is not None
     return _SPILLER.part, _SPILLER.add(batch)
+
+
+def _build(out: Path, params: Params, shard: int, spill_dir: Path, parts: list[int],
+           base_stats: dict[str, int]) -> dict:
+    assert _VOCAB is not None
+    return build_shard(out, params, _VOCAB, shard, spill_dir, parts, base_stats)
 
 
 def run(inputs: list[Path], vocab: Vocab, params: Params, shards: list[int], out: Path, tmp_root: Path,
@@ -123,9 +132,7 @@ def run(inputs: list[Path], vocab: Vocab, params: Params, shards: list[int], out
         if pool is None:
             results = [build_shard(out, params, vocab, s, spill_dir, part_list, base[s]) for s in order]
         else:
-            shard_vocab = dataclasses.replace(vocab, ids={})  # phase 2 needs no word ids: not pickled with each task
-            futures = [pool.submit(build_shard, out, params, shard_vocab, s, spill_dir, part_list, base[s])
-                       for s in order]
+            futures = [pool.submit(_build, out, params, s, spill_dir, part_list, base[s]) for s in order]
             results = [f.result() for f in futures]
         timing = {"tokenize_s": round(t1 - t0, 3), "build_s": round(time.perf_counter() - t1, 3),
                   "shard_s": [round(r.pop("_seconds"), 3) for r in results],
@@ -133,6 +140,6 @@ def run(inputs: list[Path], vocab: Vocab, params: Params, shards: list[int], out
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
-            gc.unfreeze()
+        gc.unfreeze()  # (nothing frozen with one worker)
         shutil.rmtree(spill_dir, ignore_errors=True)
     return results, timing
