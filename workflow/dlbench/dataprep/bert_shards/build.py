@@ -12,9 +12,12 @@ import resource
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+
+from dlbench.harness import lifeline
 
 from .instances import InstanceMaker, ShuffleBuffer
 from .params import STAT_KEYS, Params
@@ -66,8 +69,10 @@ _VOCAB: Vocab | None = None
 _SPILLER: Spiller | None = None
 
 
-def _start_worker(vocab: Vocab, params: Params, spill_dir: Path) -> None:
-    """Worker start: its tokenizer is built while the main process reads the first batches."""
+def _start_worker(vocab: Vocab, params: Params, spill_dir: Path, die_with_parent: Callable[[], None]) -> None:
+    """Worker start: it dies with the main process (killed, it would leave the workers waiting for tasks
+    forever); its tokenizer is built while the main process reads the first batches."""
+    die_with_parent()
     global _VOCAB, _SPILLER
     _VOCAB = vocab
     _SPILLER = Spiller(vocab, params, spill_dir, os.getpid())
@@ -115,7 +120,8 @@ def run(inputs: list[Path], vocab: Vocab, params: Params, shards: list[int], out
             gc.freeze()
             pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
                                                           initializer=_start_worker,
-                                                          initargs=(vocab, params, spill_dir))
+                                                          initargs=(vocab, params, spill_dir,
+                                                                    lifeline.die_with_parent()))
             pool.submit(int)  # the first task forks the workers: now, not after the first batch is read
             pending: set[concurrent.futures.Future] = set()
             for batch in batches:
