@@ -23,6 +23,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 RESULTS = Path(os.environ.get("DLBENCH_BENCH_RESULTS") or HERE / "results")  # elsewhere: tests only
+if str(REPO / "workflow") not in sys.path:
+    sys.path.append(str(REPO / "workflow"))
+from dlbench.harness import sysinfo  # noqa: E402 - the CPU as every run log names it (standard library only)
 
 
 def load1() -> float | None:
@@ -53,14 +56,15 @@ def gpus() -> list[str]:
 
 
 def machine() -> dict:
-    """What the figures were measured on: CPU model, cores usable, memory, GPU (or none)."""
+    """What the figures were measured on: CPU (model, family, vector instructions), cores usable, memory, GPU (or
+    none)."""
     memory = _proc("/proc/meminfo", "MemTotal")
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         cores = os.cpu_count() or 1
     found = gpus()
-    return {"cpu": _proc("/proc/cpuinfo", "model name") or "unknown", "cores": cores,
+    return {"cpu": sysinfo.cpu_model(), "cores": cores,
             "memory_gib": round(int(memory.split()[0]) / 2**20, 1) if memory else None,
             "gpu": ", ".join(found) if found else "none"}
 

@@ -70,6 +70,19 @@ def test_throughput_is_samples_over_measured_wall_time(torch_python, tmp_path):
     # the header says where and how it ran
     assert header["config"]["topology"] == "1x1" and header["threads_per_rank"] >= 1
     assert header["cpu_model"] and header["hostname"] and header["python"]
+    # ... on which CPU generation: /proc/cpuinfo's name, family and model, widest vector instructions (a VM's
+    # generic "AMD EPYC" covers AVX2 and AVX-512 machines alike)
+    cpuinfo = Path("/proc/cpuinfo").read_text().split("\n\n")[0]
+    fields = dict((k.strip(), v.strip()) for k, _, v in (line.partition(":") for line in cpuinfo.splitlines()))
+    if "model name" in fields:
+        assert header["cpu_model"].startswith(fields["model name"])
+    if "cpu family" in fields:
+        assert f"family {fields['cpu family']} model {fields['model']}" in header["cpu_model"]
+    flags = set(fields.get("flags", "").split())
+    if {"avx512f", "avx512_bf16"} <= flags and not {"amx_bf16", "amx_tile"} <= flags:
+        assert header["cpu_model"].endswith(", AVX-512 BF16)")
+    elif "avx2" in flags and "fma" in flags and "avx512f" not in flags:
+        assert header["cpu_model"].endswith(", AVX2)")
     env = entries["environment"][0]
     assert env["framework_version"].startswith("2.13.0") and env["parameters"] == 25_557_032
     # the settings in effect, read back from PyTorch (issue 19: why one framework beat another)
