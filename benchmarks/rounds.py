@@ -22,9 +22,13 @@ from collections.abc import Callable
 BIMODAL_GAP = 0.20  # a machine's round-to-round noise here is ~±5%; two levels 20% apart are not that noise
 
 
-def interleaved(rounds: int, first: Callable[[], float],
-                second: Callable[[], float]) -> tuple[list[float], list[float]]:
-    """ABBA: round i runs first, second (i even) or second, first (i odd), so drift of the machine hits both."""
+def interleaved(rounds: int, first: Callable[[], float], second: Callable[[], float],
+                warmup: int = 0) -> tuple[list[float], list[float]]:
+    """ABBA: round i runs first, second (i even) or second, first (i odd), so drift of the machine hits both.
+    `warmup` untimed rounds of each first: both loops start the timed rounds equally warm."""
+    for _ in range(warmup):
+        first()
+        second()
     a: list[float] = []
     b: list[float] = []
     for i in range(rounds):
