@@ -39,6 +39,22 @@ def submitted(result: subprocess.CompletedProcess) -> list[str]:
     return re.findall(r"has been submitted with SLURM jobid \d+ \(log: (\S+?)\)", result.stdout + result.stderr)
 
 
+def job_steps(job: str) -> list[tuple[str, int, str]]:
+    """The numbered srun steps of a job as (step, tasks, state). The ranks' step and the telemetry sampler's
+    one-task-per-node step start together, so which of them SLURM numbers 0 is a race."""
+    out = subprocess.run(["sacct", "-n", "-P", "-j", job, "-o", "JobID,NTasks,State"],
+                         capture_output=True, text=True, check=True).stdout
+    rows = [line.split("|") for line in out.splitlines() if line.strip()]
+    return [(step, int(tasks), state) for step, tasks, state in rows
+            if re.fullmatch(rf"{job}\.\d+", step) and tasks]
+
+
+def ranks_step_completed(job: str, world_size: int) -> bool:
+    """Exactly one step ran all the ranks as tasks, and it completed."""
+    ranks = [s for s in job_steps(job) if s[1] == world_size]
+    return len(ranks) == 1 and ranks[0][2] == "COMPLETED"
+
+
 @pytest.fixture(scope="module")
 def slurm_study(slurm_cluster, torch_python, tmp_path_factory):
     work = tmp_path_factory.mktemp("slurm")
@@ -73,9 +89,7 @@ def test_two_device_run_is_one_job_with_two_tasks(slurm_study):
     assert summary["status"] == "ok" and summary["world_size"] == 2
     assert [r["rank"] for r in summary["ranks"]] == [0, 1] and len({r["pid"] for r in summary["ranks"]}) == 2
     job = header["slurm"]["job_id"]
-    steps = subprocess.run(["sacct", "-n", "-P", "-j", job, "-o", "JobID,NTasks,State"],
-                           capture_output=True, text=True, check=True).stdout.split()
-    assert f"{job}.0|2|COMPLETED" in steps  # the ranks: one srun step of 2 tasks inside the job
+    assert ranks_step_completed(job, 2), job_steps(job)  # the ranks: one srun step of 2 tasks inside the job
 
 
 def test_tensorflow_and_mxnet_ranks_start_under_srun(slurm_cluster, tmp_path):
@@ -92,9 +106,7 @@ def test_tensorflow_and_mxnet_ranks_start_under_srun(slurm_cluster, tmp_path):
         assert header["launcher"] == "srun" and summary["world_size"] == 2
         assert len({r["pid"] for r in summary["ranks"]}) == 2
         job = header["slurm"]["job_id"]
-        steps = subprocess.run(["sacct", "-n", "-P", "-j", job, "-o", "JobID,NTasks,State"],
-                               capture_output=True, text=True, check=True).stdout.split()
-        assert f"{job}.0|2|COMPLETED" in steps
+        assert ranks_step_completed(job, 2), (framework, job_steps(job))
 
 
 def test_changing_one_configuration_submits_only_its_jobs(slurm_study):
