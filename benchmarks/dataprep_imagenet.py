@@ -9,7 +9,8 @@ built once under --work and reused. Each round times, in alternating order, (a) 
 process reading every file and writing it to a new file, and (b) `python -m dlbench.dataprep.imagenet convert`
 with 2 workers into 8 train + 2 validation shards, as a whole process (interpreter start included, as the
 reference's wall time is) and the conversion alone (the time it reports). Page cache warm, `sync` before each
-timed run so neither pays for the other's write-back.
+timed run so neither pays for the other's write-back. Writes benchmarks/results/dataprep_imagenet.json (figures.py
+renders it into benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import sys
 import time
 from pathlib import Path
 
+import resultfile  # benchmarks/, next to this script
 from wheels import ensure_wheels  # benchmarks/: the sample wheels, downloaded once
 
 REPO = Path(__file__).resolve().parents[1]
@@ -111,6 +113,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
+    record = resultfile.Recorder(__file__)
 
     args.wheels.mkdir(parents=True, exist_ok=True)
     ensure_wheels(args.wheels, list(WHEELS))
@@ -158,6 +161,7 @@ def main() -> int:
     print()
     print(f"1-minute load average during the run: {min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} cores "
           "(other work slows both sides; 'best' is the least disturbed round of each)")
+    rows = []
     for label, pick in (("median", statistics.median), ("best", min)):
         floor, wall, inner = pick(floors), pick(walls), pick(inners)
         lo, hi = (records / wall / r for r in reversed(REFERENCE_IPS))
@@ -170,13 +174,29 @@ def main() -> int:
               f"images/s at 2 threads): {lo:.1f}x-{hi:.1f}x on whole-process wall time (target >= 5x); vs the copy "
               f"floor: {floor / wall:.0%} on whole-process time, {floor / inner:.0%} on conversion time "
               "(target >= 50%)")
+        rows.append([f"{label} of {args.rounds}", f"{floor:.2f} ({records / floor:,.0f}/s)",
+                     f"{wall:.2f} ({records / wall:,.0f}/s)", f"{inner:.2f} ({records / inner:,.0f}/s)",
+                     f"{lo:.1f}–{hi:.1f}×", f"{floor / wall:.0%} / {floor / inner:.0%}"])
     cp, cv = statistics.median(copy_cpu), statistics.median(convert_cpu)
     print(f"CPU time (user+sys, median): copy floor {cp:.2f} s, ours {cv:.2f} s over all processes "
           f"({cv / cp:.1f}x the copy's work; on {args.workers} idle cores that is {cp / (cv / args.workers):.0%} "
           "of the copy's speed before start-up)")
     print(f"peak RSS of any one process: {rss / 1024:.0f} MB (reference: {REFERENCE_RSS_MB} MB)")
-    print(f"verify ({args.workers} workers, every record + sha256): {verify_s:.2f} s "
-          f"({'OK' if check.returncode == 0 else 'FAILED: ' + check.stderr[-500:]})")
+    verified = "OK" if check.returncode == 0 else "FAILED: " + check.stderr[-500:]
+    print(f"verify ({args.workers} workers, every record + sha256): {verify_s:.2f} s ({verified})")
+    title = (f"{n:,} images ({info['train_images']:,} train + {info['validation_images']:,} validation, "
+             f"{total / 1e6:.0f} MB, {len(info['png_named_jpeg'])} PNG named .JPEG + {len(info['cmyk_jpeg'])} CMYK) "
+             f"-> 8 + 2 TFRecord shards, {args.workers} workers; seconds (images/s)")
+    record.write([resultfile.table(title, ["rounds", "copy floor: 1 process read + write", "ours, whole process",
+                                           "ours, conversion alone",
+                                           f"× reference ({REFERENCE_IPS[0]}–{REFERENCE_IPS[1]} images/s; target ≥ 5)",
+                                           "copy floor ÷ ours: whole process / conversion (target ≥ 50%)"], rows),
+                  resultfile.table("work and memory", ["figure", "value"], [
+                      ["CPU seconds, median (user + sys)", f"copy {cp:.2f}, ours {cv:.2f} over all processes"],
+                      ["peak RSS of any one process (MB)", f"{rss / 1024:.0f} (reference {REFERENCE_RSS_MB})"],
+                      [f"verify ({args.workers} workers, every record + sha256)", f"{verify_s:.2f} s, {verified}"]])],
+                 notes=[f"1-min load average during the rounds {min(loads):.1f}–{max(loads):.1f}; the reference "
+                        "figures are issue 5's, measured on the earlier 2-core VM"])
     return 0 if check.returncode == 0 else 1
 
 

@@ -257,16 +257,12 @@ def report(args: argparse.Namespace, runs: list[dict], peak: float, peak_source:
     print(title)
     rows, verdicts = [], []
     for number, run in enumerate(runs, 1):
-        ratios = [h / b for h, b in zip(run["harness"], run["idiomatic"], strict=True)]
-        loops = [rounds.summary("idiomatic", run["idiomatic"]), rounds.summary("harness", run["harness"]),
-                 rounds.summary("harness ÷ idiomatic", ratios)]
-        verdicts.append(f"run {number}: UNSTABLE, per-round ratios bimodal: no comparison" if loops[2]["bimodal"]
-                        else f"run {number}: {rounds.ratio_verdict(ratios, 1.0)}")
+        loops, verdict = rounds.paired("idiomatic", run["idiomatic"], "harness", run["harness"], 1.0)
+        verdicts.append(f"run {number}: {verdict}")
         for loop in loops:
             print(f"  run {number} {loop['name']:20s} median {loop['median']:8.3f}  rounds {loop['spread']}: "
                   f"{', '.join(f'{v:.3f}' for v in loop['rounds'])}")
-            rows.append([number, loop["name"], round(loop["median"], 3), loop["spread"],
-                         " ".join(f"{v:.3g}" for v in loop["rounds"])])
+            rows.append([number, *rounds.row(loop)])
         print(f"  {verdicts[-1]}")
     pooled = {name: statistics.median(v for run in runs for v in run[name]) for name in ("harness", "idiomatic")}
     achieved = {name: value * train_flops for name, value in pooled.items()}
@@ -287,8 +283,7 @@ def report(args: argparse.Namespace, runs: list[dict], peak: float, peak_source:
                         f"for MFU ({peak / 1e9:.1f}): the peak file is stale or was measured under load (rerun "
                         "machine_peak.py, then this), or --peak-gflops is too low")
         print(f"  {verdicts[-1]}")
-    record.write([resultfile.table(title, ["run", "loop", f"median ({unit}; ratio)", "rounds (min–max, modes)",
-                                           "per round"], rows),
+    record.write([resultfile.table(title, ["run", "loop", f"median ({unit}; ratio)", *rounds.SPREAD_COLUMNS], rows),
                   resultfile.table(f"{args.framework}: MFU against one peak", ["figure", "value"], mfu)],
                  notes=[*verdicts, f"{args.framework} settings: {settings}"],
                  variant=variant(args))

@@ -57,11 +57,8 @@ def main() -> None:
 
         bare, harnessed = rounds.interleaved(args.rounds, lambda: bare_loop(backend, args.steps), harness)
         settings = backend.settings_in_effect()["summary"]
-    ratios = [h / b for h, b in zip(harnessed, bare, strict=True)]
-    loops = [rounds.summary("bare loop", bare), rounds.summary("harness", harnessed),
-             rounds.summary("harness ÷ bare", ratios)]
-    verdict = ("UNSTABLE: per-round ratios bimodal, no comparison" if loops[2]["bimodal"] else
-               f"{rounds.ratio_verdict(ratios, 0.98)}; ratio of medians {loops[1]['median'] / loops[0]['median']:.3f}")
+    loops, verdict = rounds.paired("bare loop", bare, "harness", harnessed, 0.98)
+    verdict += f"; ratio of medians {loops[1]['median'] / loops[0]['median']:.3f}"
     title = (f"PyTorch ResNet-50 {args.image_size}x{args.image_size} batch {args.batch_size} fp32, "
              f"{args.rounds} rounds × {args.steps} steps ABBA, one process, one model")
     print(title)
@@ -69,9 +66,8 @@ def main() -> None:
         print(f"  {loop['name']:15s} median {loop['median']:8.3f}  rounds {loop['spread']}: "
               f"{', '.join(f'{v:.3f}' for v in loop['rounds'])}")
     print(f"  {verdict}\n  settings: {settings}")
-    record.write([resultfile.table(title, ["loop", "median (images/s; ratio)", "rounds (min–max, modes)", "per round"],
-                                   [[loop["name"], round(loop["median"], 3), loop["spread"],
-                                     " ".join(f"{v:.3g}" for v in loop["rounds"])] for loop in loops])],
+    columns = ["loop", "median (images/s; ratio)", *rounds.SPREAD_COLUMNS]
+    record.write([resultfile.table(title, columns, [rounds.row(loop) for loop in loops])],
                  notes=[verdict, f"PyTorch settings: {settings}"])
 
 

@@ -7,7 +7,8 @@ scores its sets with mlperf.score_records). Printed, not asserted. Each kind is 
 measured in the same run: json.loads of every record (MLLOG, ours), a regex over the DLL lines' pairs (DLLogger).
 The logs are the shapes of the shared reference logs (../shared/reference/external-logs, read in place; their
 numbers varied per run) where that folder exists, else built-in templates of the same shapes
-(dlbench.logformats.synthetic). MLPerf runs come in sets of 5, as submitted.
+(dlbench.logformats.synthetic). MLPerf runs come in sets of 5, as submitted. Writes benchmarks/results/parse_logs.json
+(figures.py renders it into benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import resultfile  # noqa: E402
 from report_pipeline import make_logs  # noqa: E402
 
 from dlbench import logformats  # noqa: E402
@@ -131,6 +133,7 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=10_000)
     p.add_argument("--builtin", action="store_true", help="built-in templates even where the shared logs exist")
     args = p.parse_args()
+    record = resultfile.Recorder(__file__)
     mlperf.scaling_factor(ROOT)  # import result_summarizer (pandas, scipy: ~1-3 s once) outside the timings
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -150,13 +153,22 @@ def main() -> None:
             lines = sum(1 for path in paths for _ in open(path))
             results[kind] = (parsing, aggregating, bottom, len(summary), lines, size)
         shutil.rmtree(root, ignore_errors=True)
-    print(f"{args.runs} runs per kind, 25 per configuration; external logs: {origin}")
+    title = f"{args.runs:,} runs per kind, 25 per configuration; external logs: {origin}"
+    print(title)
     base = sum(results["ours"][:2])
+    floors = {"ours": "json.loads", "MLLOG": "json.loads", "DLLogger": "regex over DLL pairs"}
+    rows = []
     for kind, (parsing, aggregating, bottom, configs, lines, size) in results.items():
         total = parsing + aggregating
         print(f"{kind:9s} {lines:>9,} lines {size:6.1f} MB {configs:>4} configs: parse {parsing:5.1f} s + aggregate "
               f"{aggregating:4.1f} s = {total:5.1f} s, {total / base:4.2f}x ours (target <= 1.5); "
               f"floor {bottom:4.1f} s, {total / bottom:3.1f}x the floor")
+        rows.append([kind, f"{lines:,}", round(size, 1), configs, round(parsing, 1), round(aggregating, 1),
+                     round(total, 1), round(total / base, 2), f"{bottom:.1f} ({floors[kind]})",
+                     round(total / bottom, 1)])
+    record.write([resultfile.table(title, ["kind", "lines", "MB", "configurations", "parse (s)", "aggregate (s)",
+                                           "total (s)", "× ours (target <= 1.5)", "floor (s)", "× the floor"],
+                                   rows)])
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import random
 import statistics
 from collections.abc import Callable
 
+SPREAD_COLUMNS = ["rounds (min–max, modes)", "per round"]  # after a name and a median column
 BIMODAL_GAP = 0.20  # a machine's round-to-round noise here is ~±5%; two levels 20% apart are not that noise
 
 
@@ -86,3 +87,19 @@ def summary(name: str, values: list[float]) -> dict:
     """A loop's rounds: median, spread, the rounds themselves and the bimodality verdict."""
     return {"name": name, "median": statistics.median(values), "spread": describe(values),
             "bimodal": modes(values) is not None, "rounds": [round(v, 3) for v in values]}
+
+
+def paired(baseline_name: str, baseline: list[float], name: str, values: list[float],
+           target: float) -> tuple[list[dict], str]:
+    """The three summaries of an interleaved comparison (baseline, candidate, per-round candidate ÷ baseline) and its
+    verdict: the ratio with its interval, or UNSTABLE when the per-round ratios are bimodal."""
+    ratios = [v / b for v, b in zip(values, baseline, strict=True)]
+    loops = [summary(baseline_name, baseline), summary(name, values), summary(f"{name} ÷ {baseline_name}", ratios)]
+    verdict = ("UNSTABLE: per-round ratios bimodal, no comparison" if loops[2]["bimodal"]
+               else ratio_verdict(ratios, target))
+    return loops, verdict
+
+
+def row(loop: dict) -> list:
+    """A summary as a results-table row: name, median, spread (modes flagged), every round."""
+    return [loop["name"], round(loop["median"], 3), loop["spread"], " ".join(f"{v:.3g}" for v in loop["rounds"])]

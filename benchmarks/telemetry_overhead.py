@@ -3,8 +3,11 @@
 Run with the core environment (it starts the harness in the PyTorch environment; target: ratio >= 0.99 at the
 default 100 ms):
     .venv/bin/python benchmarks/telemetry_overhead.py [--rounds 6 --interval-ms 100 --image-size 64 --batch-size 8]
-Rounds are interleaved ABBA (without, with, with, without, ...) so drift of the machine hits both alike. Also
-prints the sampler's own CPU use (cores) as its records measured it.
+Rounds are interleaved ABBA (without, with, with, without, ...) after one untimed run, so drift of the machine
+hits both alike; each round's ratio is the mean of its two runs with ÷ the mean of its two without, and the
+verdict is the median of those ratios with its interval (rounds.py; UNSTABLE when they are bimodal). Also reports
+the sampler's own CPU use (cores) and other processes' CPU during the runs, as its records measured them. Writes
+benchmarks/results/telemetry_overhead.json (figures.py renders it into benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
+import resultfile  # noqa: E402 - benchmarks/, next to this script
+import rounds  # noqa: E402
 
 from dlbench import logformats  # noqa: E402
 from dlbench.harness.spec import TELEMETRY_PYTHON_ENV  # noqa: E402
@@ -47,23 +52,40 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=6, help="ABBA blocks (each: 2 runs with, 2 without)")
     p.add_argument("--interval-ms", type=int, default=100)
     args = p.parse_args()
-    without, with_, sampler = [], [], []
+    record = resultfile.Recorder(__file__)
+    without: list[float] = []  # per round: the mean of its two runs
+    with_: list[float] = []
+    sampler: list[float] = []
+    contention: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
+        run(args.python, Path(tmp, "warm-up", "run.jsonl"), args, 0)  # untimed: the first run pays for cold caches
         for r in range(args.rounds):
+            runs: dict[bool, list[float]] = {False: [], True: []}
             for i, interval in enumerate((0, args.interval_ms, args.interval_ms, 0)):
-                record = run(args.python, Path(tmp, f"r{r}-{i}", "run.jsonl"), args, interval)
-                (with_ if interval else without).append(record["throughput"])
+                got = run(args.python, Path(tmp, f"r{r}-{i}", "run.jsonl"), args, interval)
+                runs[bool(interval)].append(got["throughput"])
                 if interval:
-                    sampler.append(record["sampler_cores"])
-                print(f"  {'with' if interval else 'without'}: {record['throughput']:.2f} images/s, other processes "
-                      f"{record['contention_cores'] if interval else float('nan'):.2f} cores", file=sys.stderr)
-            print(f"round {r + 1}: without {statistics.median(without):.2f}, with {statistics.median(with_):.2f} "
-                  f"images/s", file=sys.stderr)
-    ratio = statistics.median(with_) / statistics.median(without)
-    print(f"telemetry at {args.interval_ms} ms: with {statistics.median(with_):.2f} vs without "
-          f"{statistics.median(without):.2f} images/s: ratio of medians {ratio:.3f} "
-          f"(runs range {min(with_):.2f}-{max(with_):.2f} vs {min(without):.2f}-{max(without):.2f}); "
-          f"sampler CPU {statistics.median(sampler):.4f} cores")
+                    sampler.append(got["sampler_cores"])
+                    contention.append(got["contention_cores"])
+            without.append(statistics.fmean(runs[False]))
+            with_.append(statistics.fmean(runs[True]))
+            print(f"round {r + 1}: without {without[-1]:.2f}, with {with_[-1]:.2f} images/s", file=sys.stderr)
+    loops, verdict = rounds.paired("without", without, "with sampler", with_, 0.99)
+    title = (f"PyTorch ResNet-50 {args.image_size}x{args.image_size} batch {args.batch_size}, {args.steps} measured "
+             f"steps; {args.rounds} ABBA rounds of separate harness runs, the sampler at {args.interval_ms} ms")
+    print(title)
+    for loop in loops:
+        print(f"  {loop['name']:25s} median {loop['median']:8.3f}  rounds {loop['spread']}")
+    own = [["sampler's own CPU (cores, median of its runs)", round(statistics.median(sampler), 4)],
+           ["other processes' CPU during the runs (cores, min–max)",
+            f"{min(contention):.2f}–{max(contention):.2f}"]]
+    for label, value in own:
+        print(f"  {label}: {value}")
+    print(f"  {verdict}")
+    record.write([resultfile.table(title, ["runs", "median (images/s; ratio)", *rounds.SPREAD_COLUMNS],
+                                   [rounds.row(loop) for loop in loops]),
+                  resultfile.table("the sampler itself, from its records", ["figure", "value"], own)],
+                 notes=[f"telemetry at {args.interval_ms} ms: {verdict}"])
 
 
 if __name__ == "__main__":

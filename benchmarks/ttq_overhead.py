@@ -11,7 +11,10 @@ tools, as tests/test_quality.py makes it, unless --data-dir names prepared Image
       throughput run of the same configuration. Target >= 0.95: the mode must not handicap training. The throughput
       run skips its warm-up steps, so (b) leaves out the first block between evaluations (its first steps are the
       warm-up); the ratio with every block is printed beside it.
-Rounds are interleaved ABBA (throughput, quality, quality, throughput, ...) so drift of the machine hits both alike.
+Rounds are interleaved ABBA (throughput, quality, quality, throughput, ...) so drift of the machine hits both alike;
+(b) is the median of the per-round ratios (each round: the mean of its two quality runs ÷ the mean of its two
+throughput runs) with its interval, UNSTABLE when they are bimodal (rounds.py). Writes
+benchmarks/results/ttq_overhead-<framework>.json (figures.py renders it into benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -31,6 +34,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 
 from dlbench.venvs import env_prefix  # noqa: E402
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+import resultfile  # noqa: E402
+import rounds  # noqa: E402
 
 STUDY = REPO / "workflow/studies/time-to-quality-cpu.yaml"
 
@@ -103,6 +110,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=0, help="throughput run's measured steps (default: the rest)")
     p.add_argument("--rounds", type=int, default=3, help="ABBA blocks (each: 2 throughput, 2 quality runs)")
     args = p.parse_args()
+    record = resultfile.Recorder(__file__)
     settings = yaml.safe_load(STUDY.read_text())["defaults"]["quality"]
     every = settings["eval_every_steps"]
     budget = every * args.evaluations
@@ -114,7 +122,9 @@ def main() -> None:
     print(f"{args.framework} resnet_tiny 32x32 batch {args.batch_size}, {args.cpus} core(s): quality runs of {budget} "
           f"steps, an evaluation every {every}; throughput runs {args.warmup_steps} warm-up + {args.steps} measured",
           file=sys.stderr)
-    plain, steady, every_block, share, eval_s, rounds = [], [], [], [], [], []
+    plain, steady, every_block, share, eval_s = [], [], [], [], []
+    plain_rounds: list[float] = []  # per round: the mean of its two runs
+    steady_rounds: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         data = args.data_dir or make_data(Path(tmp, "data"))
         for r in range(args.rounds):
@@ -132,18 +142,31 @@ def main() -> None:
                 eval_s.append(q["eval_seconds"] / q["evaluations"])
                 print(f"  quality run: between evaluations {steady[-1]:.1f} images/s ({every_block[-1]:.1f} with the "
                       f"first block), evaluation {share[-1]:.1%} of {q['time_to_train_s']:.1f} s", file=sys.stderr)
-            rounds.append(statistics.median(steady[-2:]) / statistics.median(plain[-2:]))
-            print(f"round {r + 1}: ratio {rounds[-1]:.3f}; so far throughput {statistics.median(plain):.1f}, between "
-                  f"evaluations {statistics.median(steady):.1f} images/s", file=sys.stderr)
-    base = statistics.median(plain)
-    print(f"(a) evaluation share at the default schedule (every {every} steps, {args.evaluations} evaluations): "
-          f"median {statistics.median(share):.1%} (runs {min(share):.1%}-{max(share):.1%}; "
-          f"{statistics.median(eval_s):.2f} s per evaluation)")
-    print(f"(b) between evaluations {statistics.median(steady):.1f} vs throughput run {base:.1f} images/s: ratio of "
-          f"medians {statistics.median(steady) / base:.3f} (target >= 0.95; runs {min(steady):.1f}-{max(steady):.1f} "
-          f"vs {min(plain):.1f}-{max(plain):.1f}); median of the per-round ratios {statistics.median(rounds):.3f} "
-          f"({min(rounds):.3f}-{max(rounds):.3f}); with the first block {statistics.median(every_block) / base:.3f}")
-
+            plain_rounds.append(statistics.fmean(plain[-2:]))
+            steady_rounds.append(statistics.fmean(steady[-2:]))
+            print(f"round {r + 1}: throughput run {plain_rounds[-1]:.1f}, between evaluations "
+                  f"{steady_rounds[-1]:.1f} images/s", file=sys.stderr)
+    loops, verdict = rounds.paired("throughput run", plain_rounds, "between evaluations", steady_rounds, 0.95)
+    with_first = statistics.median(every_block) / statistics.median(plain)
+    title = (f"{args.framework} resnet_tiny 32x32 batch {args.batch_size}, {args.cpus} core(s), real data; "
+             f"quality runs of {budget} steps with an evaluation every {every}, throughput runs {args.warmup_steps} "
+             f"warm-up + {args.steps} measured; {args.rounds} ABBA rounds")
+    share_rows = [["evaluation share of time to train (median)", f"{statistics.median(share):.1%}"],
+                  ["runs (min–max)", f"{min(share):.1%}–{max(share):.1%}"],
+                  ["seconds per evaluation (median)", round(statistics.median(eval_s), 3)]]
+    print(title)
+    for label, value in share_rows:
+        print(f"  (a) {label}: {value}")
+    for loop in loops:
+        print(f"  (b) {loop['name']:35s} median {loop['median']:8.3f}  rounds {loop['spread']}")
+    print(f"  (b) {verdict}; with the first block (ratio of medians) {with_first:.3f}")
+    record.write([resultfile.table(f"(a) evaluation share — {title}", ["figure", "value"], share_rows),
+                  resultfile.table("(b) training throughput between evaluations ÷ a throughput run (images/s)",
+                                   ["runs", "median (images/s; ratio)", *rounds.SPREAD_COLUMNS],
+                                   [rounds.row(loop) for loop in loops])],
+                 notes=[f"(b) {verdict} (without the first block between evaluations, which holds the warm-up)",
+                        f"(b) with the first block: ratio of medians {with_first:.3f}"],
+                 variant=args.framework)
 
 if __name__ == "__main__":
     main()

@@ -97,3 +97,12 @@ def test_two_levels_of_rounds_are_flagged_bimodal():
     order = []
     rounds.interleaved(2, lambda: order.append("a") or 1.0, lambda: order.append("b") or 2.0)
     assert order == ["a", "b", "b", "a"]
+    # a comparison is UNSTABLE when one loop alone switches modes (its per-round ratios split), and a ratio with
+    # its interval when both loops move together (the machine's levels cancel in each round's pair)
+    base = [30.0, 31.0, 30.5, 29.8, 30.2, 30.9]
+    loops, verdict = rounds.paired("plain", base, "ours", [58.0, 32.1, 57.2, 31.5, 59.0, 56.4], 1.0)
+    assert verdict.startswith("UNSTABLE") and loops[2]["name"] == "ours ÷ plain" and loops[1]["bimodal"]
+    together = [2 * b for b in [58.0, 32.1, 57.2, 31.5, 59.0, 56.4]]
+    loops, verdict = rounds.paired("plain", [58.0, 32.1, 57.2, 31.5, 59.0, 56.4], "ours", together, 1.0)
+    assert verdict.startswith("median of per-round ratios 2.000 [2.000–2.000] (at target")
+    assert rounds.row(loops[2]) == ["ours ÷ plain", 2.0, "2–2", "2 2 2 2 2 2"]
