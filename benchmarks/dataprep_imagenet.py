@@ -174,8 +174,7 @@ def main() -> int:
               f"images/s at 2 threads): {lo:.1f}x-{hi:.1f}x on whole-process wall time (target >= 5x); vs the copy "
               f"floor: {floor / wall:.0%} on whole-process time, {floor / inner:.0%} on conversion time "
               "(target >= 50%)")
-        rows.append([f"{label} of {args.rounds}", f"{floor:.2f} ({records / floor:,.0f}/s)",
-                     f"{wall:.2f} ({records / wall:,.0f}/s)", f"{inner:.2f} ({records / inner:,.0f}/s)",
+        rows.append([f"{label} of {args.rounds}", *(f"{s:.2f} ({ips(s)})" for s in (floor, wall, inner)),
                      f"{lo:.1f}–{hi:.1f}×", f"{floor / wall:.0%} / {floor / inner:.0%}"])
     cp, cv = statistics.median(copy_cpu), statistics.median(convert_cpu)
     print(f"CPU time (user+sys, median): copy floor {cp:.2f} s, ours {cv:.2f} s over all processes "
@@ -186,7 +185,7 @@ def main() -> int:
     print(f"verify ({args.workers} workers, every record + sha256): {verify_s:.2f} s ({verified})")
     title = (f"{n:,} images ({info['train_images']:,} train + {info['validation_images']:,} validation, "
              f"{total / 1e6:.0f} MB, {len(info['png_named_jpeg'])} PNG named .JPEG + {len(info['cmyk_jpeg'])} CMYK) "
-             f"-> 8 + 2 TFRecord shards, {args.workers} workers; seconds (images/s)")
+             f"-> 8 + 2 TFRecord shards, {args.workers} workers; seconds (throughput)")
     record.write([resultfile.table(title, ["rounds", "copy floor: 1 process read + write", "ours, whole process",
                                            "ours, conversion alone",
                                            f"× reference ({REFERENCE_IPS[0]}–{REFERENCE_IPS[1]} images/s; target ≥ 5)",

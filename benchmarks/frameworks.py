@@ -260,8 +260,7 @@ def report(args: argparse.Namespace, runs: list[dict], peak: float, peak_source:
         loops, verdict = rounds.paired("idiomatic", run["idiomatic"], "harness", run["harness"], 1.0)
         verdicts.append(f"run {number}: {verdict}")
         for loop in loops:
-            print(f"  run {number} {loop['name']:20s} median {loop['median']:8.3f}  rounds {loop['spread']}: "
-                  f"{', '.join(f'{v:.3f}' for v in loop['rounds'])}")
+            print(f"  run {number} {rounds.line(loop)}")
             rows.append([number, *rounds.row(loop)])
         print(f"  {verdicts[-1]}")
     pooled = {name: statistics.median(v for run in runs for v in run[name]) for name in ("harness", "idiomatic")}
@@ -283,7 +282,7 @@ def report(args: argparse.Namespace, runs: list[dict], peak: float, peak_source:
                         f"for MFU ({peak / 1e9:.1f}): the peak file is stale or was measured under load (rerun "
                         "machine_peak.py, then this), or --peak-gflops is too low")
         print(f"  {verdicts[-1]}")
-    record.write([resultfile.table(title, ["run", "loop", f"median ({unit}; ratio)", *rounds.SPREAD_COLUMNS], rows),
+    record.write([resultfile.table(title, ["run", *rounds.columns("loop", unit)], rows),
                   resultfile.table(f"{args.framework}: MFU against one peak", ["figure", "value"], mfu)],
                  notes=[*verdicts, f"{args.framework} settings: {settings}"],
                  variant=variant(args))

@@ -63,11 +63,9 @@ def main() -> None:
              f"{args.rounds} rounds × {args.steps} steps ABBA, one process, one model")
     print(title)
     for loop in loops:
-        print(f"  {loop['name']:15s} median {loop['median']:8.3f}  rounds {loop['spread']}: "
-              f"{', '.join(f'{v:.3f}' for v in loop['rounds'])}")
+        print(f"  {rounds.line(loop)}")
     print(f"  {verdict}\n  settings: {settings}")
-    columns = ["loop", "median (images/s; ratio)", *rounds.SPREAD_COLUMNS]
-    record.write([resultfile.table(title, columns, [rounds.row(loop) for loop in loops])],
+    record.write([resultfile.table(title, rounds.columns("loop", "images/s"), [rounds.row(loop) for loop in loops])],
                  notes=[verdict, f"PyTorch settings: {settings}"])
 
 

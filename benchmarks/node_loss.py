@@ -19,7 +19,6 @@ watch, the surviving rank waits in a collective until the limit). The node is re
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -33,37 +32,41 @@ from pathlib import Path
 import yaml
 from resultfile import REPO, Recorder, table
 
+from dlbench import identity
+from dlbench.logformats.dlbench import read_run
+from dlbench.records import LogError
+
 CLUSTER = REPO / "tests" / "slurm" / "slurm-local.sh"
 NODE = "dlb-n2"
 TIME_LIMIT_MIN = 5
-RUN_LOG = "results/runs/resnet50/pytorch/2x1/bs2-fp32-nocompile-synthetic-img32/rep1.jsonl"
+# the study's one configuration; its run log's path follows from it
+AXES = {"framework": "pytorch", "model": "resnet50", "topology": "2x1", "precision": "fp32", "compiler": False,
+        "data": "synthetic", "batch_size": 2, "image_size": 32}
+RUN_LOG = identity.run_log(identity.config_id(AXES), 1)
 
 
-def cluster(*args: str, timeout: float = 900) -> None:
-    subprocess.run(["bash", str(CLUSTER), *args], env=dict(os.environ, SLURM_NODES="2"), check=True,
+def cluster(*args: str, timeout: float = 900, check: bool = True) -> None:
+    subprocess.run(["bash", str(CLUSTER), *args], env=dict(os.environ, SLURM_NODES="2"), check=check,
                    timeout=timeout, capture_output=True, text=True)
 
 
 def study() -> dict:
+    matrix = {axis: [value] for axis, value in AXES.items() if axis != "image_size"}
     return {"study": "node-loss", "software": {"venv_dir": str(REPO / ".venvs")}, "platform": {"device": "cpu"},
-            "defaults": {"repeats": 1, "warmup_steps": 1, "measured_steps": 400, "image_size": 32,
+            "defaults": {"repeats": 1, "warmup_steps": 1, "measured_steps": 400, "image_size": AXES["image_size"],
                          "timeout_minutes": TIME_LIMIT_MIN},
-            "matrix": {"framework": ["pytorch"], "model": ["resnet50"], "topology": ["2x1"], "precision": ["fp32"],
-                       "compiler": [False], "data": ["synthetic"], "batch_size": [2]}}
+            "matrix": matrix}
 
 
 def summary_with_lost_node(work: Path) -> dict | None:
     """The run's summary line once it names a lost node (in the partial log or the finished one)."""
     for path in (work / f"{RUN_LOG}.partial", work / RUN_LOG):
         try:
-            lines = path.read_text().splitlines()
-        except OSError:
+            summary = read_run(path)[2]
+        except (OSError, LogError):  # not there yet, or a line half written
             continue
-        for line in reversed(lines):
-            if '"summary"' in line:
-                entry = json.loads(line)
-                if entry.get("type") == "summary" and entry.get("lost_nodes"):
-                    return entry
+        if summary and summary.get("lost_nodes"):
+            return summary
     return None
 
 
@@ -119,6 +122,12 @@ def trial(work: Path) -> dict:
     return found
 
 
+def timing_cells(times: dict) -> list[str]:
+    """record, SLURM, record ÷ SLURM and workflow seconds of a trial (or of the trials' medians), as table cells."""
+    return [f"{times['record_s']:.1f}", f"{times['slurm_s']:.1f}", f"{times['record_s'] / times['slurm_s']:.2f}",
+            f"{times['workflow_s']:.1f}"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--trials", type=int, default=3)
@@ -126,7 +135,7 @@ def main() -> None:
     args = parser.parse_args()
     if os.geteuid() != 0 or not shutil.which("apt-get"):
         sys.exit("node_loss.py starts the two-node test cluster: it needs root and apt-get (Debian/Ubuntu)")
-    record = Recorder("node_loss.py")
+    record = Recorder(__file__)
     print("starting the two-node test cluster ...", flush=True)
     cluster("start")
     rows, results = [], []
@@ -136,19 +145,15 @@ def main() -> None:
             found = trial(root / f"trial{n}")
             results.append(found)
             state = found["summary"]["lost_nodes"][0].get("state") or "-"
-            rows.append([n, f"{found['record_s']:.1f}", f"{found['slurm_s']:.1f}",
-                         f"{found['record_s'] / found['slurm_s']:.2f}", f"{found['workflow_s']:.1f}",
-                         found["summary"]["status"], state])
+            rows.append([n, *timing_cells(found), found["summary"]["status"], state])
             print(f"trial {n}: record {found['record_s']:.1f} s, SLURM {found['slurm_s']:.1f} s, workflow "
                   f"{found['workflow_s']:.1f} s", flush=True)
     finally:
-        subprocess.run(["bash", str(CLUSTER), "stop"], env=dict(os.environ, SLURM_NODES="2"), check=False,
-                       timeout=300, capture_output=True)
+        cluster("stop", timeout=300, check=False)
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
     median = {key: statistics.median(r[key] for r in results) for key in ("record_s", "slurm_s", "workflow_s")}
-    rows.append(["median", f"{median['record_s']:.1f}", f"{median['slurm_s']:.1f}",
-                 f"{median['record_s'] / median['slurm_s']:.2f}", f"{median['workflow_s']:.1f}", "", ""])
+    rows.append(["median", *timing_cells(median), "", ""])
     title = (f"node loss: PyTorch 2x1 ResNet-50 on the two-node test cluster, {NODE} killed at the warm-up; seconds "
              "from the loss")
     columns = ["trial", "failure record (s)", "SLURM notices (s)", "record ÷ SLURM", "workflow ends (s)",

@@ -19,7 +19,6 @@ import random
 import statistics
 from collections.abc import Callable
 
-SPREAD_COLUMNS = ["rounds (min–max, modes)", "per round"]  # after a name and a median column
 BIMODAL_GAP = 0.20  # a machine's round-to-round noise here is ~±5%; two levels 20% apart are not that noise
 
 
@@ -100,6 +99,17 @@ def paired(baseline_name: str, baseline: list[float], name: str, values: list[fl
     return loops, verdict
 
 
+def columns(first: str, unit: str) -> list[str]:
+    """The header of a results table of summaries (`row`): `first` names the loops, `unit` their medians'."""
+    return [first, f"median ({unit}; ratio)", "rounds (min–max, modes)", "per round"]
+
+
 def row(loop: dict) -> list:
     """A summary as a results-table row: name, median, spread (modes flagged), every round."""
     return [loop["name"], round(loop["median"], 3), loop["spread"], " ".join(f"{v:.3g}" for v in loop["rounds"])]
+
+
+def line(loop: dict, width: int = 20) -> str:
+    """A summary as a printed line: name, median, spread and every round."""
+    return (f"{loop['name']:{width}s} median {loop['median']:8.3f}  rounds {loop['spread']}: "
+            f"{', '.join(f'{v:.3f}' for v in loop['rounds'])}")

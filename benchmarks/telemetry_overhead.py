@@ -75,14 +75,14 @@ def main() -> None:
              f"steps; {args.rounds} ABBA rounds of separate harness runs, the sampler at {args.interval_ms} ms")
     print(title)
     for loop in loops:
-        print(f"  {loop['name']:25s} median {loop['median']:8.3f}  rounds {loop['spread']}")
+        print(f"  {rounds.line(loop, 25)}")
     own = [["sampler's own CPU (cores, median of its runs)", round(statistics.median(sampler), 4)],
            ["other processes' CPU during the runs (cores, min–max)",
             f"{min(contention):.2f}–{max(contention):.2f}"]]
     for label, value in own:
         print(f"  {label}: {value}")
     print(f"  {verdict}")
-    record.write([resultfile.table(title, ["runs", "median (images/s; ratio)", *rounds.SPREAD_COLUMNS],
+    record.write([resultfile.table(title, rounds.columns("runs", "images/s"),
                                    [rounds.row(loop) for loop in loops]),
                   resultfile.table("the sampler itself, from its records", ["figure", "value"], own)],
                  notes=[f"telemetry at {args.interval_ms} ms: {verdict}"])

@@ -33,11 +33,10 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 
-from dlbench.venvs import env_prefix  # noqa: E402
-
-sys.path.insert(0, str(REPO / "benchmarks"))
-import resultfile  # noqa: E402
+import resultfile  # noqa: E402 - benchmarks/, next to this script
 import rounds  # noqa: E402
+
+from dlbench.venvs import env_prefix  # noqa: E402
 
 STUDY = REPO / "workflow/studies/time-to-quality-cpu.yaml"
 
@@ -158,11 +157,11 @@ def main() -> None:
     for label, value in share_rows:
         print(f"  (a) {label}: {value}")
     for loop in loops:
-        print(f"  (b) {loop['name']:35s} median {loop['median']:8.3f}  rounds {loop['spread']}")
+        print(f"  (b) {rounds.line(loop, 35)}")
     print(f"  (b) {verdict}; with the first block (ratio of medians) {with_first:.3f}")
     record.write([resultfile.table(f"(a) evaluation share — {title}", ["figure", "value"], share_rows),
                   resultfile.table("(b) training throughput between evaluations ÷ a throughput run (images/s)",
-                                   ["runs", "median (images/s; ratio)", *rounds.SPREAD_COLUMNS],
+                                   rounds.columns("runs", "images/s"),
                                    [rounds.row(loop) for loop in loops])],
                  notes=[f"(b) {verdict} (without the first block between evaluations, which holds the warm-up)",
                         f"(b) with the first block: ratio of medians {with_first:.3f}"],

@@ -106,3 +106,6 @@ def test_two_levels_of_rounds_are_flagged_bimodal():
     loops, verdict = rounds.paired("plain", [58.0, 32.1, 57.2, 31.5, 59.0, 56.4], "ours", together, 1.0)
     assert verdict.startswith("median of per-round ratios 2.000 [2.000–2.000] (at target")
     assert rounds.row(loops[2]) == ["ours ÷ plain", 2.0, "2–2", "2 2 2 2 2 2"]
+    assert rounds.columns("loop", "images/s") == ["loop", "median (images/s; ratio)", "rounds (min–max, modes)",
+                                                  "per round"]
+    assert rounds.line(loops[2], 12) == "ours ÷ plain median    2.000  rounds 2–2: " + ", ".join(["2.000"] * 6)
