@@ -29,6 +29,7 @@ rule all:
 
 
 onstart:
+    refuse_cuda_without_a_gpu()
     refuse_to_republish_a_fixed_version()
 
 

@@ -2,15 +2,17 @@
 peak and the published per-GPU figures.
 
 Run from the repository root with an interpreter that has PyTorch with CUDA (and pandas + PyYAML, for the
-published figures in workflow/references/published.yaml):
-    PYTHONPATH=workflow python3 benchmarks/gpu_throughput.py --peak-gflops 989400 \\
-        --peak-source "H100 SXM5 dense fp16/bf16 tensor-core peak (NVIDIA H100 datasheet)" --compiler off
+published figures in workflow/references/published.yaml and the peaks in workflow/references/device_peaks.yaml):
+    PYTHONPATH=workflow python3 benchmarks/gpu_throughput.py --compiler off
 
 Each configuration runs as a study would run it: `python -m dlbench.harness` (its own processes, 20 warm-up and
-100 measured steps, synthetic data, 1x1), `--repeats` times; the table gives the median of the repeats, MFU
-against the one peak, the peak device memory, and the published figures for that framework, model and precision
-with our median ÷ theirs (hardware differs where the device column says so). One configuration with a batch far
-beyond the GPU's memory must end `oom` with CUDA's message: the failure path, checked for real.
+100 measured steps, synthetic data, 1x1), `--repeats` times; the table gives the median of the repeats, MFU, the
+peak device memory, and the published figures for that framework, model and precision with our median ÷ theirs
+(hardware differs where the device column says so). MFU's peak is the table's (dlbench.devices) for the device the
+runs name and the math they used (AMP: its dtype; fp32: TF32 when on), as the report's; a device the table lacks
+has no MFU. `--peak-gflops` (with `--peak-source`) overrides it with one peak for every configuration, labelled as
+an override in the table and the notes. One configuration with a batch far beyond the GPU's memory must end `oom`
+with CUDA's message: the failure path, checked for real.
 Writes benchmarks/results/gpu_throughput-compiler-<off|on>.json (figures.py renders it into the docs).
 """
 
@@ -28,7 +30,7 @@ from pathlib import Path
 import pandas as pd
 import resultfile
 
-from dlbench import references
+from dlbench import devices, references
 
 
 @dataclass(frozen=True)
@@ -77,10 +79,22 @@ def versus_published(config: Config, compiler: str, median: float, figures: pd.D
                      for f in references.match_references(ours, figures).to_dict("records")) or "none published"
 
 
+def peak_of(config: Config, environment: dict, override_gflops: float | None,
+            override_source: str | None) -> tuple[float | None, str]:
+    """(peak TFLOP/s, its label) MFU divides by: the override where given, else the device table's for the device
+    and math the run's environment line names (dlbench.devices)."""
+    if override_gflops is not None:
+        return override_gflops / 1e3, f"override (--peak-gflops): {override_source}"
+    math = devices.run_math(config.precision, environment)
+    return devices.peak_for_run(environment.get("device_name"), config.precision, math)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--peak-gflops", type=float, required=True, help="the GPU's dense fp16/bf16 peak (specification)")
-    p.add_argument("--peak-source", required=True, help="where --peak-gflops comes from")
+    p.add_argument("--peak-gflops", type=float,
+                   help="override: one dense peak for every configuration (default: workflow/references/"
+                        "device_peaks.yaml for the device and the run's math)")
+    p.add_argument("--peak-source", help="where --peak-gflops comes from (required with it)")
     p.add_argument("--compiler", choices=("off", "on"), default="off")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--warmup-steps", type=int, default=20)
@@ -90,10 +104,12 @@ def main() -> None:
     p.add_argument("--python", default=sys.executable, help="the harness's interpreter (PyTorch with CUDA)")
     p.add_argument("--keep-logs", help="copy the harness logs into this directory")
     args = p.parse_args()
+    if args.peak_gflops is not None and not args.peak_source:
+        p.error("--peak-gflops needs --peak-source (where the figure comes from)")
     record = resultfile.Recorder(__file__)
     configs = [c for c in CONFIGS if not args.only or c.model in args.only.split(",")]
     steps = (args.warmup_steps, args.measured_steps)
-    rows, notes, environment = [], [], {}
+    rows, notes, environment, peaks = [], [], {}, []
     figures = references.load_references()
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(args.keep_logs or tmp)
@@ -103,16 +119,18 @@ def main() -> None:
                     for r in range(1, args.repeats + 1)]
             failed = [r for r in runs if r["status"] != "ok"]
             if failed:
-                rows.append([config.label, f"{failed[0]['status']}: {failed[0].get('error', '')[:160]}"] + [None] * 7)
+                rows.append([config.label, f"{failed[0]['status']}: {failed[0].get('error', '')[:160]}"] + [None] * 8)
                 print(rows[-1], flush=True)
                 continue
             environment = environment or runs[0]["environment"]
             values = [r["throughput"] for r in runs]
             median = statistics.median(values)
-            mfu = median * runs[0]["train_flops_per_sample"] / (args.peak_gflops * 1e9)
+            peak, peak_label = peak_of(config, runs[0]["environment"], args.peak_gflops, args.peak_source)
+            peaks.append(f"{config.label}: {peak_label}")
+            mfu = f"{median * runs[0]['train_flops_per_sample'] / (peak * 1e12):.1%}" if peak else None
             memory = max(rank["peak_memory_bytes"] for r in runs for rank in r["ranks"]) / 2**30
             rows.append([config.label, "ok", round(median, 1), f"{min(values):,.1f}–{max(values):,.1f}",
-                         runs[0]["unit"], f"{mfu:.1%}", round(memory, 1),
+                         runs[0]["unit"], mfu, peak, round(memory, 1),
                          runs[0]["environment"].get("settings", {}).get("summary"),
                          versus_published(config, args.compiler, median, figures)])
             print(rows[-1], flush=True)
@@ -124,11 +142,14 @@ def main() -> None:
     env = environment
     notes.append(f"{env.get('device_name')}, driver {env.get('driver')}, PyTorch {env.get('framework_version')}, "
                  f"CUDA {env.get('cuda')}, cuDNN {env.get('cudnn')}, NCCL {env.get('nccl')}")
-    notes.append(f"MFU against {args.peak_gflops / 1e3:,.1f} TFLOP/s: {args.peak_source}")
+    notes += [f"MFU peak, {line}" for line in peaks]
     title = (f"pytorch harness on CUDA, 1x1, synthetic data, {args.warmup_steps} warm-up + {args.measured_steps} "
              f"measured steps, compiler {args.compiler}, median of {args.repeats} runs")
     record.write([resultfile.table(title, ["configuration", "status", "median", "runs (min–max)", "unit", "MFU",
-                                           "peak device memory (GiB)", "settings", "published (ours ÷ theirs)"],
+                                           "peak (TFLOP/s)" if args.peak_gflops is None
+                                           else "peak (TFLOP/s, --peak-gflops override)",
+                                           "peak device memory (GiB)", "settings",
+                                           "published (ours ÷ theirs)"],
                                    rows)], notes=notes, variant=f"compiler-{args.compiler}")
 
 

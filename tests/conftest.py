@@ -119,11 +119,13 @@ def local_env() -> dict[str, str]:
     return dict(os.environ, SLURM_CONF=str(REPO / "tests" / "slurm" / "no-controller.conf"))
 
 
-def snakemake(workdir: Path, *args: str, snakefile: Path = REPO / "Snakefile",
-              timeout: float = 1200) -> subprocess.CompletedProcess:
-    """Run the workflow with `workdir` as working directory (results/ and logs/ go there), without SLURM."""
+def snakemake(workdir: Path, *args: str, snakefile: Path = REPO / "Snakefile", timeout: float = 1200,
+              env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run the workflow with `workdir` as working directory (results/ and logs/ go there), without SLURM; `env`
+    adds to (or replaces in) the process environment."""
     cmd = [sys.executable, "-m", "snakemake", "-s", str(snakefile), "--directory", str(workdir), *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=workdir, env=local_env())
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=workdir,
+                          env=local_env() | (env or {}))
 
 
 def write_config(path: Path, config: dict) -> Path:

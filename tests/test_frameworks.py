@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from conftest import REPO, env_python, run_json
+from dlbench import interpreters
 from dlbench.harness import spec
 from dlbench.harness.backends.base import BackendBase
 from dlbench.harness.frameworks import BACKEND_MODULES, NAMES, REGISTRY
@@ -113,6 +114,9 @@ def test_backend_imports_as_a_concrete_backend_in_its_environment(name):
         """, name)
     assert facts["subclass"] and not facts["abstract"], facts
     assert set(facts["models"]) <= set(spec.MODELS) and set(facts["data"]) <= set(spec.DATA), facts
+    # What the workflow asks of a study's own interpreter (dlbench.harness.probe), from each backend.
+    probed = interpreters.probe(name, str(env_python(name)), REPO / "workflow")
+    assert probed["framework"] == name and probed["framework_version"] and probed["gpus"] == [], probed
 
 
 def test_compiler_note_comes_from_the_registry():

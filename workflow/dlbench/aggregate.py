@@ -4,7 +4,8 @@ Speedup = median throughput at a topology / median at 1x1 of the same model, fra
 batch size per device, compiler, data and input shape; scaling efficiency = speedup / devices. Every
 gradient-exchange strategy is compared with the same 1x1 run, the auto one (one rank exchanges nothing).
 Intervals, steady-state counts and plausibility flags come from dlbench.stats, at the study's
-report.confidence level.
+report.confidence level. MFU = achieved model TFLOP/s per device / the device's dense peak for the run's math
+(dlbench.devices: workflow/references/device_peaks.yaml); a device without a known peak has none, and says why.
 """
 
 from __future__ import annotations
@@ -19,24 +20,31 @@ import numpy as np
 import pandas as pd
 
 from . import identity, logformats, stats
+from .devices import describe, peak_for_run
 from .imports import read_records
 from .logformats import mlperf
 from .logformats.dlbench import read_header
 from .records import FIELDS
 
 CONFIG_COLUMNS = ["config_id", "framework", "model", "topology", "nodes", "devices_per_node", "devices",
-                  "batch_size", "precision", "compiler", "data", "image_size", "seq_length", "max_predictions",
+                  "batch_size", "precision", "compiler", "compiler_mode",
+                  "data", "image_size", "seq_length", "max_predictions",
                   "optimizer", "grad_clip", "strategy"]
 # Configurations whose speedups are comparable: everything but the topology and the strategy (every strategy's
 # speedup is over the same single-device auto run: one device exchanges no gradients).
-BASELINE_KEY = ["framework", "model", "batch_size", "precision", "compiler", "data", "image_size", "seq_length",
+BASELINE_KEY = ["framework", "model", "batch_size", "precision", "compiler", "compiler_mode",
+                "data", "image_size", "seq_length",
                 "max_predictions", "optimizer", "grad_clip", "metric"]
 SUMMARY_COLUMNS = [*CONFIG_COLUMNS, "strategy_in_effect",  # how the ranks exchanged gradients (read back)
                    "unit", "metric", "n_total", "n_ok", "n_failed", "statuses", "error",
                    "median", "min", "max", "q25", "q75", "iqr", "cv",
                    "ci_low", "ci_high", "ci_level", "ci_coverage", "ci_note",  # the median's interval
                    "speedup", "efficiency", "speedup_low", "speedup_high", "efficiency_low", "efficiency_high",
-                   "tflops", "steady_runs", "nonsteady_runs", "warmup_unstable_runs",
+                   "tflops",
+                   # MFU: tflops / devices / peak_tflops (dlbench.devices); mfu_note: the peak's source, or why none
+                   "mfu", "peak_tflops", "mfu_note",
+                   "peak_memory_gb",  # median over ok runs of the highest rank's peak memory (GiB; the device's)
+                   "steady_runs", "nonsteady_runs", "warmup_unstable_runs",
                    # telemetry (dlbench.telemetry): medians over the ok runs; energy per sample with its interval
                    "energy_per_sample_j", "energy_ci_low", "energy_ci_high", "samples_per_j", "power_mean_w",
                    "gpu_util_mean", "cpu_run_cores", "cpu_node_util", "contention_cores", "contended_runs",
@@ -91,9 +99,45 @@ def _summarise(group: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> dict[
         flops = group["train_flops_per_sample"].dropna()
         if len(flops):  # achieved model TFLOP/s at the median throughput, all devices together
             row["tflops"] = row["median"] * float(flops.iloc[0]) / 1e12
+        row |= _mfu(group[is_ok], row)
+    memory = group.loc[is_ok, "peak_memory_bytes"].astype(float).dropna()
+    if len(memory):
+        row["peak_memory_gb"] = memory.median() / 2**30
     if by_time:
         row |= _time_to_train(group, level)
     return row
+
+
+def _mfu(ok_runs: pd.DataFrame, row: dict[str, Any]) -> dict[str, Any]:
+    """MFU of a configuration: its achieved model TFLOP/s (all devices together) / devices / the dense peak of the
+    device its ok runs name, for their precision and math (dlbench.devices.peak_for_run). None with the reason in
+    mfu_note where there is no single known peak (no or several device names, runs differing in their math, a
+    device or precision the table lacks) or no model FLOPs."""
+    names = sorted({str(n) for n in ok_runs["device_name"].dropna()})
+    if len(names) != 1:
+        return {"mfu_note": f"mixed devices ({'; '.join(names)}): no single peak" if names
+                else "no device name recorded"}
+    maths = sorted({str(m) for m in ok_runs["math_dtype"].dropna()}) if "math_dtype" in ok_runs else []
+    if len(maths) > 1:
+        return {"mfu_note": f"runs differ in their math ({', '.join(maths)}): no single peak"}
+    precision = row.get("precision")
+    peak, note = peak_for_run(names[0], None if pd.isna(precision) else str(precision), maths[0] if maths else None)
+    if peak is None:
+        return {"mfu_note": note}
+    tflops, count = row.get("tflops"), row.get("devices")
+    if tflops is None or not count or pd.isna(count):
+        return {"peak_tflops": peak, "mfu_note": f"no model FLOPs or device count recorded; peak {note}"}
+    return {"mfu": tflops / float(count) / peak, "peak_tflops": peak, "mfu_note": note}
+
+
+def _mfu_flags(row: dict[str, Any]) -> list[stats.Flag]:
+    """An MFU above 1 is not a finding: more model FLOP/s than the device can do."""
+    mfu = row.get("mfu")
+    if mfu is None or pd.isna(mfu) or mfu <= 1.0:
+        return []
+    return [stats.Flag("mfu_above_peak", f"MFU {mfu:.2f} > 1, more model FLOP/s per device than its dense peak of "
+                                         f"{row['peak_tflops']:g} TFLOP/s: model FLOPs or samples overcounted, or "
+                                         "the device or its math misrecorded (a lower peak than it ran at)")]
 
 
 def _time_to_train(group: pd.DataFrame, level: float) -> dict[str, Any]:
@@ -168,7 +212,7 @@ def summarise(records: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> pd.D
     devices = summary["devices"].astype(float).to_numpy()
     summary["speedup_low"], summary["speedup_high"] = lows, highs
     summary["efficiency_low"], summary["efficiency_high"] = lows / devices, highs / devices
-    summary["flags"] = [stats.format_flags(stats.plausibility_flags(row))
+    summary["flags"] = [stats.format_flags([*stats.plausibility_flags(row), *_mfu_flags(row)])
                         for row in summary.to_dict(orient="records")]
     return summary
 
@@ -211,7 +255,8 @@ def environment(records: pd.DataFrame, env_markers: list[str], config: dict) -> 
                 env = head["environment"]
                 frameworks.setdefault(framework, {}).update({
                     k: env.get(k) for k in ("framework_version", "cuda", "cudnn", "nccl", "driver", "threads",
-                                            "memory_format", "amp_dtype", "compiler", "parameters", "settings")})
+                                            "memory_format", "amp_dtype", "compiler", "parameters", "settings",
+                                            "interpreter", "interpreter_identity")})
                 frameworks[framework]["python_runtime"] = head.get("python")
                 break
     commits = _values(records["git_commit"])
@@ -224,6 +269,8 @@ def environment(records: pd.DataFrame, env_markers: list[str], config: dict) -> 
         "hosts": _values(records["hosts"]),
         "cpu_models": _values(records["cpu_model"]),
         "devices": _values(records["device_name"]),
+        # the peaks MFU uses per device, or why a device has none (dlbench.devices)
+        "device_peaks": {name: describe(name) for name in _values(records["device_name"])},
         "frameworks": frameworks,
     }
 

@@ -4,9 +4,10 @@ Standard library only: the study (core environment), the Snakemake rules, the ha
 environments), the log parsers and the test fixtures all call it, so the five of them cannot disagree.
 
     config id    <model>/<framework>/<topology>/<variant>           resnet50/pytorch/1x2/bs64-amp-nocompile-synthetic
-    variant      bs<B|max>-<precision>-<compile|nocompile>-<data>[-img<S>][-via_<strategy>]   (ResNet-50; img: not 224)
-                 bs<B>-<precision>-<compile|nocompile>-<data>-seq<L>-<optimizer>-<clip|noclip>[-via_<strategy>]  (BERT)
+    variant      bs<B|max>-<precision>-<compiler>-<data>[-img<S>][-via_<strategy>]   (ResNet-50; img: not 224)
+                 bs<B>-<precision>-<compiler>-<data>-seq<L>-<optimizer>-<clip|noclip>[-via_<strategy>]  (BERT)
                  (-via_<strategy> only when the gradient-exchange strategy is not auto)
+                 compiler: nocompile, compile (the default mode) or compile_<mode> (compiler_part())
                  either + -ttq<target %>_<hash>   with metric time_to_quality: the target and a hash of the
                  other quality settings (schedule, optimizer, evaluation; not the budget), quality_part()
     run id       <config id>/rep<N>
@@ -63,11 +64,29 @@ def is_bert(model: str) -> bool:
     return model in BERT_MODELS
 
 
+# torch.compile's modes as values of the compiler axis (besides off = False and on = True, the default mode).
+COMPILER_MODES = ("reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def compiler_part(compiler: bool | str) -> str:
+    """The variant's compiler part: nocompile, compile (the default mode) or compile_<mode> ('-' as '_')."""
+    if isinstance(compiler, str):
+        return f"compile_{compiler.replace('-', '_')}"
+    return "compile" if compiler else "nocompile"
+
+
+def parse_compiler_part(part: str) -> bool | str | None:
+    """The compiler axis value of a variant part (None: not a compiler part)."""
+    if part in ("compile", "nocompile"):
+        return part == "compile"
+    mode = part.removeprefix("compile_").replace("_", "-")
+    return mode if part.startswith("compile_") and mode in COMPILER_MODES else None
+
+
 def variant(axes: Mapping[str, Any]) -> str:
     """The variant of a configuration from its axes (model, batch_size, precision, compiler, data, and
     image_size for ResNet-50 or seq_length, optimizer, grad_clip for BERT; strategy, absent = auto)."""
-    parts = [f"bs{axes['batch_size']}", axes["precision"], "compile" if axes["compiler"] else "nocompile",
-             axes["data"]]
+    parts = [f"bs{axes['batch_size']}", axes["precision"], compiler_part(axes["compiler"]), axes["data"]]
     if is_bert(axes["model"]):
         parts += [f"seq{axes['seq_length']}", str(axes["optimizer"]), "clip" if axes["grad_clip"] else "noclip"]
     elif (axes.get("image_size") or DEFAULT_IMAGE_SIZE) != DEFAULT_IMAGE_SIZE:
@@ -141,11 +160,13 @@ def parse_topology(topology: str) -> tuple[int, int]:
 def parse_variant(model: str, text: str) -> dict[str, Any]:
     """The axes a variant encodes (the inverse of `variant`)."""
     parts = text.split("-")
-    if len(parts) < 4 or not re.fullmatch(r"bs([0-9]+|max)", parts[0]) or parts[2] not in ("compile", "nocompile"):
-        raise IdentityError(f"variant {text!r} is not bs<B|max>-<precision>-<compile|nocompile>-<data>[-...]")
+    if (len(parts) < 4 or not re.fullmatch(r"bs([0-9]+|max)", parts[0])
+            or parse_compiler_part(parts[2]) is None):
+        raise IdentityError(f"variant {text!r} is not bs<B|max>-<precision>-<compile|nocompile|compile_<mode>>-"
+                            "<data>[-...]")
     bs, precision, compiler, data, *rest = parts
     axes: dict[str, Any] = {"batch_size": MAX if bs == f"bs{MAX}" else int(bs[2:]), "precision": precision,
-                            "compiler": compiler == "compile", "data": data}
+                            "compiler": parse_compiler_part(compiler), "data": data}
     # Axes that do not apply to the model are None (as in the study's configurations).
     axes |= {"image_size": None if is_bert(model) else DEFAULT_IMAGE_SIZE, "seq_length": None, "optimizer": None,
              "grad_clip": None, "strategy": DEFAULT_STRATEGY, "metric": THROUGHPUT}

@@ -9,8 +9,10 @@ from __future__ import annotations
 import difflib
 import itertools
 import json
+import os
 import re
 import shlex
+import shutil
 import sys
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
@@ -51,7 +53,7 @@ class Configuration:
     model: str
     topology: str
     precision: str
-    compiler: bool
+    compiler: bool | str  # off, on (the default mode) or a torch.compile mode (identity.COMPILER_MODES)
     data: str
     batch_size: int | str  # per device, or "max": the largest that trains, found by a search (identity.MAX)
     seq_length: int | None  # BERT only
@@ -176,7 +178,8 @@ def _describe(error: jsonschema.ValidationError, descriptions: dict[str, str]) -
         extra = sorted(set(value) - set(schema.get("properties", {})))
         return f"{where}: unknown key {', '.join(map(repr, extra))} (allowed: {allowed})"
     if rule == "enum":
-        return f"{where}: {value!r} is not allowed (allowed: {', '.join(map(str, schema['enum']))})"
+        allowed = ", ".join(("on" if v else "off") if isinstance(v, bool) else str(v) for v in schema["enum"])
+        return f"{where}: {value!r} is not allowed (allowed: {allowed})"
     if rule == "const":
         return f"{where}: {value!r} is not allowed: " + (meaning or f"it must be {schema['const']}")
     if rule == "propertyNames":
@@ -257,7 +260,8 @@ def _fill_defaults(config: dict[str, Any], schema: dict[str, Any]) -> dict[str, 
     out["report"] = _object_defaults(config.get("report", {}), schema["properties"]["report"])
     out["telemetry"] = _object_defaults(config.get("telemetry", {}), schema["properties"]["telemetry"])
     out["platform"] = {"device": "auto", **config.get("platform", {})}
-    out["software"] = {"find_links": "pip", "venv_dir": ".venvs", **config.get("software", {})}
+    out["software"] = {"find_links": "pip", "venv_dir": ".venvs", "python": {}, "container": {},
+                       **config.get("software", {})}
     out["defaults"] = ({k: v["default"] for k, v in settings_schema.items() if "default" in v}
                        | config.get("defaults", {}))
     # An imports-only study has no matrix: no axes, no runs.
@@ -513,9 +517,41 @@ def _check_runners(runners: dict[str, dict[str, Any]], envs_dir: Path, base_dir:
     return problems
 
 
+def _check_software(software: dict[str, Any], base_dir: Path) -> list[str]:
+    """An interpreter or image per framework: the key a framework's name, one of the two per framework, and an
+    interpreter that is an executable file (what it imports is checked later: dlbench.interpreters)."""
+    problems = []
+    for key in ("python", "container"):
+        for name, value in software[key].items():
+            where = f"software.{key}.{name}"
+            if name not in FRAMEWORKS:
+                close = difflib.get_close_matches(name, FRAMEWORKS, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                problems.append(f"{where}: {name!r} is not one of dlbench's frameworks{hint}; "
+                                f"frameworks: {', '.join(FRAMEWORKS)}")
+            elif "\n" in value:
+                problems.append(f"{where}: {value!r} has a line break in it")
+            elif key == "python" and "/" not in value:
+                if shutil.which(value) is None:
+                    problems.append(f"{where}: no {value!r} on PATH (give the interpreter's path, or load the module "
+                                    "that provides it first)")
+            elif key == "python" and not Path(base_dir, value).is_file():
+                problems.append(f"{where}: {value} does not exist (give the interpreter's path, e.g. the output of "
+                                "`which python` with the site's module loaded)")
+            elif key == "python" and not os.access(Path(base_dir, value), os.X_OK):
+                problems.append(f"{where}: {value} is not executable")
+            elif key == "container" and value.endswith(".sif") and not Path(base_dir, value).is_file():
+                problems.append(f"{where}: {value} does not exist")
+    for name in sorted(set(software["python"]) & set(software["container"])):
+        problems.append(f"software.container.{name}: {name} has an interpreter too (software.python.{name}); "
+                        "give one of the two")
+    return problems
+
+
 def _check_matrix(config: dict[str, Any], envs_dir: Path, base_dir: Path = Path(".")) -> None:
     matrix = config["matrix"]
-    problems = _check_runners(config["runners"], envs_dir, base_dir) + _check_strategies(config)
+    problems = (_check_software(config["software"], base_dir) + _check_runners(config["runners"], envs_dir, base_dir)
+                + _check_strategies(config))
     available = [fw for fw in FRAMEWORKS if Path(envs_dir, f"{fw}.yaml").exists()] + list(config["runners"])
     frameworks = {*matrix["framework"], *(e["framework"] for e in config["include"])}
     for fw in sorted(frameworks):

@@ -36,6 +36,8 @@ rule benchmark_run:
         max_attempts=max_attempts,
     conda:
         run_conda_env
+    container:
+        run_container
     shell:
         "{params.run} {params.args} --cpus {threads}"
         " --attempt {resources.attempt} --max-attempts {resources.max_attempts} --log {output} > {log} 2>&1"

@@ -22,8 +22,9 @@ from dlbench.venvs import env_prefix, MARKER  # noqa: E402
 from dlbench.imports import expand_paths  # noqa: E402
 from dlbench import layout  # noqa: E402
 from dlbench.harness.lifeline import OWNER_ENV  # noqa: E402
-from dlbench.harness.spec import TELEMETRY_PYTHON_ENV  # noqa: E402
-from dlbench.configfile import StudyFileError, load_study_files  # noqa: E402
+from dlbench.harness.spec import INTERPRETER_ENV, TELEMETRY_PYTHON_ENV  # noqa: E402
+from dlbench.configfile import StudyFile, StudyFileError, load_study_files, locate  # noqa: E402
+from dlbench import interpreters  # noqa: E402
 
 ENVS_DIR = Path(workflow.basedir, "envs")
 # The harness of a run dies with this Snakemake process, even when it is SIGKILLed (its shell would not):
@@ -40,8 +41,9 @@ if workflow.config_settings.configfiles:
     config.clear()
     config.update(workflow.config_settings.overwrite_config)
 # The study's files are read again by dlbench: a key given twice is an error, every problem names its line.
+STUDY_PATHS = workflow.config_settings.configfiles or [DEFAULT_CONFIGFILE]
 try:
-    STUDY = load_study_files(config, workflow.config_settings.configfiles or [DEFAULT_CONFIGFILE],
+    STUDY = load_study_files(config, STUDY_PATHS,
                              Path(PACKAGE_DIR, "schemas", "config.schema.yaml"), ENVS_DIR, Path.cwd())
 except (ConfigError, StudyFileError) as error:
     # A user error: say what and where, no traceback, before any job is built.
@@ -49,11 +51,37 @@ except (ConfigError, StudyFileError) as error:
     sys.exit(f"dlbench: invalid configuration:\n  {problems}")
 for warning in STUDY.warnings:
     print(f"dlbench: warning: {warning}", file=sys.stderr)
+STUDY_FILES = [StudyFile(path) for path in STUDY_PATHS if Path(path).exists()]  # to place later problems
 
 SETTINGS = STUDY.config
 VENV_DIR = Path(SETTINGS["software"]["venv_dir"])
 # With --sdm conda, Snakemake activates envs/<framework>.yaml; otherwise the workflow builds it (uv).
 USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
+USE_APPTAINER = DeploymentMethod.APPTAINER in workflow.deployment_settings.deployment_method
+# Frameworks whose runs use a site's interpreter or a container image instead of an environment built here.
+SITE_PYTHON = SETTINGS["software"]["python"]
+CONTAINERS = SETTINGS["software"]["container"]
+INTERPRETERS = {}  # framework -> dlbench.interpreters.Interpreter, probed once by the Snakemake that plans
+if CONTAINERS and not USE_APPTAINER and not workflow.remote_exec:
+    names = ", ".join(f"software.container.{name}" for name in sorted(CONTAINERS))
+    sys.exit(f"dlbench: invalid configuration:\n  {names}: an image runs only with --sdm apptainer (Snakemake's "
+             "own container support); without it these runs would use another build. Add --sdm apptainer, or "
+             "remove the entry")
+NO_GPU_SEEN = []  # device cuda, an interpreter that sees no GPU here: refused when the runs are local (onstart)
+if SITE_PYTHON and not workflow.remote_exec and not workflow.subprocess_exec:
+    try:
+        INTERPRETERS, NO_GPU_SEEN = interpreters.check(SITE_PYTHON, STUDY.frameworks(),
+                                                        SETTINGS["platform"]["device"], PACKAGE_DIR)
+    except ConfigError as error:
+        problems = "\n  ".join(locate(problem, STUDY_FILES) for problem in str(error).splitlines())
+        sys.exit(f"dlbench: invalid configuration:\n  {problems}")
+    NO_GPU_SEEN = [locate(problem, STUDY_FILES) for problem in NO_GPU_SEEN]
+    for framework, interpreter in INTERPRETERS.items():
+        print(f"dlbench: {framework} runs with {interpreter.python} ({interpreter.identity})", file=sys.stderr)
+    # Which executor runs the jobs is known only once they start (onstart): until then, say it.
+    for problem in NO_GPU_SEEN:
+        print(f"dlbench: warning: {problem}; refused when the runs are on this machine, not when they go to "
+              "other nodes (SLURM)", file=sys.stderr)
 # The report rule's manifest: the version the study's current results are published as (dlbench.study).
 REPORT_MANIFEST = PUBLISHED_MANIFEST
 CORE_PYTHON = sys.executable
@@ -88,10 +116,22 @@ def run_env(framework):
     return RUNNERS[framework]["env"] if framework in RUNNERS else framework
 
 
+def brings_own_python(framework):
+    """The framework's (or runner's) runs use an interpreter or image the study names, not a built environment."""
+    return framework in SITE_PYTHON or framework in CONTAINERS or "python" in RUNNERS.get(framework, {})
+
+
 def framework_python(framework):
-    """The Python of a framework's (or a runner's) environment."""
+    """The Python of a framework's (or a runner's) environment: the study's interpreter, the image's `python`,
+    the workflow-built environment's, or conda's `python` with --sdm conda."""
     if framework in RUNNERS and "python" in RUNNERS[framework]:
         return RUNNERS[framework]["python"]
+    if framework in INTERPRETERS:
+        return INTERPRETERS[framework].python
+    if framework in SITE_PYTHON:
+        return SITE_PYTHON[framework]
+    if framework in CONTAINERS:
+        return "python"
     env = run_env(framework)
     if env == "core":
         return CORE_PYTHON
@@ -101,7 +141,7 @@ def framework_python(framework):
 def run_env_input(wildcards):
     """A run waits for its offline environment to be built (nothing to wait for with conda, core or a python)."""
     env = run_env(wildcards.framework)
-    if USE_CONDA or env == "core" or "python" in RUNNERS.get(wildcards.framework, {}):
+    if USE_CONDA or env == "core" or brings_own_python(wildcards.framework):
         return []
     return env_marker(env)
 
@@ -110,19 +150,28 @@ def study_env_markers():
     """The offline environments the study's runs use (their package lists go into the report)."""
     if USE_CONDA:
         return []
-    envs = {run_env(fw) for fw in STUDY.frameworks()
-            if "python" not in RUNNERS.get(fw, {})} - {"core"}
+    envs = {run_env(fw) for fw in STUDY.frameworks() if not brings_own_python(fw)} - {"core"}
     return [env_marker(env) for env in sorted(envs)]
 
 
 def run_conda_env(wildcards):
-    return str(env_spec(run_env(wildcards.framework)))
+    """With --sdm conda: envs/<framework>.yaml, unless the study brings the framework's interpreter or image."""
+    return None if brings_own_python(wildcards.framework) else str(env_spec(run_env(wildcards.framework)))
+
+
+def run_container(wildcards):
+    """With --sdm apptainer: the framework's image (software.container); none: the run is not in a container."""
+    return CONTAINERS.get(wildcards.framework)
 
 
 def run_module(env, module):
     """Shell words that run a dlbench module in an environment: "core" (this Snakemake's Python), a framework
-    or "dataprep" (envs/<name>.yaml: the offline venv, or conda's `python` with --sdm conda)."""
-    return f"PYTHONPATH={shlex.quote(PACKAGE_DIR)} {shlex.quote(framework_python(env))} -m {module}"
+    or "dataprep" (envs/<name>.yaml: the offline venv, or conda's `python` with --sdm conda; the study's own
+    interpreter, whose build's identity (dlbench.interpreters) is in the words, so that a changed build reruns)."""
+    words = f"PYTHONPATH={shlex.quote(PACKAGE_DIR)} {shlex.quote(framework_python(env))} -m {module}"
+    if env in INTERPRETERS:
+        words = f"{INTERPRETER_ENV}={shlex.quote(INTERPRETERS[env].identity)} {words}"
+    return words
 
 
 class ShellWord:
@@ -218,12 +267,19 @@ def search_arguments(wildcards):
     return " ".join([
         f"--search-id {c.config_id} --multiple {c.batch_size_multiple}{cap}",
         f"--framework {c.framework} --model {c.model} --topology {c.topology}",
-        f"--precision {c.precision} --compiler {'on' if c.compiler else 'off'}",
+        f"--precision {c.precision} {compiler_arguments(c)}",
         f"--data {c.data} {input_arguments(c)}",
         # The strategy changes the memory a rank needs (FSDP shards the model): probes run with it.
         *([f"--strategy {c.strategy}"] if c.strategy != "auto" else []),
         f"--device {SETTINGS['platform']['device']} --timeout-s {c.timeout_minutes * 60:g}{memory_arguments()}",
     ] + runner_arguments(c))
+
+
+def compiler_arguments(c):
+    """--compiler on|off, and a torch.compile mode only where one is chosen (other command lines stay as they were)."""
+    if isinstance(c.compiler, str):
+        return f"--compiler on --compiler-mode {c.compiler}"
+    return f"--compiler {'on' if c.compiler else 'off'}"
 
 
 def runner_arguments(c):
@@ -268,7 +324,7 @@ def run_arguments(wildcards):
         warmup += f" --max-warmup-steps {c.max_warmup_steps}"
     return " ".join([
         f"--framework {c.framework} --model {c.model} --topology {c.topology}",
-        f"--batch-size {c.batch_size} --precision {c.precision} --compiler {'on' if c.compiler else 'off'}",
+        f"--batch-size {c.batch_size} --precision {c.precision} {compiler_arguments(c)}",
         f"--data {c.data} {inputs}",
         # Only when not auto, so that the command lines of the other runs stay as they were.
         *([f"--strategy {c.strategy}"] if c.strategy != "auto" else []),
@@ -299,6 +355,14 @@ def print_report_location():
     if Path(REPORT_MANIFEST).exists():
         manifest = json.loads(Path(REPORT_MANIFEST).read_text())
         print(f"dlbench: report {manifest['version']}: {manifest['index']}")
+
+
+def refuse_cuda_without_a_gpu():
+    """Before any job (onstart): device cuda with an interpreter that sees no GPU here is an error when the runs
+    are on this machine; under SLURM the GPUs are on the nodes (the warning printed while planning stands)."""
+    if NO_GPU_SEEN and workflow.local_exec:
+        problems = "\n  ".join(NO_GPU_SEEN)
+        sys.exit(f"dlbench: invalid configuration:\n  {problems}")
 
 
 def refuse_to_republish_a_fixed_version():

@@ -29,5 +29,7 @@ checkpoint batch_search:
         slurm_extra="--exclusive --no-requeue",  # as benchmark_run
     conda:
         run_conda_env
+    container:
+        run_container
     shell:
         "{params.run} {params.args} --cpus {threads} --out {output} > {log} 2>&1"

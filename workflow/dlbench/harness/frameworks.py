@@ -24,6 +24,7 @@ class Framework:
     name: str  # --framework, the config's axis, the backend package's and the environment file's name
     display_name: str
     compiler: str  # what compiler on means
+    compiler_modes: bool = False  # takes torch.compile's modes (identity.COMPILER_MODES) as compiler values
 
     @property
     def package(self) -> str:
@@ -48,7 +49,7 @@ class Framework:
 
 
 REGISTRY: dict[str, Framework] = {f.name: f for f in (
-    Framework("pytorch", "PyTorch", "torch.compile"),
+    Framework("pytorch", "PyTorch", "torch.compile", compiler_modes=True),
     Framework("tensorflow", "TensorFlow", "XLA (tf.function jit_compile=True)"),
     Framework("mxnet", "MXNet", "hybridize(static_alloc=True, static_shape=True)"),
 )}

@@ -28,7 +28,7 @@ from statistics import median
 from . import flops, quality, sysinfo
 from .frameworks import REGISTRY
 from .runlog import append_line, failure_summary, utc_now
-from .spec import RunSpec, Unsupported, parser, spec_from_args
+from .spec import INTERPRETER_ENV, RunSpec, Unsupported, parser, spec_from_args
 
 
 def rank_from_env() -> tuple[int, int, int, int]:
@@ -168,8 +168,10 @@ def run(spec: RunSpec, backend, rank: int, world: int, log: Path | None,
     backend.setup()
     if log is not None:
         in_effect = backend.strategy_in_effect()
+        # The interpreter is recorded for every run: the study's own (software.python) or a built environment's.
         append_line(log, {"type": "environment", **backend.environment(), "strategy": spec.strategy,
-                          "strategy_in_effect": in_effect})
+                          "strategy_in_effect": in_effect, "interpreter": sys.executable,
+                          "interpreter_identity": os.environ.get(INTERPRETER_ENV)})
         print(f"[dlbench] strategy {spec.strategy}: {in_effect['summary']}", file=sys.stderr)
     settings = quality.parse(spec.quality)
     if settings is not None:  # time to quality: train to the target instead of timing steps

@@ -39,6 +39,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..identity import compiler_part
 from . import lifeline
 from .spec import RunSpec, Unsupported, is_bert
 
@@ -75,7 +76,8 @@ def run_dir(log: Path) -> Path:
 
 def axis_values(spec: RunSpec) -> dict[str, str]:
     """The run's value of every axis a runner expresses by flags (BERT's optimizer and clipping for BERT only)."""
-    values = {"precision": spec.precision, "compiler": "compile" if spec.compiler else "nocompile", "data": spec.data}
+    values = {"precision": spec.precision, "compiler": compiler_part(spec.compiler_mode or spec.compiler),
+              "data": spec.data}
     if is_bert(spec.model):
         values |= {"optimizer": spec.optimizer_name, "grad_clip": "clip" if spec.grad_clip else "noclip"}
     return values

@@ -6,7 +6,7 @@ import argparse
 import math
 from dataclasses import asdict, dataclass
 
-from ..identity import BERT_MODELS, IdentityError, is_bert, parse_topology, run_id
+from ..identity import BERT_MODELS, COMPILER_MODES, IdentityError, is_bert, parse_topology, run_id
 from . import quality
 from .frameworks import NAMES
 from .resnet import MODELS as RESNETS
@@ -23,6 +23,8 @@ STATUSES = ("ok", "oom", "unsupported", "error", "timeout", "failed")
 
 # The core environment's python, for the telemetry sampler (psutil, nvidia-ml-py): set by the workflow.
 TELEMETRY_PYTHON_ENV = "DLBENCH_TELEMETRY_PYTHON"
+# The build a study's own interpreter reported before the run (dlbench.interpreters): the run records it.
+INTERPRETER_ENV = "DLBENCH_INTERPRETER"
 
 
 def default_max_predictions(seq_length: int) -> int:
@@ -68,6 +70,7 @@ class RunSpec:
     quality: str = ""  # time to quality: the settings as JSON (harness/quality.py); "" = throughput
     runner: str = ""  # an external benchmark command to run instead of our ranks (JSON; harness/runner.py)
     memory_limit_gb: float = 0.0  # CPU: address space each rank may add once its framework is loaded; 0 = none
+    compiler_mode: str = ""  # compiler on: a torch.compile mode (identity.COMPILER_MODES); "" = the default mode
 
     @property
     def topology(self) -> str:
@@ -147,6 +150,8 @@ def parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=_positive, required=True, help="per device")
     p.add_argument("--precision", choices=PRECISIONS, default="fp32")
     p.add_argument("--compiler", type=_on_off, default=False, help="on|off (torch.compile, XLA, ...)")
+    p.add_argument("--compiler-mode", default="", choices=("", *COMPILER_MODES),
+                   help="with --compiler on: a torch.compile mode (PyTorch; other frameworks: unsupported)")
     p.add_argument("--data", choices=DATA, default="synthetic")
     p.add_argument("--image-size", type=_positive, default=224)
     p.add_argument("--data-dir", default="", help="data real: the prepared dataset's directory")

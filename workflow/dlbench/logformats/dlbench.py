@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .. import identity
+from .. import devices, identity
 from ..records import LogError, complete, model_inputs
 from ..stats import steady_state
 from ..telemetry import summary as telemetry_summary
@@ -85,6 +85,8 @@ def _placed(path: Path, problem: Exception, labels: dict[str, Any]) -> dict[str,
             cfg = identity.from_labels(labels)
         except identity.IdentityError as error:
             raise LogError(f"{problem}; {error}") from None
+    if isinstance(cfg.get("compiler"), str):  # a torch.compile mode: the record's compiler is on, with that mode
+        cfg = {**cfg, "compiler": True, "compiler_mode": cfg["compiler"]}
     return {**cfg, **model_inputs(cfg)}  # strategy too: the path's variant says it
 
 
@@ -126,6 +128,9 @@ def parse(path: str | Path, labels: dict[str, Any] | None = None) -> dict[str, A
         "train_flops_per_sample": summary.get("train_flops_per_sample"),
         "achieved_tflops": summary.get("achieved_tflops") if ok else None,
         "framework_version": env.get("framework_version"), "device_name": env.get("device_name"),
+        "math_dtype": devices.run_math(cfg["precision"], env),  # the peak MFU is held to (dlbench.devices)
+        "interpreter": env.get("interpreter"),
+        **{f"{lib}_version": None if env.get(lib) is None else str(env[lib]) for lib in ("cuda", "cudnn", "nccl")},
         "strategy_in_effect": (env.get("strategy_in_effect") or {}).get("summary"),
         "peak_memory_bytes": max((r.get("peak_memory_bytes") or 0 for r in summary.get("ranks", [])),
                                  default=None) or None,
@@ -187,7 +192,8 @@ def run_fields(path: Path, header: dict[str, Any], summary: dict[str, Any]) -> d
         "model": cfg["model"], "topology": cfg["topology"], "nodes": cfg["nodes"],
         "devices_per_node": cfg["devices_per_node"], "devices": devices, "batch_size": cfg["batch_size"],
         "global_batch_size": cfg["batch_size"] * devices, "precision": cfg["precision"],
-        "compiler": cfg["compiler"], "data": cfg["data"], **model_inputs(cfg),
+        "compiler": cfg["compiler"], "compiler_mode": cfg.get("compiler_mode") or None, "data": cfg["data"],
+        **model_inputs(cfg),
         "strategy": cfg.get("strategy", identity.DEFAULT_STRATEGY),  # logs from before the axis: auto
         "warmup_steps": cfg.get("warmup_steps"), "measured_steps": cfg.get("measured_steps"),
         "repeat": cfg["repeat"], "hosts": ";".join(summary.get("hosts") or [header.get("hostname", "")]),

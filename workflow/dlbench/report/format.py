@@ -39,6 +39,15 @@ def fmt_pct(value: Any, digits: int = 0) -> str:
     return DASH if missing(value) else f"{float(value) * 100:.{digits}f}%"
 
 
+def fmt_mfu(value: Any) -> str:
+    """MFU as a percentage; above 1 it is marked (⚑): more than the device's peak is not a finding (aggregate.py
+    flags it)."""
+    if missing(value):
+        return DASH
+    text = fmt_pct(value, 1)
+    return f"{text} ⚑" if float(value) > 1.0 else text
+
+
 def fmt_int(value: Any) -> str:
     return DASH if missing(value) else str(int(value))
 

@@ -18,6 +18,7 @@ SUMMARY_INT = ("n_total", "n_ok", "n_failed", "steady_runs", "nonsteady_runs", "
                "contended_runs", "throttled_runs")
 SUMMARY_FLOAT = ("median", "min", "max", "q25", "q75", "iqr", "cv", "ci_low", "ci_high", "ci_level", "ci_coverage",
                  "speedup", "efficiency", "speedup_low", "speedup_high", "efficiency_low", "efficiency_high", "tflops",
+                 "mfu", "peak_tflops", "peak_memory_gb",
                  "energy_ci_low", "energy_ci_high", "target_accuracy", "score_min", "samples_to_converge", "eval_share")
 INT_COLUMNS = (*(n for n, t in _RECORD_TYPES.items() if t == "integer"), *SUMMARY_INT)
 FLOAT_COLUMNS = (*(n for n, t in _RECORD_TYPES.items() if t == "number"), *SUMMARY_FLOAT)

@@ -10,6 +10,17 @@ NEEDED = ("image_size", "device_name", "cpu_model", "framework", "compiler", "tr
           "seq_length", "model", "max_predictions", "warmup_steps", "measured_steps", "warmup_auto")
 
 
+def mfu_caveat(summary: pd.DataFrame) -> list[str]:
+    """How MFU is counted and the peaks the configurations with an MFU were held to (none: no MFU shown)."""
+    if "mfu" not in summary or not summary["mfu"].notna().any():
+        return []
+    peaks = sorted({str(n) for n in summary.loc[summary["mfu"].notna(), "mfu_note"].dropna()})
+    return ["MFU = achieved model TFLOP/s per device (TFLOP/s / devices) / the device's dense peak for the math the "
+            "run used (workflow/references/device_peaks.yaml, NVIDIA datasheets, sparsity figures halved): AMP runs "
+            "against the bf16 or fp16 tensor-core peak, fp32 runs with TF32 on against the TF32 peak, else FP32. "
+            "A device without a known peak (a CPU, an unlisted GPU) has no MFU. Peaks used: " + " · ".join(peaks)]
+
+
 def caveats(records: pd.DataFrame) -> list[str]:
     """Caveats a reader must see before comparing the numbers with anything."""
     records = records.reindex(columns=list(dict.fromkeys([*records.columns, *NEEDED])))  # records of any source

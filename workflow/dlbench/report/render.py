@@ -13,7 +13,7 @@ import pandas as pd
 from ..aggregate import SUMMARY_COLUMNS, real_vs_synthetic
 from .format import DASH, fmt_text, md_escape
 from .load import RECORD_COLUMNS, load_environment, read_table
-from .notes import caveats
+from .notes import caveats, mfu_caveat
 from .plots import write_plots, write_quality_plots, write_real_vs_synthetic
 from .sections import ReportInputs, build_sections, confidence_level, pair_label
 from .tables import build_groups, detail_rows, environment_view, failure_rows, group_markdown, overview, rows_markdown
@@ -64,6 +64,7 @@ def markdown(ctx: dict[str, Any]) -> str:
               f"- Hosts: {md_escape(', '.join(env['hosts']), table=False) or DASH}",
               f"- CPU models: {md_escape('; '.join(env['cpu_models']), table=False) or DASH}",
               f"- Devices: {md_escape('; '.join(env['devices']), table=False) or DASH}",
+              *(f"- Peak for MFU: {md_escape(line, table=False)}" for line in env["device_peaks"]),
               f"- Git commit: `{ctx['git_commit']}`", ""]
     if env["frameworks"]:
         fw_rows = [{"Framework": f["name"], "Version": f["version"], "Python": f["python"],
@@ -109,7 +110,8 @@ def render_report(records_csv: Path, summary_csv: Path, environment_json: Path,
         group["markdown"] = group_markdown(group)
     study = fmt_text(env.get("study")) or "dlbench"
     extra_notes = env.get("notes") or []  # environment.json may carry notes of its own
-    notes = caveats(records) + [str(n) for n in (extra_notes if isinstance(extra_notes, list) else [extra_notes])]
+    notes = caveats(records) + mfu_caveat(summary)
+    notes += [str(n) for n in (extra_notes if isinstance(extra_notes, list) else [extra_notes])]
     ctx: dict[str, Any] = {
         "title": f"{study} — training throughput report",
         "study": study,

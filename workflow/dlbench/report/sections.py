@@ -148,7 +148,8 @@ def flags(inputs: ReportInputs) -> Section | None:
             for code, _, why in [flag.partition(":")]]
     return Section("flags", "Flagged results",
                    "Results that are not findings as they stand: too few repeats for an interval, a spread too wide, "
-                   "a speedup beyond what the devices allow, runs not in steady state. Cells with a flag are marked ⚑.",
+                   "a speedup beyond what the devices allow, runs not in steady state, an MFU above the device's "
+                   "peak. Cells with a flag are marked ⚑.",
                    rows)
 
 

@@ -13,6 +13,7 @@ from .format import (
     compiler_label,
     failure_text,
     fmt_int,
+    fmt_mfu,
     fmt_num,
     fmt_pct,
     fmt_speedup,
@@ -164,22 +165,34 @@ DETAIL_COLUMNS = (
 DETAIL_ORDER = ("Config", "Framework", "Model", "Topology", "Devices", "Batch/device", "Precision", "Compiler",
                 "Data", "Input", "OK", "Statuses", "Median", "CI low", "CI high", "CI", "Min", "Max", "Q25", "Q75",
                 "IQR", "CV%", "Speedup", "Efficiency", "TFLOP/s", "Unit", "Steady runs", "Not steady", "Flags")
+# Columns shown only where some configuration has a value (a CPU study has no MFU), after TFLOP/s, in this order.
+OPTIONAL_DETAIL_COLUMNS = (("MFU", "mfu", fmt_mfu),
+                           ("Peak TFLOP/s", "peak_tflops", lambda v: DASH if missing(v) else f"{float(v):g}"),
+                           ("Peak memory/rank (GiB)", "peak_memory_gb", fmt_num))
+
+
+def detail_order(summary: pd.DataFrame) -> tuple[tuple[str, ...], tuple[tuple[str, str, Any], ...]]:
+    """The details table's headings, and the optional columns among them (those with a value somewhere)."""
+    optional = tuple(c for c in OPTIONAL_DETAIL_COLUMNS if c[1] in summary and summary[c[1]].notna().any())
+    at = DETAIL_ORDER.index("TFLOP/s") + 1
+    return (*DETAIL_ORDER[:at], *(label for label, _, _ in optional), *DETAIL_ORDER[at:]), optional
 
 
 def detail_rows(summary: pd.DataFrame) -> list[dict[str, str]]:
     """All summary columns, formatted, sorted like the DLPerf tables."""
     rows = []
+    order, optional = detail_order(summary)
     ordered = sorted(
         (r for _, r in summary.iterrows()),
         key=lambda r: (sort_key(group_key(r)), fmt_text(r.get("framework")), topology_sort(r)),
     )
     for r in ordered:
         n_ok, n_total = ok_counts(r)
-        row = {label: fmt(r.get(column)) for label, column, fmt in DETAIL_COLUMNS}
+        row = {label: fmt(r.get(column)) for label, column, fmt in (*DETAIL_COLUMNS, *optional)}
         row["Input"] = input_label(*(r.get(k) for k in INPUT_KEYS))
         row["Batch/device"] = batch_text(r)
         row["OK"] = f"{n_ok}/{n_total}"
-        rows.append({label: row[label] for label in DETAIL_ORDER})
+        rows.append({label: row[label] for label in order})
     return rows
 
 
@@ -233,10 +246,14 @@ def environment_view(env: dict[str, Any]) -> dict[str, Any]:
         return [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)]
 
     config = env.get("config")
+    cpus = set(as_list(env.get("cpu_models")))
+    peaks = env.get("device_peaks") if isinstance(env.get("device_peaks"), dict) else {}
     return {
         "hosts": as_list(env.get("hosts")),
         "cpu_models": as_list(env.get("cpu_models")),
         "devices": as_list(env.get("devices")),
+        # the peak MFU uses per GPU (aggregate.environment, dlbench.devices); a CPU has none and is not listed
+        "device_peaks": [f"{name}: {text}" for name, text in sorted(peaks.items()) if name not in cpus],
         "frameworks": frameworks,
         "config_yaml": yaml.safe_dump(config, sort_keys=False, allow_unicode=True,
                                       default_flow_style=False) if config else "",

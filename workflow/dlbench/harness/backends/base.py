@@ -30,6 +30,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 
 from ..datasets import InputPipeline
+from ..frameworks import REGISTRY
 from ..spec import RunSpec, Unsupported, is_bert
 
 
@@ -70,7 +71,12 @@ class BackendBase(ABC):
             self.setup_resnet()
 
     def check_model_settings(self) -> None:
-        """The BERT-only settings must not reach ResNet-50, where they would be ignored."""
+        """The BERT-only settings must not reach ResNet-50, where they would be ignored; a compiler mode only a
+        framework that has it (frameworks.py, `compiler_modes`)."""
+        framework = REGISTRY[self.spec.framework]
+        if self.spec.compiler_mode and not framework.compiler_modes:
+            raise Unsupported(f"compiler mode {self.spec.compiler_mode} is torch.compile's; {framework.display_name}'s "
+                              f"compiler ({framework.compiler}) is on or off")
         if self.is_bert:
             return
         if self.spec.optimizer != "auto":

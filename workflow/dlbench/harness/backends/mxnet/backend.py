@@ -102,6 +102,16 @@ def _cudnn_version() -> str | None:
     return f"{version // 1000}.{version % 1000 // 100}.{version % 100}" if version >= 1000 else str(version)
 
 
+def interpreter_facts() -> dict:
+    """This interpreter's MXNet (dlbench.harness.probe): the wheel's CUDA, cuDNN and NCCL, and the GPUs it sees
+    (MXNet names no GPU model: gpu0, gpu1, ...)."""
+    _, cuda = _distribution()
+    return {"framework_version": mx.__version__, "cuda": cuda if _feature("CUDA") else None,
+            "cudnn": (_cudnn_version() or "enabled") if _feature("CUDNN") else None,
+            "nccl": "enabled" if _feature("NCCL") else None,
+            "gpus": [f"gpu{i}" for i in range(mx.context.num_gpus())] if _feature("CUDA") else []}
+
+
 class Backend(BackendBase):
     models = ("resnet50", "bert_base", "bert_tiny")
     data = ("synthetic", "real")

@@ -22,6 +22,22 @@ from . import data as torch_data
 from .resnet import ResNet50, parameter_count
 
 
+def interpreter_facts() -> dict:
+    """This interpreter's PyTorch (dlbench.harness.probe): build facts that do not depend on a GPU being visible
+    (they identify the build), and the GPUs it sees."""
+    cuda = torch.cuda.is_available()
+    try:
+        cudnn = torch.backends.cudnn.version()  # the cuDNN this build loads; None in a CPU build
+    except (RuntimeError, AttributeError):
+        cudnn = None
+    try:
+        nccl = ".".join(map(str, torch.cuda.nccl.version())) if torch.version.cuda else None
+    except (RuntimeError, AttributeError):
+        nccl = None
+    return {"framework_version": torch.__version__, "cuda": torch.version.cuda, "cudnn": cudnn, "nccl": nccl,
+            "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if cuda else []}
+
+
 def optimizer_implementation(optimizer: torch.optim.Optimizer | None) -> str | None:
     """The optimizer's class and the implementation it was built with (fused, foreach or for-loop)."""
     if optimizer is None:
@@ -123,7 +139,7 @@ class Backend(BackendBase):
                     hook = default_hooks.fp16_compress_hook if name == "ddp_fp16" else default_hooks.bf16_compress_hook
                     model.register_comm_hook(None, hook)
         if self.spec.compiler:
-            model = torch.compile(model)
+            model = torch.compile(model, mode=self.spec.compiler_mode or None)
         return model
 
     def strategy_in_effect(self) -> dict:
@@ -339,7 +355,8 @@ class Backend(BackendBase):
             "memory_format": "channels_last" if self.memory_format is torch.channels_last else "contiguous",
             "settings": self.settings_in_effect(),
             "amp_dtype": str(self.amp_dtype).replace("torch.", "") if self.amp_dtype else None,
-            "compiler": "torch.compile" if self.spec.compiler else None,
+            "compiler": (f"torch.compile (mode {self.spec.compiler_mode or 'default'})" if self.spec.compiler
+                         else None),
             "parameters": self.parameters,
             "input_pipeline": self.pipeline.describe() if self.pipeline is not None
             else "synthetic: one random batch resident on the device, reused every step",

@@ -58,6 +58,15 @@ INTER_OP_THREADS = 2  # 1 risks stalls on blocking ops, and ResNet-50 ran 5-15% 
 DONE_TIMEOUT_S = 60.0
 
 
+def interpreter_facts() -> dict:
+    """This interpreter's TensorFlow (dlbench.harness.probe): its build's CUDA and cuDNN, and the GPUs it sees."""
+    info = tf.sysconfig.get_build_info()
+    gpus = tf.config.list_physical_devices("GPU")
+    return {"framework_version": tf.__version__, "cuda": info.get("cuda_version"), "cudnn": info.get("cudnn_version"),
+            "nccl": None,  # bundled with the CUDA build; TensorFlow does not report its version
+            "gpus": [tf.config.experimental.get_device_details(g).get("device_name", g.name) for g in gpus]}
+
+
 class Backend(BackendBase):
     models = ("resnet50", "resnet_tiny", "bert_base", "bert_tiny")
     data = ("synthetic", "real")
@@ -411,11 +420,14 @@ class Backend(BackendBase):
                  "TF_ENABLE_ONEDNN_OPTS": os.environ.get("TF_ENABLE_ONEDNN_OPTS"),
                  "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
                  "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
-                 "xla": bool(self.spec.compiler), "memory_format": None if self.is_bert else "channels_last"}
+                 "xla": bool(self.spec.compiler), "memory_format": None if self.is_bert else "channels_last",
+                 # fp32 matrix products on TF32 tensor cores (on by default; Ampere and later): the peak MFU uses
+                 "tf32": tf.config.experimental.tensor_float_32_execution_enabled() if self.gpu is not None else None}
         if not self.is_bert:
             rule = self._update_rule()
             facts["optimizer"] = "SGD fused" if isinstance(rule, tf_models.FusedSGD) else f"Keras {type(rule).__name__}"
-        where = "GPU" if self.gpu is not None else f"oneDNN {'on' if facts['onednn'] else 'off (Eigen)'}"
+        where = (f"GPU, TF32 {'on' if facts['tf32'] else 'off'}" if self.gpu is not None
+                 else f"oneDNN {'on' if facts['onednn'] else 'off (Eigen)'}")
         facts["summary"] = (f"{where}, {facts['intra_op_threads']} intra-op / {facts['inter_op_threads']} inter-op "
                             f"threads, XLA {'on' if facts['xla'] else 'off'}"
                             + ("" if self.is_bert else f", channels_last (NHWC), {facts['optimizer']}"))

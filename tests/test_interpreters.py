@@ -1,0 +1,147 @@
+"""A study's own interpreter per framework (software.python) and container images (software.container): checked
+before any job, recorded in every run, part of the runs' identity."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import REPO, harness_env, planned_jobs, read_log, snakemake, tiny_config, write_config
+
+sys.path.insert(0, str(REPO / "workflow"))
+from dlbench import interpreters  # noqa: E402
+from dlbench.study import ConfigError  # noqa: E402
+
+CORE_PYTHON = sys.executable  # has no deep-learning framework
+
+
+@pytest.fixture(scope="module")
+def site_python(tmp_path_factory) -> Path:
+    """A PyTorch interpreter the workflow did not build for the study: a separate installation, as a site's."""
+    site = tmp_path_factory.mktemp("site")
+    subprocess.run([sys.executable, "-m", "dlbench.venvs", "build", "--spec", str(REPO / "envs" / "pytorch.yaml"),
+                    "--venv-dir", str(site), "--find-links", "pip"], check=True, env=harness_env(),
+                   capture_output=True)
+    return next(site.glob("pytorch-*/bin/python"))
+
+
+def byo_config(python: str | Path, **overrides) -> dict:
+    config = tiny_config(software={"python": {"pytorch": str(python)}})
+    config["matrix"]["topology"] = ["1x1"]
+    config["defaults"]["repeats"] = 1
+    config.update(overrides)
+    return config
+
+
+def refused(work: Path, config: dict, *how: str) -> str:
+    """The message of a study that the workflow refuses before any job (exit 1, nothing run); `how`: a dry run
+    unless told otherwise."""
+    result = snakemake(work, *(how or ["-n"]), "--configfile", str(write_config(work / "study.yaml", config)))
+    assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
+    assert not (work / "results").exists()
+    return result.stderr
+
+
+def test_probe_reports_the_interpreters_build(torch_python):
+    facts = interpreters.probe("pytorch", str(torch_python), REPO / "workflow")
+    assert facts["python"] == str(torch_python)
+    assert facts["framework_version"].startswith("2.13.0")
+    assert facts["cuda"] is None and facts["gpus"] == []  # the CPU build here
+    interpreter = interpreters.Interpreter("pytorch", str(torch_python), facts)
+    assert "framework_version=2.13.0" in interpreter.identity
+    # The build's identity, not what the host shows: a GPU seen or not does not change it, a new build does.
+    assert interpreters.Interpreter("pytorch", "p", facts | {"gpus": ["NVIDIA H100"]}).identity == interpreter.identity
+    assert interpreters.Interpreter("pytorch", "p", facts | {"nccl": "2.27.7"}).identity != interpreter.identity
+
+
+def test_an_interpreter_without_the_framework_is_refused_with_its_key_and_line(tmp_path):
+    with pytest.raises(ConfigError, match=r"software\.python\.pytorch: .*No module named 'torch'"):
+        interpreters.probe("pytorch", CORE_PYTHON, REPO / "workflow")
+    message = refused(tmp_path, byo_config(CORE_PYTHON))
+    assert "study.yaml, line" in message and "software.python.pytorch" in message
+    assert "cannot import dlbench's pytorch backend: ModuleNotFoundError: No module named 'torch'" in message
+    assert "Traceback" not in message
+
+
+@pytest.mark.parametrize("software, expected", [
+    ({"python": {"pytorch": "/nonexistent/bin/python"}}, "software.python.pytorch: /nonexistent/bin/python does "
+     "not exist"),
+    ({"python": {"pytoch": CORE_PYTHON}}, "software.python.pytoch: 'pytoch' is not one of dlbench's frameworks "
+     "(did you mean 'pytorch'?)"),
+    ({"python": {"pytorch": str(REPO / "README.md")}}, "is not executable"),
+    ({"container": {"pytorch": "nvcr.io/nvidia/pytorch:25.01-py3"}}, "software.container.pytorch"),
+    ({"container": {"pytorch": "docker://nvcr.io/nvidia/pytorch:25.01-py3"}}, "only with --sdm apptainer"),
+    ({"container": {"pytorch": "images/missing.sif"}}, "software.container.pytorch: images/missing.sif does not "
+     "exist"),
+    ({"python": {"pytorch": CORE_PYTHON}, "container": {"pytorch": "docker://python:3.11"}},
+     "give one of the two"),
+])
+def test_bad_software_entries_are_refused_before_any_job(tmp_path, software, expected):
+    config = tiny_config(software=software)
+    assert expected in refused(tmp_path, config)
+
+
+def test_cuda_with_an_interpreter_that_sees_no_gpu_is_refused_here(tmp_path, torch_python):
+    config = byo_config(torch_python, platform={"device": "cuda"})
+    message = refused(tmp_path, config, "--cores", "1")
+    assert "study.yaml, line" in message and "software.python.pytorch: platform.device is cuda but" in message
+    assert "sees no GPU here (its CUDA: none, a CPU build)" in message
+    assert not list(tmp_path.glob(".venvs/*")) and not (tmp_path / "logs").exists()  # no job ran
+    found, no_gpu = interpreters.check({"pytorch": str(torch_python)}, ["pytorch"], "cuda", REPO / "workflow")
+    assert found["pytorch"].facts["gpus"] == [] and len(no_gpu) == 1
+
+
+def test_a_study_runs_with_its_own_interpreter_and_records_it(tmp_path, site_python, torch_python):
+    work = tmp_path
+    config = write_config(work / "study.yaml", byo_config(site_python))
+    result = snakemake(work, "--cores", "2", "--configfile", str(config))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert f"dlbench: pytorch runs with {site_python}" in result.stderr
+    log = next((work / "results" / "runs").rglob("rep1.jsonl"))
+    environment = read_log(log)["environment"][0]
+    assert environment["interpreter"] == str(site_python)
+    assert environment["interpreter_identity"].startswith("python_version=")
+    records = pd.read_csv(work / "results" / "reports" / "v1" / "records.csv")
+    assert list(records["status"]) == ["ok"]
+    assert list(records["interpreter"]) == [str(site_python)]
+    assert records["framework_version"].iloc[0].startswith("2.13.0")
+    assert not list(work.glob(".venvs/pytorch-*")), "no environment is built for a framework the study brings"
+    # The GPU acceptance check reads such a report: on this CPU it must fail, saying why (no device peak for MFU).
+    check = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu_acceptance.py"), "--report",
+                            str(work / "results" / "reports" / "latest")], capture_output=True, text=True,
+                           env=harness_env())
+    assert check.returncode == 1, check.stdout + check.stderr
+    assert f"interpreter {site_python}" in check.stdout and "no MFU (no peak known for device" in check.stdout
+    assert "0 of 1 configurations pass" in check.stdout
+    # Nothing changed: nothing to do. Another interpreter for PyTorch: exactly its runs again (and the report).
+    assert planned_jobs(work, config) == []
+    other = write_config(work / "other.yaml", byo_config(torch_python))
+    runs = [out for rule, out in planned_jobs(work, other) if rule == "benchmark_run"]
+    assert runs == [str(log.relative_to(work))]
+
+
+def test_images_run_through_snakemakes_own_apptainer_support(tmp_path, torch_python):
+    """apptainer cannot be installed here: a stand-in (tests/apptainer/apptainer) answers Snakemake and runs the
+    command it is given on this host with the "image's" python first on PATH; the command lines are checked."""
+    image = "docker://nvcr.io/nvidia/pytorch:25.01-py3"
+    config = write_config(tmp_path / "study.yaml", tiny_config(software={"container": {"pytorch": image}}))
+    calls = tmp_path / "apptainer-calls.jsonl"
+    env = {"PATH": f"{REPO / 'tests' / 'apptainer'}:{os.environ['PATH']}", "STANDIN_LOG": str(calls),
+           "STANDIN_IMAGE_BIN": str(torch_python.parent)}
+    result = snakemake(tmp_path, "--cores", "2", "--sdm", "apptainer", "--configfile", str(config), env=env)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    lines = [json.loads(line) for line in calls.read_text().splitlines()]
+    assert ["pull", "--name"] == lines[1][:2] and lines[1][-1] == image
+    runs = [args for args in lines if "exec" in args]
+    assert len(runs) == 4  # 2 topologies x 2 repeats; aggregate and report run outside any image
+    for args in runs:
+        assert args[-4].endswith(".simg") and args[-2] == "-c"
+        assert f" PYTHONPATH={REPO / 'workflow'} python -m dlbench.harness --framework pytorch " in args[-1]
+    records = pd.read_csv(tmp_path / "results" / "reports" / "v1" / "records.csv")
+    assert set(records["status"]) == {"ok"} and set(records["interpreter"]) == {str(torch_python)}

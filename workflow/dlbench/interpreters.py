@@ -1,0 +1,86 @@
+"""Interpreters a study brings for its frameworks (software.python): checked before any job (core environment).
+
+Each interpreter a study's frameworks use is asked what it is (dlbench.harness.probe, run with that interpreter):
+it must import dlbench's backend of its framework, and with `platform.device: cuda` see a GPU. What it reports
+about its build (Python, framework, CUDA, cuDNN, NCCL versions) is its identity: the rules put it into the runs'
+command lines, so a changed module or site build reruns exactly the runs that used it, and a moved interpreter of
+the same build as well (its path is in the command line too). Which GPUs it sees is not part of it: a login node
+without GPUs and a GPU node run the same build.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .study import ConfigError
+
+PROBE_TIMEOUT_S = 300  # importing a framework from a cold network file system can take minutes
+IDENTITY_KEYS = ("python_version", "framework_version", "cuda", "cudnn", "nccl")
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    framework: str
+    python: str
+    facts: dict[str, Any]
+
+    @property
+    def identity(self) -> str:
+        """The build as one line: what makes two interpreters' runs the same runs (its path aside)."""
+        return ";".join(f"{key}={self.facts.get(key)}" for key in IDENTITY_KEYS)
+
+
+def probe(framework: str, python: str, package_dir: str | Path, timeout_s: float = PROBE_TIMEOUT_S) -> dict[str, Any]:
+    """The probe's facts of `python` for `framework`; ConfigError (keyed software.python.<framework>) otherwise."""
+    where = f"software.python.{framework}"
+    env = dict(os.environ, PYTHONPATH=str(package_dir))
+    try:
+        result = subprocess.run([python, "-m", "dlbench.harness.probe", "--framework", framework], env=env,
+                                capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise ConfigError(f"{where}: {python} did not answer within {timeout_s:g} s (importing {framework})") from None
+    except OSError as error:
+        raise ConfigError(f"{where}: {python} cannot be run: {error.strerror}") from None
+    lines = result.stdout.strip().splitlines()
+    try:
+        found = json.loads(lines[-1]) if lines else {}
+    except json.JSONDecodeError:
+        found = {}
+    if "error" in found:
+        raise ConfigError(f"{where}: {python}: {found['error']}")
+    if result.returncode != 0 or "framework_version" not in found:
+        output = (result.stderr.strip().splitlines() or lines or ["no output"])[-1]
+        raise ConfigError(f"{where}: {python} is not a Python that can run dlbench's harness "
+                          f"(exit {result.returncode}: {output})")
+    return found
+
+
+def check(software_python: dict[str, str], frameworks: list[str], device: str,
+          package_dir: str | Path) -> tuple[dict[str, Interpreter], list[str]]:
+    """The study's interpreters for the frameworks it runs, probed (ConfigError for any that cannot run the
+    harness), and with device cuda what each that sees no GPU here says: an error when the runs are on this
+    machine, a warning when they run on other nodes (SLURM), which only the caller knows."""
+    found, problems, no_gpu = {}, [], []
+    for framework in sorted(set(frameworks) & set(software_python)):
+        python = software_python[framework]
+        if "/" not in python:  # a command name: the one on PATH now (a loaded module's), by its full path
+            python = shutil.which(python) or python
+        try:
+            facts = probe(framework, python, package_dir)
+        except ConfigError as error:
+            problems.append(str(error))
+            continue
+        found[framework] = Interpreter(framework, python, facts)
+        if device == "cuda" and not facts["gpus"]:
+            cuda = facts["cuda"] or "none, a CPU build"
+            no_gpu.append(f"software.python.{framework}: platform.device is cuda but {python}'s {framework} "
+                          f"{facts['framework_version']} sees no GPU here (its CUDA: {cuda})")
+    if problems:
+        raise ConfigError("\n".join(problems))
+    return found, no_gpu
