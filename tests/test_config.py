@@ -195,3 +195,22 @@ def test_real_data_with_raw_sources_names_missing_inputs(tmp_path):
     sample = load_study({"matrix": matrix}, SCHEMA, ENVS, tmp_path)
     assert sample.config["datasets"]["imagenet"]["train_shards"] == 1024
     assert sample.config["datasets"]["bert"]["source"] == "sample"
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"report": {"version": "v1\n"}}, "report.version: 'v1\\n' is not valid"),
+    ({"matrix": {**BASE["matrix"], "topology": ["1x1\n"]}}, "matrix.topology[0]: '1x1\\n' is not valid"),
+    ({"software": {"container": {"pytorch": "docker://python:3.11\n"}}}, "software.container.pytorch"),
+])
+def test_a_trailing_newline_does_not_pass_a_pattern(changes, message):
+    """Python's `$` matches before a final newline: the patterns must hold to the true end of the text."""
+    with pytest.raises(ConfigError) as error:
+        load_study({**copy.deepcopy(BASE), **changes}, SCHEMA, ENVS)
+    assert message in str(error.value)
+
+
+def test_publishing_refuses_a_version_with_a_trailing_newline():
+    from dlbench.report.publish import validate_version
+
+    with pytest.raises(ValueError, match="invalid report.version"):
+        validate_version("v1\n")

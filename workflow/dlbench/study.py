@@ -418,10 +418,21 @@ def _check_comparisons(config: dict[str, Any], base_dir: Path) -> list[str]:
     return problems
 
 
+def _pattern_to_the_end(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Any:
+    """JSON Schema's `pattern`, with `$` at the end of the text: Python's `$` also matches before a final newline,
+    so "1x1\n" or "v1\n" would pass (and name a directory with a newline in it)."""
+    if isinstance(instance, str) and not re.search(re.sub(r"(?<!\\)\$", r"\\Z", pattern), instance):
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+# The schema's validator, patterns anchored at the true end of the text.
+StudyValidator = jsonschema.validators.extend(jsonschema.Draft202012Validator, {"pattern": _pattern_to_the_end})
+
+
 def validate(config: dict[str, Any], schema_path: Path) -> dict[str, Any]:
     """Check the config against the JSON schema; return it with every default filled in."""
     schema = yaml.safe_load(Path(schema_path).read_text())
-    validator = jsonschema.Draft202012Validator(schema)
+    validator = StudyValidator(schema)
     descriptions = _descriptions(schema)
     problems = []
     for error in sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path))):

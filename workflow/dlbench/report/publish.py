@@ -18,8 +18,8 @@ import pandas as pd
 from ..compare import load_records
 from .render import render_report
 
-VERSION_RE = re.compile(r"^[A-Za-z0-9._-]+$")
-AUTO_VERSION_RE = re.compile(r"^v(\d+)$")
+VERSION_RE = re.compile(r"^[A-Za-z0-9._-]+\Z")  # \Z: the true end (a "$" lets "v1\n" through)
+AUTO_VERSION_RE = re.compile(r"^v(\d+)\Z")
 
 
 class ReportVersionExists(Exception):
