@@ -361,3 +361,15 @@ def test_strategies_get_their_own_tables_and_the_auto_baseline(tmp_path):
     assert set(records["strategy"]) == {"auto", "ddp_fp16"}
     readme = (report / "README.md").read_text()
     assert "· strategy ddp_fp16" in readme and "exchanges gradients between ranks" in readme
+
+
+def test_bert_notes_survive_a_sequence_length_without_masked_positions():
+    """An import's labels may give seq_length alone: the notes say so instead of failing the report."""
+    from dlbench.records import FIELDS
+    from dlbench.report.notes import caveats
+
+    records = pd.DataFrame([{**dict.fromkeys(FIELDS), "framework": "pytorch", "model": "bert_base",
+                             "compiler": False, "seq_length": 128, "warmup_steps": 10, "measured_steps": 100,
+                             "device_name": "NVIDIA A100-SXM4-80GB"}])
+    notes = " ".join(caveats(records))
+    assert "bert_base at 128 tokens with masked positions not recorded" in notes

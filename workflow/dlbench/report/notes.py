@@ -44,7 +44,9 @@ def caveats(records: pd.DataFrame) -> list[str]:
     if len(bert):
         shapes = bert[["model", "seq_length", "max_predictions"]].drop_duplicates()
         out.append("BERT pretraining (masked LM + next sentence), throughput in sequences/s: " + "; ".join(
-            f"{r.model} at {int(r.seq_length)} tokens with {int(r.max_predictions)} masked positions"
+            f"{r.model} at {int(r.seq_length)} tokens with "
+            + (f"{int(r.max_predictions)} masked positions" if pd.notna(r.max_predictions)
+               else "masked positions not recorded")  # an import's labels may give the length only
             for r in shapes.itertuples()) + ". Optimizer adam = Adam with decoupled weight decay and linear warm-up "
             "(Google's); lamb = LAMB (NVIDIA's); clip = gradients clipped by global norm 1.0.")
     auto = records["warmup_auto"].map(lambda v: v is True or str(v).lower() == "true")
