@@ -5,6 +5,7 @@ and the five scripts' shapes (always), and interrupted or garbled logs."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -154,3 +155,11 @@ def test_text_pairs_with_units_none_and_lists():
     assert dllogger.value_and_unit(data["train.loss"]) == (5.36, None)
     assert dllogger._split_pairs(" e2e_train_time : 1428.9 s training_sequences_per_second : 1542.3 sequences/s")[0] \
         == ""
+
+
+@pytest.mark.parametrize("name, repeat", [("train_0.log", None), ("train_2.log", 2), ("r1.log", 1)])
+def test_a_name_numbered_from_zero_gives_no_repeat_and_still_a_record(tmp_path, name, repeat):
+    """Repeats count from 1: a 0-based series' `_0` is not a repeat number (it failed the record schema)."""
+    record = imported(write_dllogger(tmp_path / name, script="pytorch_convnets"))
+    assert record["status"] == "ok" and record["repeat"] == repeat
+    assert record["run_id"].endswith(f"/{Path(name).stem}" if repeat is None else f"/rep{repeat}")

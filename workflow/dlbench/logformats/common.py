@@ -133,6 +133,7 @@ def error_record(source: str, path: Path, error: str, labels: Mapping[str, Any],
 
 
 def repeat_from_name(path: Path) -> int | None:
-    """The repeat a file name gives: r3.log, rep3.log, <...>_3.log -> 3 (result_N is MLPerf's, 0-based)."""
+    """The repeat a file name gives: r3.log, rep3.log, <...>_3.log -> 3 (result_N is MLPerf's, 0-based). Repeats
+    count from 1: a name numbered 0 (…_0.log, a 0-based series) gives none, and the run is named by its file."""
     match = re.search(r"(?:^r|^rep|_)(\d+)$", path.stem)
-    return int(match.group(1)) if match else None
+    return int(match.group(1)) or None if match else None
