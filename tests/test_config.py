@@ -214,3 +214,18 @@ def test_publishing_refuses_a_version_with_a_trailing_newline():
 
     with pytest.raises(ValueError, match="invalid report.version"):
         validate_version("v1\n")
+
+
+def test_raw_inputs_of_the_wrong_kind_and_a_catch_all_exclude_name_their_key(tmp_path):
+    (tmp_path / "train").write_text("a file, not the train/<wnid>/ tree\n")
+    (tmp_path / "synsets").mkdir()
+    matrix = {"framework": ["pytorch"], "model": ["resnet50"], "topology": ["1x1"], "data": ["real"],
+              "batch_size": [2]}
+    imagenet = {"source": "raw", "train_dir": "train", "validation_dir": "train", "synsets": "synsets"}
+    with pytest.raises(ConfigError) as error:
+        load_study({"matrix": matrix, "datasets": {"imagenet": imagenet}}, SCHEMA, ENVS, tmp_path)
+    problems = str(error.value).splitlines()
+    assert "datasets.imagenet.train_dir: train is a file, not a directory" in problems
+    assert "datasets.imagenet.synsets: synsets is a directory, not a file" in problems
+    with pytest.raises(ConfigError, match=r"^exclude\[1\]: an empty selector excludes every configuration"):
+        load_study({**copy.deepcopy(BASE), "exclude": [{"precision": "amp"}, {}]}, SCHEMA, ENVS)

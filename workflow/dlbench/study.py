@@ -313,6 +313,10 @@ def _check_datasets(config: dict[str, Any], configurations: dict[str, Configurat
         for key, path in paths:
             if not Path(base_dir, path).exists():
                 problems.append(f"datasets.{name}.{key}: {path} does not exist")
+            elif key.endswith("_dir") and not Path(base_dir, path).is_dir():
+                problems.append(f"datasets.{name}.{key}: {path} is a file, not a directory")
+            elif not key.endswith("_dir") and Path(base_dir, path).is_dir():
+                problems.append(f"datasets.{name}.{key}: {path} is a directory, not a file")
     return problems
 
 
@@ -646,6 +650,10 @@ def expand(config: dict[str, Any], envs_dir: Path, base_dir: Path = Path("."),
     if problems:
         raise ConfigError("\n".join(sorted(set(problems))))
     if not configurations and not config["imports"]:
+        catch_all = [i for i, selector in enumerate(config["exclude"]) if not selector]
+        if catch_all:  # an empty selector matches every configuration
+            raise ConfigError(f"exclude[{catch_all[0]}]: an empty selector excludes every configuration (the study "
+                              "is empty); name the axes to exclude, e.g. {precision: amp}")
         raise ConfigError("matrix: the study is empty (every configuration is excluded)")
     if warnings is None:
         for note in notes:
