@@ -3,7 +3,39 @@
 # Framework environments are not made here: the workflow builds them itself (envs/*.yaml).
 #   bash workflow/scripts/bootstrap.sh          the workflow's core environment
 #   bash workflow/scripts/bootstrap.sh --test   plus pytest and ruff
+#   --wheelhouse DIR         install from DIR alone (no index, no network); fill DIR with wheelhouse.sh
+#   --system-site-packages   .venv sees the interpreter's site-packages, and a required package installed there
+#                            is taken at the version it has (the pins hold for everything else)
+# PYTHON=/path/to/python3 selects the interpreter.
 set -euo pipefail
+
+usage="usage: bash workflow/scripts/bootstrap.sh [--test] [--wheelhouse DIR] [--system-site-packages]"
+test=false
+wheelhouse=""
+system_site=false
+while (($#)); do
+    case "$1" in
+        --test) test=true ;;
+        --wheelhouse)
+            if [[ $# -lt 2 ]]; then
+                echo "bootstrap: --wheelhouse needs a directory ($usage)" >&2
+                exit 2
+            fi
+            wheelhouse=$2
+            shift
+            ;;
+        --system-site-packages) system_site=true ;;
+        *)
+            echo "bootstrap: unknown argument '$1' ($usage)" >&2
+            exit 2
+            ;;
+    esac
+    shift
+done
+# DIR is named relative to the caller's directory.
+if [[ -n "$wheelhouse" && "$wheelhouse" != /* ]]; then
+    wheelhouse="$PWD/$wheelhouse"
+fi
 cd "$(dirname "$0")/../.."
 
 python=${PYTHON:-python3}
@@ -11,18 +43,28 @@ if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null
     echo "bootstrap: dlbench needs Python >= 3.11 as '$python' (set PYTHON=/path/to/python3.11)" >&2
     exit 1
 fi
+if [[ -n "$wheelhouse" && ! -d "$wheelhouse" ]]; then
+    echo "bootstrap: wheelhouse $wheelhouse: no such directory (fill it on a connected machine with" \
+        "workflow/scripts/wheelhouse.sh)" >&2
+    exit 1
+fi
 
 requirements=(envs/core.yaml)
-[[ "${1:-}" == "--test" ]] && requirements+=(envs/test.requirements.txt)
-stamp=".venv/.dlbench-$(cat "${requirements[@]}" | sha256sum | cut -c1-16)"
+$test && requirements+=(envs/test.requirements.txt)
+# Every mode but the default is part of the stamp, so that switching modes reinstalls.
+mode=()
+[[ -n "$wheelhouse" ]] && mode+=(--wheelhouse)
+$system_site && mode+=(--system-site-packages)
+venv_args=()
+$system_site && venv_args+=(--system-site-packages)
 
 if [[ ! -x .venv/bin/python ]]; then
-    if ! "$python" -m venv .venv 2>/dev/null; then
+    if ! "$python" -m venv "${venv_args[@]}" .venv 2>/dev/null; then
         # Debian/Ubuntu ship venv separately; install it when we may.
         if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
             rm -rf .venv
             apt-get update -qq && apt-get install -y -qq "python3-venv" "python$("$python" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')-venv" >/dev/null || true
-            "$python" -m venv .venv
+            "$python" -m venv "${venv_args[@]}" .venv
         else
             echo "bootstrap: '$python -m venv' failed: install your distribution's python3-venv package" >&2
             exit 1
@@ -30,14 +72,74 @@ if [[ ! -x .venv/bin/python ]]; then
     fi
 fi
 
+# .venv sees the interpreter's site-packages exactly when --system-site-packages is given. When the interpreter
+# is itself a virtual environment, a .pth file adds that environment's own site-packages too (a venv made from
+# a venv otherwise sees only the site-packages of the interpreter beneath).
+site_flag=false
+$system_site && site_flag=true
+if [[ -f .venv/pyvenv.cfg ]] && ! grep -qx "include-system-site-packages = $site_flag" .venv/pyvenv.cfg; then
+    sed -i "s/^include-system-site-packages = .*/include-system-site-packages = $site_flag/" .venv/pyvenv.cfg
+fi
+rm -f .venv/lib/python*/site-packages/_dlbench_base.pth
+if $system_site; then
+    pth=$("$python" -c 'import site, sys
+own = [p for p in site.getsitepackages() if sys.prefix != sys.base_prefix and p.startswith(sys.prefix)]
+print("\n".join(f"import site; site.addsitedir({p!r})" for p in own))')
+    if [[ -n "$pth" ]]; then
+        printf '%s\n' "$pth" > "$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/_dlbench_base.pth"
+    fi
+fi
+
+# envs/core.yaml is the one list of core packages (a conda file): take its pip entries.
+sed -n 's/^ *- \([A-Za-z0-9_.-]*==[^ ]*\)$/\1/p' envs/core.yaml > .venv/core-requirements.txt
+lists=(.venv/core-requirements.txt)
+if $system_site; then
+    if $test; then
+        cp envs/test.requirements.txt .venv/test-requirements.txt
+        lists+=(.venv/test-requirements.txt)
+    fi
+    # A requirement that the interpreter's site-packages provide loses its pin (wheelhouse.py, as for --have).
+    .venv/bin/python workflow/scripts/wheelhouse.py --relax-installed "${lists[@]}"
+else
+    $test && lists+=(envs/test.requirements.txt)
+fi
+if ((${#mode[@]})); then
+    stamp=".venv/.dlbench-$({ cat "${requirements[@]}"; printf '%s\n' "${mode[@]}"; cat "${lists[@]}"; } | sha256sum | cut -c1-16)"
+else
+    stamp=".venv/.dlbench-$(cat "${requirements[@]}" | sha256sum | cut -c1-16)"
+fi
+
 if [[ ! -e "$stamp" ]]; then
-    echo "bootstrap: installing ${requirements[*]} into .venv/" >&2
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-    # envs/core.yaml is the one list of core packages (a conda file): take its pip entries.
-    sed -n 's/^ *- \([A-Za-z0-9_.-]*==[^ ]*\)$/\1/p' envs/core.yaml > .venv/core-requirements.txt
-    args=(-r .venv/core-requirements.txt)
-    [[ "${1:-}" == "--test" ]] && args+=(-r envs/test.requirements.txt)
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check "${args[@]}"
+    echo "bootstrap: installing ${requirements[*]} into .venv/${wheelhouse:+ from the wheelhouse $wheelhouse}" >&2
+    offline=()
+    [[ -n "$wheelhouse" ]] && offline=(--no-index --find-links "$wheelhouse")
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check "${offline[@]}" --upgrade pip
+    args=()
+    for list in "${lists[@]}"; do
+        args+=(-r "$list")
+    done
+    if [[ -z "$wheelhouse" ]]; then
+        .venv/bin/python -m pip install --quiet --disable-pip-version-check "${args[@]}"
+    elif ! .venv/bin/python -m pip install --quiet --disable-pip-version-check "${offline[@]}" "${args[@]}" \
+        2> .venv/pip-install.log; then
+        cat .venv/pip-install.log >&2
+        missing=$(sed -n 's/.*Could not find a version that satisfies the requirement \(.*\) (from versions.*/\1/p' \
+            .venv/pip-install.log | head -n 1)
+        here=$(.venv/bin/python -c 'import sys; print(f"Python {sys.version_info[0]}.{sys.version_info[1]}")')
+        if [[ -n "$missing" ]]; then
+            echo "bootstrap: the wheelhouse $wheelhouse has no wheel for $missing that fits $here here" >&2
+        else
+            echo "bootstrap: pip cannot install from the wheelhouse $wheelhouse (its message above)" >&2
+        fi
+        echo "bootstrap: fill it with workflow/scripts/wheelhouse.sh for $here (for --system-site-packages, with" \
+            "--have FILE, FILE the output of '$python -m pip list --format=freeze')" >&2
+        exit 1
+    else
+        cat .venv/pip-install.log >&2
+        rm .venv/pip-install.log
+    fi
+    # The commands of the requirements taken from the interpreter's site-packages, in .venv/bin too.
+    $system_site && .venv/bin/python workflow/scripts/wheelhouse.py --base-scripts "${lists[@]}"
     rm -f .venv/.dlbench-*
     touch "$stamp"
 fi
