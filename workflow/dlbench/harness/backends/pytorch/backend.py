@@ -355,8 +355,9 @@ class Backend(BackendBase):
             "memory_format": "channels_last" if self.memory_format is torch.channels_last else "contiguous",
             "settings": self.settings_in_effect(),
             "amp_dtype": str(self.amp_dtype).replace("torch.", "") if self.amp_dtype else None,
-            "compiler": (f"torch.compile (mode {self.spec.compiler_mode or 'default'})" if self.spec.compiler
-                         else None),
+            "compiler": (None if not self.spec.compiler else
+                         f"torch.compile (mode {self.spec.compiler_mode})" if self.spec.compiler_mode else
+                         "torch.compile"),
             "parameters": self.parameters,
             "input_pipeline": self.pipeline.describe() if self.pipeline is not None
             else "synthetic: one random batch resident on the device, reused every step",
