@@ -22,8 +22,9 @@ from pathlib import Path
 import keras_fit
 
 
-def idiomatic(model: str, batch: int, seq_length: int, threads: int, compiler: bool = False) -> Callable[[int], float]:
-    """train(steps) -> sequences/s of `model.fit` (XLA with compiler) on one in-memory batch."""
+def idiomatic(model: str, batch: int, seq_length: int, threads: int,
+              compiler: bool = False) -> tuple[Callable[[int], float], str]:
+    """(train(steps) -> sequences/s of `model.fit` (XLA with compiler) on one in-memory batch, what it is)."""
     import tensorflow as tf
 
     from dlbench.harness import bert
@@ -49,7 +50,8 @@ def idiomatic(model: str, batch: int, seq_length: int, threads: int, compiler: b
     def train(steps: int) -> float:
         return batch * steps / keras_fit.timed_fit(net, dataset, steps, shuffle=False)  # keras_fit.py: why
 
-    return train
+    return train, (f"Keras model.fit on a prefetched in-memory tf.data dataset, jit_compile "
+                   f"{'on' if compiler else 'off'}, the harness's BERT and AdamW (backends/tensorflow/bert.py)")
 
 
 def main() -> None:
@@ -72,7 +74,7 @@ def main() -> None:
                        data="synthetic", image_size=224, warmup_steps=2, measured_steps=args.steps, repeat=1,
                        config_id="bench", log=str(Path(tmp) / "run.jsonl"), device="cpu", seq_length=args.seq_length)
         backend = rank.load_backend(spec, 0, 1, 0, threads)  # first: it sets the framework's threads
-        train = idiomatic(args.model, args.batch_size, args.seq_length, threads, compiler=spec.compiler)
+        train, _ = idiomatic(args.model, args.batch_size, args.seq_length, threads, compiler=spec.compiler)
         backend.setup()
         backend.setup = lambda: None  # rank.run must not rebuild the model each round
         train(2)

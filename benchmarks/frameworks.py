@@ -28,13 +28,19 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import json
+import os
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import types
+import zipfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import keras_fit
@@ -42,24 +48,119 @@ import machine_peak as machine_peak_file
 import resultfile
 import rounds
 from torch_amp import TorchAmp, synchronize
+from wheels import ensure_wheels, wheel_files
 
 from dlbench.harness import flops, rank
 from dlbench.harness.spec import RunSpec
 
 
 # ----------------------------------------------------------------------------- idiomatic loops
-def pytorch_idiomatic(batch: int, size: int, threads: int, channels_last: bool = False, device: str = "cpu",
-                      precision: str = "fp32", compiler: bool = False) -> Callable[[int], float]:
-    """The textbook loop; with amp PyTorch's AMP recipe (autocast, and on CUDA fp16 with a GradScaler)."""
+@dataclass
+class Plain:
+    """A plain loop: train(steps) -> samples/s, what it is (the results file says it), and for ResNet-50 in
+    PyTorch the module it trains (measure() checks it is the harness's architecture)."""
+
+    train: Callable[[int], float]
+    description: str
+    model: object = None
+
+
+# torch release -> the torchvision release built for it and the Pillow its image code imports: brought by this
+# benchmark into a folder of its own (the pytorch environment has neither, and must not gain them)
+TORCHVISION = {"2.13.0": ("torchvision==0.28.0", "pillow==13.0.0")}
+TORCHVISION_DIR = Path(os.environ.get("DLBENCH_TORCHVISION", "/tmp/dlbench-torchvision"))
+
+
+def bring_torchvision(folder: Path = TORCHVISION_DIR) -> str:
+    """Put a torchvision on sys.path: the environment's own, else this torch release's pinned wheels, downloaded
+    (wheels.py) and unpacked into `folder` once. Returns where it comes from, or why there is none."""
+    if importlib.util.find_spec("torchvision") is not None:
+        return "the environment's"
     import torch
 
+    release = torch.__version__.split("+")[0]
+    if release not in TORCHVISION:
+        return f"none pinned for torch {release} (frameworks.TORCHVISION)"
+    site = folder / f"site-torch{release}"
+    if not site.exists():
+        requirements = list(TORCHVISION[release])
+        try:
+            ensure_wheels(folder, requirements, binary=True)
+        except (OSError, subprocess.CalledProcessError, SystemExit) as exc:
+            return f"its wheels could not be downloaded ({exc})"
+        unpacking = folder / f"{site.name}.tmp"
+        shutil.rmtree(unpacking, ignore_errors=True)
+        for wheel in (w for r in requirements for w in wheel_files(folder, r)):
+            with zipfile.ZipFile(wheel) as archive:  # a wheel unpacked is an installed package (--no-deps)
+                archive.extractall(unpacking)
+        unpacking.rename(site)
+    sys.path.insert(0, str(site))
+    return f"brought by frameworks.py: {', '.join(TORCHVISION[release])} from PyPI, unpacked without dependencies"
+
+
+def torchvision_resnet50():
+    """(torchvision's resnet50 builder, its version and how it was loaded). PyPI's Linux torchvision wheels are
+    built for CUDA torch: with a CPU torch their compiled detection ops (nms, roi_align) do not load, and the
+    package's __init__ fails registering them; the model code is plain torch.nn and needs neither, so it is then
+    loaded under a bare package without that __init__."""
+    try:
+        from torchvision.models import resnet50
+
+        how = "imported"
+    except (ImportError, OSError, RuntimeError) as exc:
+        for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
+            del sys.modules[name]
+        spec = importlib.util.find_spec("torchvision")
+        if spec is None:
+            raise
+        package = types.ModuleType("torchvision")
+        package.__spec__, package.__path__ = spec, list(spec.submodule_search_locations)
+        sys.modules["torchvision"] = package
+        from torchvision.models import resnet50
+
+        how = f"its model code loaded without the package's __init__, whose compiled ops fail here: {exc}"
+    return resnet50, importlib.import_module("torchvision.version").__version__, how
+
+
+def plain_resnet50(definition: str) -> tuple[object, str]:
+    """(model, what it is): with `definition` torchvision, torchvision's resnet50 where torchvision works here,
+    else the harness's ResNet50; both are ResNet-50 v1.5 (measure() checks)."""
     from dlbench.harness.backends.pytorch.resnet import ResNet50
 
+    why = "asked for (--plain-model harness)"
+    if definition == "torchvision":
+        where = bring_torchvision()
+        try:
+            resnet50, version, how = torchvision_resnet50()
+        except (ImportError, OSError, RuntimeError) as exc:
+            why = f"torchvision unusable here ({where}; {type(exc).__name__}: {exc})"
+        else:
+            return resnet50(), f"torchvision {version} resnet50 ({where}; {how})"
+    return ResNet50(), f"the harness's ResNet50 (backends/pytorch/resnet.py), {why}"
+
+
+def pytorch_idiomatic(batch: int, size: int, threads: int, channels_last: bool = False, device: str = "cpu",
+                      precision: str = "fp32", compiler: bool = False, definition: str = "torchvision") -> Plain:
+    """The loop a strong PyTorch user writes: torchvision's resnet50, fused SGD (foreach where the device has no
+    fused kernel), gradients set to None, PyTorch's AMP recipe (torch_amp.TorchAmp: autocast, and with fp16 a
+    GradScaler, which hands a fused optimizer its scale and inf flag on the device), torch.compile with the
+    compiler on; on CUDA channels_last, cuDNN benchmark and TF32; on a CPU the harness's layout."""
+    import torch
+
     torch.set_num_threads(threads)
-    # the layout the harness runs in (its settings): what PyTorch's guidance tells a user of this device
+    if device == "cuda":
+        torch.backends.cudnn.benchmark = True
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+        channels_last = True
     layout = torch.channels_last if channels_last else torch.contiguous_format
-    model = ResNet50().to(device, memory_format=layout)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-5)
+    model, what = plain_resnet50(definition)
+    model = model.to(device, memory_format=layout)
+    hyper = {"lr": 0.1, "momentum": 0.9, "weight_decay": 5e-5}
+    try:
+        optimizer, kind = torch.optim.SGD(model.parameters(), fused=True, **hyper), "fused"
+    except RuntimeError:  # no fused SGD kernel for this device
+        optimizer, kind = torch.optim.SGD(model.parameters(), foreach=True, **hyper), "foreach"
     forward = torch.compile(model) if compiler else model
     loss_fn = torch.nn.CrossEntropyLoss()
     images = torch.randn(batch, 3, size, size, device=device).contiguous(memory_format=layout)
@@ -70,17 +171,22 @@ def pytorch_idiomatic(batch: int, size: int, threads: int, channels_last: bool =
         synchronize(device)
         start = time.perf_counter()
         for _ in range(steps):
-            optimizer.zero_grad()
+            optimizer.zero_grad(set_to_none=True)
             with amp.autocast():
                 loss = loss_fn(forward(images), labels)
             amp.step(loss, optimizer)
         synchronize(device)
         return batch * steps / (time.perf_counter() - start)
 
-    return train
+    cuda = ", cuDNN benchmark, TF32" if device == "cuda" else ""
+    return Plain(train, f"{what}; SGD {kind}, zero_grad(set_to_none=True), {amp.describe()}, "
+                 f"{'channels_last' if channels_last else 'contiguous'}{cuda}, "
+                 f"{'torch.compile' if compiler else 'eager'}", model)
 
 
-def tensorflow_idiomatic(batch: int, size: int, threads: int) -> Callable[[int], float]:
+def tensorflow_idiomatic(batch: int, size: int, threads: int, compiler: bool = False) -> Plain:
+    """Keras `model.fit` on an in-memory tf.data dataset, Keras's SGD, the harness's model and settings; XLA
+    (jit_compile) with the compiler on, as the harness."""
     import numpy as np
     import tensorflow as tf
 
@@ -91,7 +197,7 @@ def tensorflow_idiomatic(batch: int, size: int, threads: int) -> Callable[[int],
     # the harness's hyperparameters with Keras's own SGD, as a model.compile user writes it (the harness updates
     # with one fused kernel per variable: FusedSGD; as the PyTorch harness's fused SGD against the plain loop's)
     model.compile(optimizer=tf.keras.optimizers.SGD(0.1, momentum=0.9, weight_decay=WEIGHT_DECAY),
-                  loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=False)
+                  loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=compiler)
     images = np.random.randn(batch, size, size, 3).astype("float32")
     labels = np.random.randint(0, 1000, (batch,))
     dataset = tf.data.Dataset.from_tensors((images, labels)).repeat().prefetch(tf.data.AUTOTUNE)
@@ -100,10 +206,17 @@ def tensorflow_idiomatic(batch: int, size: int, threads: int) -> Callable[[int],
     def train(steps: int) -> float:
         return batch * steps / keras_fit.timed_fit(model, dataset, steps)  # not fit's teardown: keras_fit.py
 
-    return train
+    return Plain(train, f"Keras model.fit on a prefetched in-memory tf.data dataset, Keras's SGD, jit_compile "
+                 f"{'on' if compiler else 'off'}, the harness's ResNet50 (backends/tensorflow/resnet.py)")
 
 
-def mxnet_idiomatic(batch: int, size: int, threads: int) -> Callable[[int], float]:
+def mxnet_idiomatic(batch: int, size: int, threads: int, compiler: bool = False,
+                    aggregation: int | None = None) -> Plain:
+    """The Gluon loop a strong user writes: `autograd.record()`, backward, `Trainer.step`, no synchronisation
+    until the timed window ends (mx.nd.waitall); hybridized (static_alloc, static_shape: MXNet's cached graph) with
+    the compiler on, imperative with it off, as the harness runs; the SGD updating `aggregation` tensors per call,
+    as the harness's optimizer (its settings' optimizer_aggregation). Threads: MXNet reads OMP_NUM_THREADS when
+    it loads (the harness backend, imported first, sets it)."""
     import mxnet as mx
     from mxnet import autograd, gluon
 
@@ -111,8 +224,14 @@ def mxnet_idiomatic(batch: int, size: int, threads: int) -> Callable[[int], floa
 
     net = ResNet50()
     net.initialize(mx.init.Xavier())
-    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9, "wd": 5e-5})
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    if compiler:
+        net.hybridize(static_alloc=True, static_shape=True)
+        loss_fn.hybridize(static_alloc=True, static_shape=True)
+    optimizer = mx.optimizer.create("sgd", learning_rate=0.1, momentum=0.9, wd=5e-5)
+    if aggregation is not None:
+        optimizer.aggregate_num = aggregation
+    trainer = gluon.Trainer(net.collect_params(), optimizer)
     images = mx.nd.random.normal(shape=(batch, 3, size, size))
     labels = mx.nd.random.randint(0, 1000, shape=(batch,)).astype("float32")
 
@@ -127,25 +246,31 @@ def mxnet_idiomatic(batch: int, size: int, threads: int) -> Callable[[int], floa
         mx.nd.waitall()
         return batch * steps / (time.perf_counter() - start)
 
-    return train
+    mode = "hybridize(static_alloc=True, static_shape=True)" if compiler else "imperative"
+    return Plain(train, f"Gluon autograd.record() loop, {mode}, gluon.Trainer SGD updating "
+                 f"{optimizer.aggregate_num} tensor(s) per call, mx.nd.waitall only at the window's ends, the "
+                 "harness's ResNet50 (backends/mxnet/resnet.py)")
 
 
 RESNET_IDIOMATIC = {"pytorch": pytorch_idiomatic, "tensorflow": tensorflow_idiomatic, "mxnet": mxnet_idiomatic}
 
 
 def idiomatic_loop(framework: str, model: str, batch: int, size: int, seq_length: int, threads: int,
-                   settings: dict, device: str = "cpu", precision: str = "fp32",
-                   compiler: bool = False) -> Callable[[int], float]:
-    """The plain loop: ResNet-50 ones above; BERT ones in bert_idiomatic_<framework>.py next to this file. With
-    the harness's settings in effect (`settings`, its backend's): the loop a user following the framework's
-    guidance writes, so that the ratio measures the loop."""
-    extra = {"device": device, "precision": precision, "compiler": compiler} if framework == "pytorch" else {}
+                   settings: dict, device: str = "cpu", precision: str = "fp32", compiler: bool = False,
+                   definition: str = "torchvision") -> Plain:
+    """The plain loop: ResNet-50 ones above; BERT ones in bert_idiomatic_<framework>.py next to this file. The
+    loop a strong user of the framework writes, with the harness's settings in effect (`settings`, its backend's:
+    threads, layout, MXNet's optimizer aggregation), so that the ratio measures the loop."""
+    extra = {"device": device, "precision": precision} if framework == "pytorch" else {}
+    extra["compiler"] = compiler
     if model == "resnet50":
         if framework == "pytorch":
-            extra["channels_last"] = settings["memory_format"] == "channels_last"
+            extra |= {"channels_last": settings["memory_format"] == "channels_last", "definition": definition}
+        if framework == "mxnet":
+            extra["aggregation"] = settings.get("optimizer_aggregation")
         return RESNET_IDIOMATIC[framework](batch, size, threads, **extra)
     module = importlib.import_module(f"bert_idiomatic_{framework}")
-    return module.idiomatic(model, batch, seq_length, threads, **extra)
+    return Plain(*module.idiomatic(model, batch, seq_length, threads, **extra))
 
 
 # ----------------------------------------------------------------------------- measurement
@@ -178,8 +303,9 @@ def measure(args: argparse.Namespace) -> dict:
         backend.setup()
         backend.setup = lambda: None  # rank.run must not rebuild the model each round
         settings = backend.environment()["settings"]
-        train = idiomatic_loop(args.framework, args.model, args.batch_size, args.image_size, args.seq_length, threads,
-                               settings, args.device, args.precision, args.compiler == "on")
+        plain = idiomatic_loop(args.framework, args.model, args.batch_size, args.image_size, args.seq_length, threads,
+                               settings, args.device, args.precision, args.compiler == "on", args.plain_model)
+        same = same_architecture(plain.model, backend) if plain.model is not None else None
 
         def harness() -> float:
             throughput = rank.run(spec, backend, 0, 1, Path(spec.log))["throughput"]
@@ -189,12 +315,34 @@ def measure(args: argparse.Namespace) -> dict:
         # one untimed round of each loop first (the harness's model is its own, as cold as the idiomatic loop's):
         # with only the idiomatic loop warmed (3 steps, until 2026-11-24), the harness's first 20 PyTorch steps ran
         # at 0.6-0.9 of its speed on a Zen 5 VM and its first two rounds' ratios read 0.68-0.93
-        idiomatic, harnessed = rounds.interleaved(args.rounds, lambda: train(args.steps), harness, warmup=1)
+        idiomatic, harnessed = rounds.interleaved(args.rounds, lambda: plain.train(args.steps), harness, warmup=1)
     own_gemm = (machine_peak_file.cuda_gemm(args.gemm_n, 20, args.precision) if args.device == "cuda"
                 else machine_peak_file.gemm(args.framework, args.gemm_n, 5, threads))
     return {"idiomatic": idiomatic, "harness": harnessed, "own_gemm": own_gemm, "settings": settings,
-            "device_name": backend.device_name(),
+            "plain_loop": plain.description, "same_architecture": same, "device_name": backend.device_name(),
             "threads": threads, "unit": backend.unit, "predictions": spec.predictions}
+
+
+def same_architecture(model, backend) -> str:
+    """That the plain loop trains the harness's network (PyTorch): every convolution's channels, kernel and stride
+    in order (v1.5: a downsampling bottleneck's stride on its 3x3) and the trainable parameters agree, or exit."""
+    from torch import nn
+
+    def shape(module) -> tuple[list, int]:
+        module = getattr(module, "_orig_mod", module)  # under torch.compile
+        convs = [(m.in_channels, m.out_channels, m.kernel_size, m.stride) for m in module.modules()
+                 if isinstance(m, nn.Conv2d)]
+        return convs, sum(p.numel() for p in module.parameters() if p.requires_grad)
+
+    (plain_convs, plain_params), (convs, params) = shape(model), shape(backend.model)
+    if plain_convs != convs or plain_params != params:
+        differ = [(i, a, b) for i, (a, b) in enumerate(zip(plain_convs, convs, strict=False)) if a != b]
+        raise SystemExit(f"the plain loop's model is not the harness's: {len(plain_convs)} vs {len(convs)} "
+                         f"convolutions, {plain_params:,} vs {params:,} parameters, differing convolutions "
+                         f"(index, plain, harness) {differ[:3]}")
+    strided = sum(1 for c in convs if c[2] == (3, 3) and c[3] == (2, 2))
+    return (f"same architecture as the harness's: {len(convs)} convolutions (channels, kernel, stride) in order, "
+            f"{strided} downsampling 3x3 convolutions with stride 2 (v1.5), {params:,} parameters")
 
 
 def run_in_processes(args: argparse.Namespace) -> list[dict]:
@@ -227,6 +375,8 @@ def main() -> None:
                    "of TensorFlow and MXNet are not installed by dlbench's environments here)")
     p.add_argument("--precision", choices=("fp32", "amp"), default="fp32",
                    help="amp: autocast (fp16 + GradScaler on CUDA, bf16 on CPU) in both loops")
+    p.add_argument("--plain-model", choices=("torchvision", "harness"), default="torchvision",
+                   help="PyTorch ResNet-50: the plain loop's model definition (torchvision's where it works here)")
     p.add_argument("--peak-gflops", type=float, help="the device's peak from its specification (GPUs)")
     p.add_argument("--peak-source", default="device specification", help="where --peak-gflops comes from")
     p.add_argument("--one-run", help=argparse.SUPPRESS)  # a child of --runs: write its measurement here
@@ -277,6 +427,11 @@ def report(args: argparse.Namespace, runs: list[dict], peak: float, peak_source:
         print(f"  {label}: {value}")
     settings = first["settings"]["summary"]
     print(f"  settings: {settings}")
+    plain = [f"plain loop: {first['plain_loop']}"]
+    if first["same_architecture"]:
+        plain.append(first["same_architecture"])
+    for line in plain:
+        print(f"  {line}")
     if own > peak * 1.02:  # one peak is only one peak if nothing here beats it
         verdicts.append(f"WARNING: {args.framework}'s own GEMM ({own / 1e9:.1f} GFLOP/s) is above the peak used "
                         f"for MFU ({peak / 1e9:.1f}): the peak file is stale or was measured under load (rerun "
@@ -284,7 +439,7 @@ def report(args: argparse.Namespace, runs: list[dict], peak: float, peak_source:
         print(f"  {verdicts[-1]}")
     record.write([resultfile.table(title, ["run", *rounds.columns("loop", unit)], rows),
                   resultfile.table(f"{args.framework}: MFU against one peak", ["figure", "value"], mfu)],
-                 notes=[*verdicts, f"{args.framework} settings: {settings}"],
+                 notes=[*verdicts, f"{args.framework} settings: {settings}", *plain],
                  variant=variant(args))
 
 

@@ -15,6 +15,13 @@ class TorchAmp:
         self.dtype = (torch.float16 if device == "cuda" else torch.bfloat16) if precision == "amp" else None
         self.scaler = torch.amp.GradScaler("cuda") if self.dtype is torch.float16 else None
 
+    def describe(self) -> str:
+        """The recipe in words, for a results file: `fp32`, `autocast bf16`, `autocast fp16 + GradScaler`."""
+        if self.dtype is None:
+            return "fp32"
+        name = "fp16" if self.dtype is self.torch.float16 else "bf16"
+        return f"autocast {name}" + (" + GradScaler" if self.scaler is not None else "")
+
     def autocast(self):
         return self.torch.autocast(self.device, dtype=self.dtype or self.torch.float32, enabled=self.dtype is not None)
 
