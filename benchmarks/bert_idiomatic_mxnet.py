@@ -20,8 +20,9 @@ from dlbench.harness.backends.mxnet import bert as mx_bert
 from dlbench.harness.spec import default_max_predictions
 
 
-def idiomatic(model: str, batch: int, seq_length: int, threads: int,
-              compiler: bool = False) -> tuple[Callable[[int], float], str]:
+def idiomatic(
+    model: str, batch: int, seq_length: int, threads: int, compiler: bool = False
+) -> tuple[Callable[[int], float], str]:
     """(train(steps) -> sequences/s, what it is). Threads: MXNet reads OMP_NUM_THREADS when it loads (the harness
     backend, imported first, sets it), so `threads` is not set again here."""
     cfg = bert.CONFIGS[model]
@@ -55,5 +56,7 @@ def idiomatic(model: str, batch: int, seq_length: int, threads: int,
         return batch * steps / (time.perf_counter() - start)
 
     mode = "hybridize(static_alloc=True, static_shape=True)" if compiler else "imperative"
-    return train, (f"Gluon autograd.record() loop, {mode}, gluon.Trainer with the harness's AdamWeightDecay, "
-                   "mx.nd.waitall only at the window's ends")
+    return train, (
+        f"Gluon autograd.record() loop, {mode}, gluon.Trainer with the harness's AdamWeightDecay, "
+        "mx.nd.waitall only at the window's ends"
+    )

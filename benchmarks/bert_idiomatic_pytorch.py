@@ -10,8 +10,15 @@ import time
 from collections.abc import Callable
 
 
-def idiomatic(model: str, batch: int, seq_length: int, threads: int, device: str = "cpu", precision: str = "fp32",
-              compiler: bool = False) -> tuple[Callable[[int], float], str]:
+def idiomatic(
+    model: str,
+    batch: int,
+    seq_length: int,
+    threads: int,
+    device: str = "cpu",
+    precision: str = "fp32",
+    compiler: bool = False,
+) -> tuple[Callable[[int], float], str]:
     """(train(steps) -> sequences/s of `steps` training steps (eager unless `compiler`; amp: torch_amp.TorchAmp),
     what it is)."""
     import torch
@@ -30,18 +37,23 @@ def idiomatic(model: str, batch: int, seq_length: int, threads: int, device: str
     net = BertForPreTraining(cfg).to(device)
     settings = bert.OPTIMIZERS["adam"]
     params = list(net.parameters())
-    groups = [{"params": [p for p in params if p.ndim >= 2], "weight_decay": settings.weight_decay},
-              {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}]
+    groups = [
+        {"params": [p for p in params if p.ndim >= 2], "weight_decay": settings.weight_decay},
+        {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
+    ]
     hyper = {"lr": settings.learning_rate, "betas": (settings.beta1, settings.beta2), "eps": settings.epsilon}
     try:
         optimizer, kind = torch.optim.AdamW(groups, fused=True, **hyper), "fused"
     except RuntimeError:  # no fused AdamW kernel for this device
         optimizer, kind = torch.optim.AdamW(groups, foreach=True, **hyper), "foreach"
     scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: bert.learning_rate(settings, step) / settings.learning_rate)
+        optimizer, lambda step: bert.learning_rate(settings, step) / settings.learning_rate
+    )
     features = bert.synthetic_batch(cfg, batch, seq_length, default_max_predictions(seq_length))
-    inputs = {k: (torch.from_numpy(v).long() if v.dtype.kind == "i" else torch.from_numpy(v)).to(device)
-              for k, v in features.items()}
+    inputs = {
+        k: (torch.from_numpy(v).long() if v.dtype.kind == "i" else torch.from_numpy(v)).to(device)
+        for k, v in features.items()
+    }
     forward = torch.compile(net) if compiler else net
     amp = TorchAmp(device, precision)
 
@@ -58,6 +70,7 @@ def idiomatic(model: str, batch: int, seq_length: int, threads: int, device: str
         return batch * steps / (time.perf_counter() - start)
 
     cuda = ", cuDNN benchmark, TF32" if device == "cuda" else ""
-    return train, (f"the harness's BertForPreTraining; AdamW {kind}, LambdaLR, zero_grad(set_to_none=True), "
-                   f"{amp.describe()}{cuda}, {'torch.compile' if compiler else 'eager'}")
-
+    return train, (
+        f"the harness's BertForPreTraining; AdamW {kind}, LambdaLR, zero_grad(set_to_none=True), "
+        f"{amp.describe()}{cuda}, {'torch.compile' if compiler else 'eager'}"
+    )

@@ -22,8 +22,9 @@ from pathlib import Path
 import keras_fit
 
 
-def idiomatic(model: str, batch: int, seq_length: int, threads: int,
-              compiler: bool = False) -> tuple[Callable[[int], float], str]:
+def idiomatic(
+    model: str, batch: int, seq_length: int, threads: int, compiler: bool = False
+) -> tuple[Callable[[int], float], str]:
     """(train(steps) -> sequences/s of `model.fit` (XLA with compiler) on one in-memory batch, what it is)."""
     import tensorflow as tf
 
@@ -50,8 +51,10 @@ def idiomatic(model: str, batch: int, seq_length: int, threads: int,
     def train(steps: int) -> float:
         return batch * steps / keras_fit.timed_fit(net, dataset, steps, shuffle=False)  # keras_fit.py: why
 
-    return train, (f"Keras model.fit on a prefetched in-memory tf.data dataset, jit_compile "
-                   f"{'on' if compiler else 'off'}, the harness's BERT and AdamW (backends/tensorflow/bert.py)")
+    return train, (
+        f"Keras model.fit on a prefetched in-memory tf.data dataset, jit_compile "
+        f"{'on' if compiler else 'off'}, the harness's BERT and AdamW (backends/tensorflow/bert.py)"
+    )
 
 
 def main() -> None:
@@ -69,10 +72,24 @@ def main() -> None:
 
     threads = len(rank.pin_cores())
     with tempfile.TemporaryDirectory() as tmp:
-        spec = RunSpec(framework="tensorflow", model=args.model, nodes=1, devices_per_node=1,
-                       batch_size=args.batch_size, precision="fp32", compiler=args.compiler == "on",
-                       data="synthetic", image_size=224, warmup_steps=2, measured_steps=args.steps, repeat=1,
-                       config_id="bench", log=str(Path(tmp) / "run.jsonl"), device="cpu", seq_length=args.seq_length)
+        spec = RunSpec(
+            framework="tensorflow",
+            model=args.model,
+            nodes=1,
+            devices_per_node=1,
+            batch_size=args.batch_size,
+            precision="fp32",
+            compiler=args.compiler == "on",
+            data="synthetic",
+            image_size=224,
+            warmup_steps=2,
+            measured_steps=args.steps,
+            repeat=1,
+            config_id="bench",
+            log=str(Path(tmp) / "run.jsonl"),
+            device="cpu",
+            seq_length=args.seq_length,
+        )
         backend = rank.load_backend(spec, 0, 1, 0, threads)  # first: it sets the framework's threads
         train, _ = idiomatic(args.model, args.batch_size, args.seq_length, threads, compiler=spec.compiler)
         backend.setup()
@@ -80,17 +97,21 @@ def main() -> None:
         train(2)
         fit, harness = [], []
         for i in range(args.rounds):
-            for which in (("fit", "harness") if i % 2 == 0 else ("harness", "fit")):
+            for which in ("fit", "harness") if i % 2 == 0 else ("harness", "fit"):
                 if which == "fit":
                     fit.append(train(args.steps))
                 else:
                     harness.append(rank.run(spec, backend, 0, 1, Path(spec.log))["throughput"])
                     Path(spec.log).unlink()
     h, b = statistics.median(harness), statistics.median(fit)
-    print(f"tensorflow: {args.model} seq {args.seq_length} batch {args.batch_size} fp32, compiler {args.compiler}, "
-          f"{threads} threads")
-    print(f"  model.fit {b:8.2f} sequences/s   harness {h:8.2f} sequences/s   harness/idiomatic {h / b:.3f}"
-          f" (rounds: {', '.join(f'{x / y:.3f}' for x, y in zip(harness, fit, strict=True))})")
+    print(
+        f"tensorflow: {args.model} seq {args.seq_length} batch {args.batch_size} fp32, compiler {args.compiler}, "
+        f"{threads} threads"
+    )
+    print(
+        f"  model.fit {b:8.2f} sequences/s   harness {h:8.2f} sequences/s   harness/idiomatic {h / b:.3f}"
+        f" (rounds: {', '.join(f'{x / y:.3f}' for x, y in zip(harness, fit, strict=True))})"
+    )
 
 
 if __name__ == "__main__":

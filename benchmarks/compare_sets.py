@@ -32,10 +32,16 @@ REPEATS = 7
 def configurations(runs: int) -> list[dict]:
     out = []
     for i in range(runs // REPEATS + 1):
-        axes = {"framework": ("pytorch", "tensorflow", "mxnet")[i % 3], "model": "resnet50",
-                "topology": ("1x1", "1x8", "2x8", "4x8")[(i // 3) % 4], "batch_size": 16 * (1 + i // 24),
-                "precision": ("fp32", "amp")[(i // 12) % 2], "compiler": False, "data": "synthetic",
-                "image_size": 224}
+        axes = {
+            "framework": ("pytorch", "tensorflow", "mxnet")[i % 3],
+            "model": "resnet50",
+            "topology": ("1x1", "1x8", "2x8", "4x8")[(i // 3) % 4],
+            "batch_size": 16 * (1 + i // 24),
+            "precision": ("fp32", "amp")[(i // 12) % 2],
+            "compiler": False,
+            "data": "synthetic",
+            "image_size": 224,
+        }
         out.append({**axes, "config_id": config_id(axes)})
     return out
 
@@ -46,8 +52,16 @@ def write_set(path: Path, configs: list[dict], runs: int, seed: int, slower_ever
     for i, c in enumerate(configs):
         level = 1000.0 * (1 + i % 7) * (0.95 if slower_every and i % slower_every == 0 else 1.0)
         for rep, value in enumerate(level * (1 + 0.02 * rng.standard_normal(REPEATS)), start=1):
-            rows.append({**c, "run_id": f"{c['config_id']}/rep{rep}", "repeat": rep, "status": "ok",
-                         "throughput": value, "unit": "images/s"})
+            rows.append(
+                {
+                    **c,
+                    "run_id": f"{c['config_id']}/rep{rep}",
+                    "repeat": rep,
+                    "status": "ok",
+                    "throughput": value,
+                    "unit": "images/s",
+                }
+            )
     pd.DataFrame(rows[:runs]).to_csv(path, index=False)
 
 
@@ -70,8 +84,9 @@ def main() -> None:
         baseline = time.perf_counter() - started
 
         started = time.perf_counter()
-        result = compare.compare(compare.load_records(a), compare.load_records(b), tolerance=0.0,
-                                 resamples=args.resamples)
+        result = compare.compare(
+            compare.load_records(a), compare.load_records(b), tolerance=0.0, resamples=args.resamples
+        )
         with contextlib.redirect_stdout(io.StringIO()):
             print(compare.format_table(result))
         elapsed = time.perf_counter() - started
@@ -80,20 +95,38 @@ def main() -> None:
     injected = set(c["config_id"] for i, c in enumerate(configs) if i % 10 == 0) & set(result["config_id"])
     found = set(result.loc[result["verdict"] == "slower", "config_id"])
     print(f"runs per set: {args.runs:,}, configurations compared: {n_configs:,}, bootstrap resamples: {args.resamples}")
-    print(f"compare (read both sets, rank test + bootstrap interval per configuration, table): {elapsed:.2f} s "
-          f"({elapsed / n_configs * 1e3:.2f} ms per configuration)")
-    print(f"baseline (read both sets, group-by median ratio, no statistics): {baseline:.2f} s "
-          f"({len(plain):,} ratios) -> {elapsed / baseline:.1f}x the baseline")
-    print(f"injected 5% slowdowns called slower: {len(found & injected)}/{len(injected)}; "
-          f"other configurations called slower: {len(found - injected)}/{n_configs - len(injected)}")
+    print(
+        f"compare (read both sets, rank test + bootstrap interval per configuration, table): {elapsed:.2f} s "
+        f"({elapsed / n_configs * 1e3:.2f} ms per configuration)"
+    )
+    print(
+        f"baseline (read both sets, group-by median ratio, no statistics): {baseline:.2f} s "
+        f"({len(plain):,} ratios) -> {elapsed / baseline:.1f}x the baseline"
+    )
+    print(
+        f"injected 5% slowdowns called slower: {len(found & injected)}/{len(injected)}; "
+        f"other configurations called slower: {len(found - injected)}/{n_configs - len(injected)}"
+    )
     print("target <= 30 s: " + ("met" if elapsed <= 30 else "MISSED"))
-    record.write([resultfile.table(f"two sets of {args.runs:,} runs, {n_configs:,} configurations, "
-                                   f"{args.resamples} bootstrap resamples each", ["figure", "value"], [
-        ["compare: read, rank test + bootstrap interval per configuration, table (s; target <= 30)", round(elapsed, 2)],
-        ["ms per configuration", round(elapsed / n_configs * 1e3, 2)],
-        ["baseline: read + group-by median ratio, no statistics (s)", round(baseline, 2)],
-        ["injected 5% slowdowns called slower", f"{len(found & injected)}/{len(injected)}"],
-        ["other configurations called slower", f"{len(found - injected)}/{n_configs - len(injected)}"]])])
+    record.write(
+        [
+            resultfile.table(
+                f"two sets of {args.runs:,} runs, {n_configs:,} configurations, "
+                f"{args.resamples} bootstrap resamples each",
+                ["figure", "value"],
+                [
+                    [
+                        "compare: read, rank test + bootstrap interval per configuration, table (s; target <= 30)",
+                        round(elapsed, 2),
+                    ],
+                    ["ms per configuration", round(elapsed / n_configs * 1e3, 2)],
+                    ["baseline: read + group-by median ratio, no statistics (s)", round(baseline, 2)],
+                    ["injected 5% slowdowns called slower", f"{len(found & injected)}/{len(injected)}"],
+                    ["other configurations called slower", f"{len(found - injected)}/{n_configs - len(injected)}"],
+                ],
+            )
+        ]
+    )
 
 
 if __name__ == "__main__":

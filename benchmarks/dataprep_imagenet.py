@@ -62,11 +62,29 @@ def ensure_tree(wheels: Path, tree: Path) -> dict:
         if (info["train_images"], info["validation_images"], len(info["cmyk_jpeg"])) == (3000, 500, 3):
             return info
     print(f"building the 3,500-image tree in {tree} (about a minute) ...", flush=True)
-    subprocess.run([sys.executable, "-m", "dlbench.dataprep.sample_imagenet", "--wheels", str(wheels),
-                    "--out", str(tree), "--classes", str(TREE["classes"]),
-                    "--train-per-class", str(TREE["train_per_class"]),
-                    "--validation-per-class", str(TREE["validation_per_class"]),
-                    "--png", str(TREE["png"]), "--cmyk", str(TREE["cmyk"])], check=True, env=env())
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dlbench.dataprep.sample_imagenet",
+            "--wheels",
+            str(wheels),
+            "--out",
+            str(tree),
+            "--classes",
+            str(TREE["classes"]),
+            "--train-per-class",
+            str(TREE["train_per_class"]),
+            "--validation-per-class",
+            str(TREE["validation_per_class"]),
+            "--png",
+            str(TREE["png"]),
+            "--cmyk",
+            str(TREE["cmyk"]),
+        ],
+        check=True,
+        env=env(),
+    )
     return json.loads(info_path.read_text())
 
 
@@ -93,11 +111,36 @@ def convert(tree: Path, out: Path, workers: int) -> tuple[float, float, float, i
     os.sync()
     start, cpu = time.perf_counter(), children_cpu()
     result = subprocess.run(
-        [sys.executable, "-c", WRAPPER, "convert", "--train-dir", str(tree / "train"),
-         "--validation-dir", str(tree / "validation"), "--validation-labels", str(tree / "validation_labels.txt"),
-         "--synsets", str(tree / "synsets.txt"), "--metadata", str(tree / "metadata.txt"),
-         "--bounding-boxes", str(tree / "bounding_boxes.csv"), "--out", str(out), "--train-shards", "8",
-         "--validation-shards", "2", "--workers", str(workers)], env=env(), capture_output=True, text=True)
+        [
+            sys.executable,
+            "-c",
+            WRAPPER,
+            "convert",
+            "--train-dir",
+            str(tree / "train"),
+            "--validation-dir",
+            str(tree / "validation"),
+            "--validation-labels",
+            str(tree / "validation_labels.txt"),
+            "--synsets",
+            str(tree / "synsets.txt"),
+            "--metadata",
+            str(tree / "metadata.txt"),
+            "--bounding-boxes",
+            str(tree / "bounding_boxes.csv"),
+            "--out",
+            str(out),
+            "--train-shards",
+            "8",
+            "--validation-shards",
+            "2",
+            "--workers",
+            str(workers),
+        ],
+        env=env(),
+        capture_output=True,
+        text=True,
+    )
     wall, cpu = time.perf_counter() - start, children_cpu() - cpu
     if result.returncode != 0:
         sys.exit(f"convert failed:\n{result.stderr[-3000:]}")
@@ -124,9 +167,11 @@ def main() -> int:
     for path in files:  # warm the page cache
         path.read_bytes()
     n = len(files)
-    print(f"tree: {n:,} images ({info['train_images']:,} train + {info['validation_images']:,} validation), "
-          f"{total / 1e6:.1f} MB, {total / n / 1e3:.1f} kB/image, {len(info['png_named_jpeg'])} PNG named .JPEG "
-          f"+ {len(info['cmyk_jpeg'])} CMYK JPEGs")
+    print(
+        f"tree: {n:,} images ({info['train_images']:,} train + {info['validation_images']:,} validation), "
+        f"{total / 1e6:.1f} MB, {total / n / 1e3:.1f} kB/image, {len(info['png_named_jpeg'])} PNG named .JPEG "
+        f"+ {len(info['cmyk_jpeg'])} CMYK JPEGs"
+    )
 
     floors, walls, inners, loads, rss = [], [], [], [os.getloadavg()[0]], 0
     copy_cpu, convert_cpu = [], []
@@ -144,13 +189,27 @@ def main() -> int:
                 inners.append(inner)
                 rss = max(rss, peak)
         loads.append(os.getloadavg()[0])
-        print(f"round {r + 1}: copy {floors[-1]:.2f} s, convert {walls[-1]:.2f} s wall / {inners[-1]:.2f} s "
-              "conversion", flush=True)
+        print(
+            f"round {r + 1}: copy {floors[-1]:.2f} s, convert {walls[-1]:.2f} s wall / {inners[-1]:.2f} s conversion",
+            flush=True,
+        )
     shutil.rmtree(args.work / "copy", ignore_errors=True)
 
     start = time.perf_counter()
-    check = subprocess.run([sys.executable, "-m", "dlbench.dataprep.imagenet", "verify", str(args.work / "out"),
-                            "--workers", str(args.workers)], env=env(), capture_output=True, text=True)
+    check = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dlbench.dataprep.imagenet",
+            "verify",
+            str(args.work / "out"),
+            "--workers",
+            str(args.workers),
+        ],
+        env=env(),
+        capture_output=True,
+        text=True,
+    )
     verify_s = time.perf_counter() - start
     manifest = json.loads((args.work / "out" / "manifest.json").read_text())
     records = manifest["totals"]["records"]
@@ -159,43 +218,80 @@ def main() -> int:
         return f"{records / seconds:,.0f} images/s"
 
     print()
-    print(f"1-minute load average during the run: {min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} cores "
-          "(other work slows both sides; 'best' is the least disturbed round of each)")
+    print(
+        f"1-minute load average during the run: {min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} cores "
+        "(other work slows both sides; 'best' is the least disturbed round of each)"
+    )
     rows = []
     for label, pick in (("median", statistics.median), ("best", min)):
         floor, wall, inner = pick(floors), pick(walls), pick(inners)
         lo, hi = (records / wall / r for r in reversed(REFERENCE_IPS))
-        print(f"[{label} of {args.rounds}] copy floor (1 process read+write): {floor:.2f} s = {ips(floor)} "
-              f"(issue: {FLOOR_ISSUE_S[0]}-{FLOOR_ISSUE_S[1]} s)")
-        print(f"[{label} of {args.rounds}] ours ({args.workers} workers, 8+2 shards, {records:,} records, "
-              f"{manifest['totals']['reencoded']} re-encoded): whole process {wall:.2f} s = {ips(wall)}; "
-              f"conversion alone {inner:.2f} s = {ips(inner)}")
-        print(f"[{label} of {args.rounds}] vs reference build_imagenet_data.py ({REFERENCE_IPS[0]}-{REFERENCE_IPS[1]} "
-              f"images/s at 2 threads): {lo:.1f}x-{hi:.1f}x on whole-process wall time (target >= 5x); vs the copy "
-              f"floor: {floor / wall:.0%} on whole-process time, {floor / inner:.0%} on conversion time "
-              "(target >= 50%)")
-        rows.append([f"{label} of {args.rounds}", *(f"{s:.2f} ({ips(s)})" for s in (floor, wall, inner)),
-                     f"{lo:.1f}–{hi:.1f}×", f"{floor / wall:.0%} / {floor / inner:.0%}"])
+        print(
+            f"[{label} of {args.rounds}] copy floor (1 process read+write): {floor:.2f} s = {ips(floor)} "
+            f"(issue: {FLOOR_ISSUE_S[0]}-{FLOOR_ISSUE_S[1]} s)"
+        )
+        print(
+            f"[{label} of {args.rounds}] ours ({args.workers} workers, 8+2 shards, {records:,} records, "
+            f"{manifest['totals']['reencoded']} re-encoded): whole process {wall:.2f} s = {ips(wall)}; "
+            f"conversion alone {inner:.2f} s = {ips(inner)}"
+        )
+        print(
+            f"[{label} of {args.rounds}] vs reference build_imagenet_data.py ({REFERENCE_IPS[0]}-{REFERENCE_IPS[1]} "
+            f"images/s at 2 threads): {lo:.1f}x-{hi:.1f}x on whole-process wall time (target >= 5x); vs the copy "
+            f"floor: {floor / wall:.0%} on whole-process time, {floor / inner:.0%} on conversion time "
+            "(target >= 50%)"
+        )
+        rows.append(
+            [
+                f"{label} of {args.rounds}",
+                *(f"{s:.2f} ({ips(s)})" for s in (floor, wall, inner)),
+                f"{lo:.1f}–{hi:.1f}×",
+                f"{floor / wall:.0%} / {floor / inner:.0%}",
+            ]
+        )
     cp, cv = statistics.median(copy_cpu), statistics.median(convert_cpu)
-    print(f"CPU time (user+sys, median): copy floor {cp:.2f} s, ours {cv:.2f} s over all processes "
-          f"({cv / cp:.1f}x the copy's work; on {args.workers} idle cores that is {cp / (cv / args.workers):.0%} "
-          "of the copy's speed before start-up)")
+    print(
+        f"CPU time (user+sys, median): copy floor {cp:.2f} s, ours {cv:.2f} s over all processes "
+        f"({cv / cp:.1f}x the copy's work; on {args.workers} idle cores that is {cp / (cv / args.workers):.0%} "
+        "of the copy's speed before start-up)"
+    )
     print(f"peak RSS of any one process: {rss / 1024:.0f} MB (reference: {REFERENCE_RSS_MB} MB)")
     verified = "OK" if check.returncode == 0 else "FAILED: " + check.stderr[-500:]
     print(f"verify ({args.workers} workers, every record + sha256): {verify_s:.2f} s ({verified})")
-    title = (f"{n:,} images ({info['train_images']:,} train + {info['validation_images']:,} validation, "
-             f"{total / 1e6:.0f} MB, {len(info['png_named_jpeg'])} PNG named .JPEG + {len(info['cmyk_jpeg'])} CMYK) "
-             f"-> 8 + 2 TFRecord shards, {args.workers} workers; seconds (throughput)")
-    record.write([resultfile.table(title, ["rounds", "copy floor: 1 process read + write", "ours, whole process",
-                                           "ours, conversion alone",
-                                           f"× reference ({REFERENCE_IPS[0]}–{REFERENCE_IPS[1]} images/s; target ≥ 5)",
-                                           "copy floor ÷ ours: whole process / conversion (target ≥ 50%)"], rows),
-                  resultfile.table("work and memory", ["figure", "value"], [
-                      ["CPU seconds, median (user + sys)", f"copy {cp:.2f}, ours {cv:.2f} over all processes"],
-                      ["peak RSS of any one process (MB)", f"{rss / 1024:.0f} (reference {REFERENCE_RSS_MB})"],
-                      [f"verify ({args.workers} workers, every record + sha256)", f"{verify_s:.2f} s, {verified}"]])],
-                 notes=[f"1-min load average during the rounds {min(loads):.1f}–{max(loads):.1f}; the reference "
-                        "figures are issue 5's, measured on the earlier 2-core VM"])
+    title = (
+        f"{n:,} images ({info['train_images']:,} train + {info['validation_images']:,} validation, "
+        f"{total / 1e6:.0f} MB, {len(info['png_named_jpeg'])} PNG named .JPEG + {len(info['cmyk_jpeg'])} CMYK) "
+        f"-> 8 + 2 TFRecord shards, {args.workers} workers; seconds (throughput)"
+    )
+    record.write(
+        [
+            resultfile.table(
+                title,
+                [
+                    "rounds",
+                    "copy floor: 1 process read + write",
+                    "ours, whole process",
+                    "ours, conversion alone",
+                    f"× reference ({REFERENCE_IPS[0]}–{REFERENCE_IPS[1]} images/s; target ≥ 5)",
+                    "copy floor ÷ ours: whole process / conversion (target ≥ 50%)",
+                ],
+                rows,
+            ),
+            resultfile.table(
+                "work and memory",
+                ["figure", "value"],
+                [
+                    ["CPU seconds, median (user + sys)", f"copy {cp:.2f}, ours {cv:.2f} over all processes"],
+                    ["peak RSS of any one process (MB)", f"{rss / 1024:.0f} (reference {REFERENCE_RSS_MB})"],
+                    [f"verify ({args.workers} workers, every record + sha256)", f"{verify_s:.2f} s, {verified}"],
+                ],
+            ),
+        ],
+        notes=[
+            f"1-min load average during the rounds {min(loads):.1f}–{max(loads):.1f}; the reference "
+            "figures are issue 5's, measured on the earlier 2-core VM"
+        ],
+    )
     return 0 if check.returncode == 0 else 1
 
 

@@ -33,14 +33,24 @@ def render(stem: str, result: dict) -> str:
     """One results file as markdown: where and when it was measured, how to reproduce it, its tables, notes."""
     m = result["machine"]
     before, after = result["load"]
-    lines = [f"<!-- figures:{stem} -->",
-             f"*`{result['script']}`, {result['date'].replace('T', ' ').replace('+00:00', ' UTC')}; {m['cpu']}, "
-             f"{m['cores']} cores, {m['memory_gib']} GiB, GPU: {m['gpu']}; 1-min load {cell(before)} before, "
-             f"{cell(after)} after. Generated from `benchmarks/results/{stem}.json`: do not edit by hand.*",
-             "", "```bash", result["command"], "```"]
+    lines = [
+        f"<!-- figures:{stem} -->",
+        f"*`{result['script']}`, {result['date'].replace('T', ' ').replace('+00:00', ' UTC')}; {m['cpu']}, "
+        f"{m['cores']} cores, {m['memory_gib']} GiB, GPU: {m['gpu']}; 1-min load {cell(before)} before, "
+        f"{cell(after)} after. Generated from `benchmarks/results/{stem}.json`: do not edit by hand.*",
+        "",
+        "```bash",
+        result["command"],
+        "```",
+    ]
     for t in result["tables"]:
-        lines += ["", f"**{t['title']}**", "", "| " + " | ".join(t["columns"]) + " |",
-                  "| " + " | ".join("---" for _ in t["columns"]) + " |"]
+        lines += [
+            "",
+            f"**{t['title']}**",
+            "",
+            "| " + " | ".join(t["columns"]) + " |",
+            "| " + " | ".join("---" for _ in t["columns"]) + " |",
+        ]
         lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in t["rows"]]
     if result["notes"]:
         lines.append("")
@@ -71,8 +81,9 @@ def regenerate(root: Path) -> tuple[dict[str, str], list[str]]:
     texts = {doc: BLOCK.sub(fill, text) for doc, text in texts.items()}
     missing = [stem for stem in found if stem not in shown]
     if missing and DOCS[0] in texts:
-        texts[DOCS[0]] = texts[DOCS[0]].rstrip("\n") + "\n" + "".join(
-            f"\n{render(stem, found[stem])}\n" for stem in missing)
+        texts[DOCS[0]] = (
+            texts[DOCS[0]].rstrip("\n") + "\n" + "".join(f"\n{render(stem, found[stem])}\n" for stem in missing)
+        )
     return texts, errors
 
 

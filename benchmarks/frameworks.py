@@ -139,8 +139,16 @@ def plain_resnet50(definition: str) -> tuple[object, str]:
     return ResNet50(), f"the harness's ResNet50 (backends/pytorch/resnet.py), {why}"
 
 
-def pytorch_idiomatic(batch: int, size: int, threads: int, channels_last: bool = False, device: str = "cpu",
-                      precision: str = "fp32", compiler: bool = False, definition: str = "torchvision") -> Plain:
+def pytorch_idiomatic(
+    batch: int,
+    size: int,
+    threads: int,
+    channels_last: bool = False,
+    device: str = "cpu",
+    precision: str = "fp32",
+    compiler: bool = False,
+    definition: str = "torchvision",
+) -> Plain:
     """The loop a strong PyTorch user writes: torchvision's resnet50, fused SGD (foreach where the device has no
     fused kernel), gradients set to None, PyTorch's AMP recipe (torch_amp.TorchAmp: autocast, and with fp16 a
     GradScaler, which hands a fused optimizer its scale and inf flag on the device), torch.compile with the
@@ -179,9 +187,13 @@ def pytorch_idiomatic(batch: int, size: int, threads: int, channels_last: bool =
         return batch * steps / (time.perf_counter() - start)
 
     cuda = ", cuDNN benchmark, TF32" if device == "cuda" else ""
-    return Plain(train, f"{what}; SGD {kind}, zero_grad(set_to_none=True), {amp.describe()}, "
-                 f"{'channels_last' if channels_last else 'contiguous'}{cuda}, "
-                 f"{'torch.compile' if compiler else 'eager'}", model)
+    return Plain(
+        train,
+        f"{what}; SGD {kind}, zero_grad(set_to_none=True), {amp.describe()}, "
+        f"{'channels_last' if channels_last else 'contiguous'}{cuda}, "
+        f"{'torch.compile' if compiler else 'eager'}",
+        model,
+    )
 
 
 def tensorflow_idiomatic(batch: int, size: int, threads: int, compiler: bool = False) -> Plain:
@@ -196,8 +208,11 @@ def tensorflow_idiomatic(batch: int, size: int, threads: int, compiler: bool = F
     model = build(ResNet50(), size)  # threads: set by the harness backend, created first
     # the harness's hyperparameters with Keras's own SGD, as a model.compile user writes it (the harness updates
     # with one fused kernel per variable: FusedSGD; as the PyTorch harness's fused SGD against the plain loop's)
-    model.compile(optimizer=tf.keras.optimizers.SGD(0.1, momentum=0.9, weight_decay=WEIGHT_DECAY),
-                  loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=compiler)
+    model.compile(
+        optimizer=tf.keras.optimizers.SGD(0.1, momentum=0.9, weight_decay=WEIGHT_DECAY),
+        loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        jit_compile=compiler,
+    )
     images = np.random.randn(batch, size, size, 3).astype("float32")
     labels = np.random.randint(0, 1000, (batch,))
     dataset = tf.data.Dataset.from_tensors((images, labels)).repeat().prefetch(tf.data.AUTOTUNE)
@@ -206,12 +221,16 @@ def tensorflow_idiomatic(batch: int, size: int, threads: int, compiler: bool = F
     def train(steps: int) -> float:
         return batch * steps / keras_fit.timed_fit(model, dataset, steps)  # not fit's teardown: keras_fit.py
 
-    return Plain(train, f"Keras model.fit on a prefetched in-memory tf.data dataset, Keras's SGD, jit_compile "
-                 f"{'on' if compiler else 'off'}, the harness's ResNet50 (backends/tensorflow/resnet.py)")
+    return Plain(
+        train,
+        f"Keras model.fit on a prefetched in-memory tf.data dataset, Keras's SGD, jit_compile "
+        f"{'on' if compiler else 'off'}, the harness's ResNet50 (backends/tensorflow/resnet.py)",
+    )
 
 
-def mxnet_idiomatic(batch: int, size: int, threads: int, compiler: bool = False,
-                    aggregation: int | None = None) -> Plain:
+def mxnet_idiomatic(
+    batch: int, size: int, threads: int, compiler: bool = False, aggregation: int | None = None
+) -> Plain:
     """The Gluon loop a strong user writes: `autograd.record()`, backward, `Trainer.step`, no synchronisation
     until the timed window ends (mx.nd.waitall); hybridized (static_alloc, static_shape: MXNet's cached graph) with
     the compiler on, imperative with it off, as the harness runs; the SGD updating `aggregation` tensors per call,
@@ -247,17 +266,30 @@ def mxnet_idiomatic(batch: int, size: int, threads: int, compiler: bool = False,
         return batch * steps / (time.perf_counter() - start)
 
     mode = "hybridize(static_alloc=True, static_shape=True)" if compiler else "imperative"
-    return Plain(train, f"Gluon autograd.record() loop, {mode}, gluon.Trainer SGD updating "
-                 f"{optimizer.aggregate_num} tensor(s) per call, mx.nd.waitall only at the window's ends, the "
-                 "harness's ResNet50 (backends/mxnet/resnet.py)")
+    return Plain(
+        train,
+        f"Gluon autograd.record() loop, {mode}, gluon.Trainer SGD updating "
+        f"{optimizer.aggregate_num} tensor(s) per call, mx.nd.waitall only at the window's ends, the "
+        "harness's ResNet50 (backends/mxnet/resnet.py)",
+    )
 
 
 RESNET_IDIOMATIC = {"pytorch": pytorch_idiomatic, "tensorflow": tensorflow_idiomatic, "mxnet": mxnet_idiomatic}
 
 
-def idiomatic_loop(framework: str, model: str, batch: int, size: int, seq_length: int, threads: int,
-                   settings: dict, device: str = "cpu", precision: str = "fp32", compiler: bool = False,
-                   definition: str = "torchvision") -> Plain:
+def idiomatic_loop(
+    framework: str,
+    model: str,
+    batch: int,
+    size: int,
+    seq_length: int,
+    threads: int,
+    settings: dict,
+    device: str = "cpu",
+    precision: str = "fp32",
+    compiler: bool = False,
+    definition: str = "torchvision",
+) -> Plain:
     """The plain loop: ResNet-50 ones above; BERT ones in bert_idiomatic_<framework>.py next to this file. The
     loop a strong user of the framework writes, with the harness's settings in effect (`settings`, its backend's:
     threads, layout, MXNet's optimizer aggregation), so that the ratio measures the loop."""
@@ -280,13 +312,17 @@ def machine_peak(args: argparse.Namespace) -> tuple[float, str]:
     if args.peak_gflops:
         return args.peak_gflops * 1e9, args.peak_source
     if args.device == "cuda":
-        raise SystemExit("--device cuda: give --peak-gflops (the GPU's dense fp16/bf16 tensor-core peak from its "
-                         "specification, e.g. 989400 for an H100 SXM) and --peak-source")
+        raise SystemExit(
+            "--device cuda: give --peak-gflops (the GPU's dense fp16/bf16 tensor-core peak from its "
+            "specification, e.g. 989400 for an H100 SXM) and --peak-source"
+        )
     found = machine_peak_file.read_peak()
     cpu = resultfile.machine()["cpu"]
     if found is None or found["cpu"] != cpu:
-        raise SystemExit(f"no machine peak for {cpu!r}: run `.venv/bin/python benchmarks/machine_peak.py` first "
-                         "(or give --peak-gflops from the device's specification)")
+        raise SystemExit(
+            f"no machine peak for {cpu!r}: run `.venv/bin/python benchmarks/machine_peak.py` first "
+            "(or give --peak-gflops from the device's specification)"
+        )
     return found["gflops"] * 1e9, f"machine peak ({found['library']} fp32 GEMM, machine_peak.py {found['date'][:10]})"
 
 
@@ -294,17 +330,41 @@ def measure(args: argparse.Namespace) -> dict:
     """One run: both loops interleaved in this process, then this framework's own GEMM."""
     threads = len(rank.pin_cores())
     with tempfile.TemporaryDirectory() as tmp:
-        spec = RunSpec(framework=args.framework, model=args.model, nodes=1, devices_per_node=1,
-                       batch_size=args.batch_size, precision=args.precision, compiler=args.compiler == "on",
-                       data="synthetic", image_size=args.image_size, seq_length=args.seq_length, warmup_steps=1,
-                       measured_steps=args.steps, repeat=1, config_id="bench", log=str(Path(tmp) / "run.jsonl"),
-                       device=args.device)
+        spec = RunSpec(
+            framework=args.framework,
+            model=args.model,
+            nodes=1,
+            devices_per_node=1,
+            batch_size=args.batch_size,
+            precision=args.precision,
+            compiler=args.compiler == "on",
+            data="synthetic",
+            image_size=args.image_size,
+            seq_length=args.seq_length,
+            warmup_steps=1,
+            measured_steps=args.steps,
+            repeat=1,
+            config_id="bench",
+            log=str(Path(tmp) / "run.jsonl"),
+            device=args.device,
+        )
         backend = rank.load_backend(spec, 0, 1, 0, threads)  # first: it sets the framework's threads
         backend.setup()
         backend.setup = lambda: None  # rank.run must not rebuild the model each round
         settings = backend.environment()["settings"]
-        plain = idiomatic_loop(args.framework, args.model, args.batch_size, args.image_size, args.seq_length, threads,
-                               settings, args.device, args.precision, args.compiler == "on", args.plain_model)
+        plain = idiomatic_loop(
+            args.framework,
+            args.model,
+            args.batch_size,
+            args.image_size,
+            args.seq_length,
+            threads,
+            settings,
+            args.device,
+            args.precision,
+            args.compiler == "on",
+            args.plain_model,
+        )
         same = same_architecture(plain.model, backend) if plain.model is not None else None
 
         def harness() -> float:
@@ -316,11 +376,23 @@ def measure(args: argparse.Namespace) -> dict:
         # with only the idiomatic loop warmed (3 steps, until 2026-11-24), the harness's first 20 PyTorch steps ran
         # at 0.6-0.9 of its speed on a Zen 5 VM and its first two rounds' ratios read 0.68-0.93
         idiomatic, harnessed = rounds.interleaved(args.rounds, lambda: plain.train(args.steps), harness, warmup=1)
-    own_gemm = (machine_peak_file.cuda_gemm(args.gemm_n, 20, args.precision) if args.device == "cuda"
-                else machine_peak_file.gemm(args.framework, args.gemm_n, 5, threads))
-    return {"idiomatic": idiomatic, "harness": harnessed, "own_gemm": own_gemm, "settings": settings,
-            "plain_loop": plain.description, "same_architecture": same, "device_name": backend.device_name(),
-            "threads": threads, "unit": backend.unit, "predictions": spec.predictions}
+    own_gemm = (
+        machine_peak_file.cuda_gemm(args.gemm_n, 20, args.precision)
+        if args.device == "cuda"
+        else machine_peak_file.gemm(args.framework, args.gemm_n, 5, threads)
+    )
+    return {
+        "idiomatic": idiomatic,
+        "harness": harnessed,
+        "own_gemm": own_gemm,
+        "settings": settings,
+        "plain_loop": plain.description,
+        "same_architecture": same,
+        "device_name": backend.device_name(),
+        "threads": threads,
+        "unit": backend.unit,
+        "predictions": spec.predictions,
+    }
 
 
 def same_architecture(model, backend) -> str:
@@ -330,19 +402,26 @@ def same_architecture(model, backend) -> str:
 
     def shape(module) -> tuple[list, int]:
         module = getattr(module, "_orig_mod", module)  # under torch.compile
-        convs = [(m.in_channels, m.out_channels, m.kernel_size, m.stride) for m in module.modules()
-                 if isinstance(m, nn.Conv2d)]
+        convs = [
+            (m.in_channels, m.out_channels, m.kernel_size, m.stride)
+            for m in module.modules()
+            if isinstance(m, nn.Conv2d)
+        ]
         return convs, sum(p.numel() for p in module.parameters() if p.requires_grad)
 
     (plain_convs, plain_params), (convs, params) = shape(model), shape(backend.model)
     if plain_convs != convs or plain_params != params:
         differ = [(i, a, b) for i, (a, b) in enumerate(zip(plain_convs, convs, strict=False)) if a != b]
-        raise SystemExit(f"the plain loop's model is not the harness's: {len(plain_convs)} vs {len(convs)} "
-                         f"convolutions, {plain_params:,} vs {params:,} parameters, differing convolutions "
-                         f"(index, plain, harness) {differ[:3]}")
+        raise SystemExit(
+            f"the plain loop's model is not the harness's: {len(plain_convs)} vs {len(convs)} "
+            f"convolutions, {plain_params:,} vs {params:,} parameters, differing convolutions "
+            f"(index, plain, harness) {differ[:3]}"
+        )
     strided = sum(1 for c in convs if c[2] == (3, 3) and c[3] == (2, 2))
-    return (f"same architecture as the harness's: {len(convs)} convolutions (channels, kernel, stride) in order, "
-            f"{strided} downsampling 3x3 convolutions with stride 2 (v1.5), {params:,} parameters")
+    return (
+        f"same architecture as the harness's: {len(convs)} convolutions (channels, kernel, stride) in order, "
+        f"{strided} downsampling 3x3 convolutions with stride 2 (v1.5), {params:,} parameters"
+    )
 
 
 def run_in_processes(args: argparse.Namespace) -> list[dict]:
@@ -351,8 +430,7 @@ def run_in_processes(args: argparse.Namespace) -> list[dict]:
     results = []
     for _ in range(args.runs):
         with tempfile.NamedTemporaryFile(suffix=".json") as out:
-            subprocess.run([sys.executable, __file__, *sys.argv[1:], "--runs", "1", "--one-run", out.name],
-                           check=True)
+            subprocess.run([sys.executable, __file__, *sys.argv[1:], "--runs", "1", "--one-run", out.name], check=True)
             results.append(json.loads(Path(out.name).read_text()))
     return results
 
@@ -371,12 +449,25 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=1, help="consecutive runs, each in a fresh process")
     p.add_argument("--gemm-n", type=int, default=2048)
     p.add_argument("--compiler", choices=("off", "on"), default="off")
-    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="cuda: PyTorch only (the CUDA builds "
-                   "of TensorFlow and MXNet are not installed by dlbench's environments here)")
-    p.add_argument("--precision", choices=("fp32", "amp"), default="fp32",
-                   help="amp: autocast (fp16 + GradScaler on CUDA, bf16 on CPU) in both loops")
-    p.add_argument("--plain-model", choices=("torchvision", "harness"), default="torchvision",
-                   help="PyTorch ResNet-50: the plain loop's model definition (torchvision's where it works here)")
+    p.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="cuda: PyTorch only (the CUDA builds "
+        "of TensorFlow and MXNet are not installed by dlbench's environments here)",
+    )
+    p.add_argument(
+        "--precision",
+        choices=("fp32", "amp"),
+        default="fp32",
+        help="amp: autocast (fp16 + GradScaler on CUDA, bf16 on CPU) in both loops",
+    )
+    p.add_argument(
+        "--plain-model",
+        choices=("torchvision", "harness"),
+        default="torchvision",
+        help="PyTorch ResNet-50: the plain loop's model definition (torchvision's where it works here)",
+    )
     p.add_argument("--peak-gflops", type=float, help="the device's peak from its specification (GPUs)")
     p.add_argument("--peak-source", default="device specification", help="where --peak-gflops comes from")
     p.add_argument("--one-run", help=argparse.SUPPRESS)  # a child of --runs: write its measurement here
@@ -392,18 +483,22 @@ def main() -> None:
     report(args, runs, peak, peak_source, record)
 
 
-def report(args: argparse.Namespace, runs: list[dict], peak: float, peak_source: str,
-           record: resultfile.Recorder) -> None:
+def report(
+    args: argparse.Namespace, runs: list[dict], peak: float, peak_source: str, record: resultfile.Recorder
+) -> None:
     """Print and write the runs: each loop's rounds (flagging two modes), the ratio, MFU against the one peak."""
     first = runs[0]
     unit, threads = first["unit"], first["threads"]
-    train_flops = flops.model_flops(args.model, args.image_size, args.seq_length,
-                                    first["predictions"])["train_flops_per_sample"]
+    train_flops = flops.model_flops(args.model, args.image_size, args.seq_length, first["predictions"])[
+        "train_flops_per_sample"
+    ]
     shape = f"{args.image_size}x{args.image_size}" if args.model == "resnet50" else f"seq {args.seq_length}"
     where = f"{first['device_name']}" if args.device == "cuda" else f"{threads} threads"
-    title = (f"{args.framework}: {args.model} {shape} batch {args.batch_size} {args.precision}, compiler "
-             f"{args.compiler}, {where}; per run {args.rounds} rounds × {args.steps} steps ABBA in one process, "
-             "after one untimed round of each")
+    title = (
+        f"{args.framework}: {args.model} {shape} batch {args.batch_size} {args.precision}, compiler "
+        f"{args.compiler}, {where}; per run {args.rounds} rounds × {args.steps} steps ABBA in one process, "
+        "after one untimed round of each"
+    )
     print(title)
     rows, verdicts = [], []
     for number, run in enumerate(runs, 1):
@@ -416,13 +511,17 @@ def report(args: argparse.Namespace, runs: list[dict], peak: float, peak_source:
     pooled = {name: statistics.median(v for run in runs for v in run[name]) for name in ("harness", "idiomatic")}
     achieved = {name: value * train_flops for name, value in pooled.items()}
     own = statistics.median(run["own_gemm"] for run in runs)
-    mfu = [["peak used for MFU (GFLOP/s)", round(peak / 1e9, 1)], ["peak source", peak_source],
-           [f"{args.framework}'s own {gemm_kind(args)} GEMM {args.gemm_n}² (GFLOP/s, diagnostic)",
-            round(own / 1e9, 1)]]
+    mfu = [
+        ["peak used for MFU (GFLOP/s)", round(peak / 1e9, 1)],
+        ["peak source", peak_source],
+        [f"{args.framework}'s own {gemm_kind(args)} GEMM {args.gemm_n}² (GFLOP/s, diagnostic)", round(own / 1e9, 1)],
+    ]
     for name in ("harness", "idiomatic"):
-        mfu += [[f"{name}: median {unit} over all rounds", round(pooled[name], 2)],
-                [f"{name}: achieved GFLOP/s", round(achieved[name] / 1e9, 1)],
-                [f"{name}: MFU", f"{achieved[name] / peak:.1%}"]]
+        mfu += [
+            [f"{name}: median {unit} over all rounds", round(pooled[name], 2)],
+            [f"{name}: achieved GFLOP/s", round(achieved[name] / 1e9, 1)],
+            [f"{name}: MFU", f"{achieved[name] / peak:.1%}"],
+        ]
     for label, value in mfu:
         print(f"  {label}: {value}")
     settings = first["settings"]["summary"]
@@ -433,14 +532,20 @@ def report(args: argparse.Namespace, runs: list[dict], peak: float, peak_source:
     for line in plain:
         print(f"  {line}")
     if own > peak * 1.02:  # one peak is only one peak if nothing here beats it
-        verdicts.append(f"WARNING: {args.framework}'s own GEMM ({own / 1e9:.1f} GFLOP/s) is above the peak used "
-                        f"for MFU ({peak / 1e9:.1f}): the peak file is stale or was measured under load (rerun "
-                        "machine_peak.py, then this), or --peak-gflops is too low")
+        verdicts.append(
+            f"WARNING: {args.framework}'s own GEMM ({own / 1e9:.1f} GFLOP/s) is above the peak used "
+            f"for MFU ({peak / 1e9:.1f}): the peak file is stale or was measured under load (rerun "
+            "machine_peak.py, then this), or --peak-gflops is too low"
+        )
         print(f"  {verdicts[-1]}")
-    record.write([resultfile.table(title, ["run", *rounds.columns("loop", unit)], rows),
-                  resultfile.table(f"{args.framework}: MFU against one peak", ["figure", "value"], mfu)],
-                 notes=[*verdicts, f"{args.framework} settings: {settings}", *plain],
-                 variant=variant(args))
+    record.write(
+        [
+            resultfile.table(title, ["run", *rounds.columns("loop", unit)], rows),
+            resultfile.table(f"{args.framework}: MFU against one peak", ["figure", "value"], mfu),
+        ],
+        notes=[*verdicts, f"{args.framework} settings: {settings}", *plain],
+        variant=variant(args),
+    )
 
 
 def variant(args: argparse.Namespace) -> str:

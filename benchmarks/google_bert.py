@@ -38,14 +38,18 @@ def run(bert_dir: str, flags: list[str]) -> None:
 def features(max_seq_length: int, max_predictions: int = 0) -> dict:
     import tensorflow as tf
 
-    out = {"input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-           "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64)}
+    out = {
+        "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+        "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
+    }
     if max_predictions:  # every feature run_pretraining.py reads
-        out |= {"input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-                "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-                "masked_lm_positions": tf.io.FixedLenFeature([max_predictions], tf.int64),
-                "masked_lm_ids": tf.io.FixedLenFeature([max_predictions], tf.int64),
-                "masked_lm_weights": tf.io.FixedLenFeature([max_predictions], tf.float32)}
+        out |= {
+            "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+            "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+            "masked_lm_positions": tf.io.FixedLenFeature([max_predictions], tf.int64),
+            "masked_lm_ids": tf.io.FixedLenFeature([max_predictions], tf.int64),
+            "masked_lm_weights": tf.io.FixedLenFeature([max_predictions], tf.float32),
+        }
     return out
 
 

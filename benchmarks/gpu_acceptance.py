@@ -33,8 +33,10 @@ def problems_of(row: pd.Series) -> list[str]:
     """Why a configuration's result is not plausible (empty: it is)."""
     problems = []
     if row["n_ok"] != row["n_total"]:
-        problems.append(f"{row['n_total'] - row['n_ok']} of {row['n_total']} runs not ok ({row['statuses']}): "
-                        f"{row.get('error') or ''}".rstrip(": "))
+        problems.append(
+            f"{row['n_total'] - row['n_ok']} of {row['n_total']} runs not ok ({row['statuses']}): "
+            f"{row.get('error') or ''}".rstrip(": ")
+        )
     if (_number(row.get("nonsteady_runs")) or 0) > 0:
         problems.append(f"{int(row['nonsteady_runs'])} run(s) not steady")
     mfu = _number(row.get("mfu"))
@@ -56,11 +58,21 @@ def table(summary: pd.DataFrame) -> tuple[list[list[object]], int]:
         problems = problems_of(row)
         failed += bool(problems)
         mfu, energy, memory = (_number(row.get(k)) for k in ("mfu", "energy_per_sample_j", "peak_memory_gb"))
-        rows.append([row["model"], row["precision"], "on" if row["compiler"] else "off", row["batch_size"],
-                     f"{row['n_ok']}/{row['n_total']}", f"{row['median']:,.0f}" if _number(row["median"]) else "-",
-                     row["unit"], f"{mfu:.1%}" if mfu is not None else "-",
-                     f"{energy:.3f}" if energy is not None else "-", f"{memory:.1f}" if memory is not None else "-",
-                     "; ".join(problems) or "ok"])
+        rows.append(
+            [
+                row["model"],
+                row["precision"],
+                "on" if row["compiler"] else "off",
+                row["batch_size"],
+                f"{row['n_ok']}/{row['n_total']}",
+                f"{row['median']:,.0f}" if _number(row["median"]) else "-",
+                row["unit"],
+                f"{mfu:.1%}" if mfu is not None else "-",
+                f"{energy:.3f}" if energy is not None else "-",
+                f"{memory:.1f}" if memory is not None else "-",
+                "; ".join(problems) or "ok",
+            ]
+        )
     return rows, failed
 
 
@@ -79,16 +91,36 @@ def main(argv: list[str] | None = None) -> int:
     records = pd.read_csv(args.report / "records.csv")
     rows, failed = table(summary)
     first = records.iloc[0]
-    print(f"device: {first.get('device_name')}; {first.get('framework')} {first.get('framework_version')}, CUDA "
-          f"{first.get('cuda_version')}, cuDNN {first.get('cudnn_version')}, NCCL {first.get('nccl_version')}; "
-          f"interpreter {first.get('interpreter')}")
-    print(tabulate(rows, headers=["model", "precision", "compiler", "batch", "ok", "median", "unit", "MFU",
-                                  "J/sample", "peak GB", "checks"]))
+    print(
+        f"device: {first.get('device_name')}; {first.get('framework')} {first.get('framework_version')}, CUDA "
+        f"{first.get('cuda_version')}, cuDNN {first.get('cudnn_version')}, NCCL {first.get('nccl_version')}; "
+        f"interpreter {first.get('interpreter')}"
+    )
+    print(
+        tabulate(
+            rows,
+            headers=[
+                "model",
+                "precision",
+                "compiler",
+                "batch",
+                "ok",
+                "median",
+                "unit",
+                "MFU",
+                "J/sample",
+                "peak GB",
+                "checks",
+            ],
+        )
+    )
     total = args.setup_s + args.study_s
     within = total <= BUDGET_S
-    print(f"time: setup {args.setup_s:.0f} s + study {args.study_s:.0f} s = {total:.0f} s "
-          f"({'within' if within else 'OVER'} the {BUDGET_S} s budget); snakemake exit {args.snakemake_exit}; "
-          f"{len(rows) - failed} of {len(rows)} configurations pass")
+    print(
+        f"time: setup {args.setup_s:.0f} s + study {args.study_s:.0f} s = {total:.0f} s "
+        f"({'within' if within else 'OVER'} the {BUDGET_S} s budget); snakemake exit {args.snakemake_exit}; "
+        f"{len(rows) - failed} of {len(rows)} configurations pass"
+    )
     return 0 if failed == 0 and within and args.snakemake_exit == 0 else 1
 
 

@@ -46,20 +46,50 @@ class Config:
 
 
 # DLPerf's and DeepLearningExamples' per-GPU batches (RN50: 256 AMP, 128 TF32; BERT: 64-128)
-CONFIGS = (Config("resnet50", "amp", 256), Config("resnet50", "fp32", 128),
-           Config("bert_base", "amp", 128), Config("bert_base", "fp32", 64))
+CONFIGS = (
+    Config("resnet50", "amp", 256),
+    Config("resnet50", "fp32", 128),
+    Config("bert_base", "amp", 128),
+    Config("bert_base", "fp32", 64),
+)
 OOM_CONFIG = Config("resnet50", "fp32", 4096)  # ~30x what fits on an 80 GB GPU
 
 
-def run_harness(python: str, config: Config, compiler: str, repeat: int, workdir: Path, steps: tuple[int, int],
-                timeout_s: float) -> dict:
+def run_harness(
+    python: str, config: Config, compiler: str, repeat: int, workdir: Path, steps: tuple[int, int], timeout_s: float
+) -> dict:
     """One harness run; returns its summary line, with the environment line under `environment`."""
     log = workdir / f"{config.model}-{config.precision}-{config.batch_size}-{compiler}-{repeat}.jsonl"
     warmup, measured = steps
-    cmd = [python, "-m", "dlbench.harness", "--framework", "pytorch", "--model", config.model,
-           "--topology", "1x1", "--batch-size", str(config.batch_size), "--precision", config.precision,
-           "--compiler", compiler, "--device", "cuda", "--warmup-steps", str(warmup), "--measured-steps",
-           str(measured), "--repeat", str(repeat), "--timeout-s", str(timeout_s), "--log", str(log)]
+    cmd = [
+        python,
+        "-m",
+        "dlbench.harness",
+        "--framework",
+        "pytorch",
+        "--model",
+        config.model,
+        "--topology",
+        "1x1",
+        "--batch-size",
+        str(config.batch_size),
+        "--precision",
+        config.precision,
+        "--compiler",
+        compiler,
+        "--device",
+        "cuda",
+        "--warmup-steps",
+        str(warmup),
+        "--measured-steps",
+        str(measured),
+        "--repeat",
+        str(repeat),
+        "--timeout-s",
+        str(timeout_s),
+        "--log",
+        str(log),
+    ]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     lines = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
     summary = next(line for line in reversed(lines) if line["type"] == "summary")
@@ -70,17 +100,35 @@ def run_harness(python: str, config: Config, compiler: str, repeat: int, workdir
 def versus_published(config: Config, compiler: str, median: float, figures: pd.DataFrame) -> str:
     """The published figures this configuration matches (dlbench.references' matching: every key a figure gives;
     any GPU, the device says which), each with ours ÷ theirs."""
-    ours = pd.DataFrame([{"config_id": config.label, "framework": "pytorch", "model": config.model, "topology": "1x1",
-                          "precision": config.precision, "batch_size": config.batch_size, "compiler": compiler == "on",
-                          "data": "synthetic", "median": median}])
-    return "; ".join(f"{f['label']} on {f['device']}: {f['published_low']:,.0f}"
-                     + (f"–{f['published_high']:,.0f}" if f["published_high"] != f["published_low"] else "")
-                     + f" (ours ÷ theirs {f['ratio']:.2f})"
-                     for f in references.match_references(ours, figures).to_dict("records")) or "none published"
+    ours = pd.DataFrame(
+        [
+            {
+                "config_id": config.label,
+                "framework": "pytorch",
+                "model": config.model,
+                "topology": "1x1",
+                "precision": config.precision,
+                "batch_size": config.batch_size,
+                "compiler": compiler == "on",
+                "data": "synthetic",
+                "median": median,
+            }
+        ]
+    )
+    return (
+        "; ".join(
+            f"{f['label']} on {f['device']}: {f['published_low']:,.0f}"
+            + (f"–{f['published_high']:,.0f}" if f["published_high"] != f["published_low"] else "")
+            + f" (ours ÷ theirs {f['ratio']:.2f})"
+            for f in references.match_references(ours, figures).to_dict("records")
+        )
+        or "none published"
+    )
 
 
-def peak_of(config: Config, environment: dict, override_gflops: float | None,
-            override_source: str | None) -> tuple[float | None, str]:
+def peak_of(
+    config: Config, environment: dict, override_gflops: float | None, override_source: str | None
+) -> tuple[float | None, str]:
     """(peak TFLOP/s, its label) MFU divides by: the override where given, else the device table's for the device
     and math the run's environment line names (dlbench.devices)."""
     if override_gflops is not None:
@@ -91,9 +139,12 @@ def peak_of(config: Config, environment: dict, override_gflops: float | None,
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--peak-gflops", type=float,
-                   help="override: one dense peak for every configuration (default: workflow/references/"
-                        "device_peaks.yaml for the device and the run's math)")
+    p.add_argument(
+        "--peak-gflops",
+        type=float,
+        help="override: one dense peak for every configuration (default: workflow/references/"
+        "device_peaks.yaml for the device and the run's math)",
+    )
     p.add_argument("--peak-source", help="where --peak-gflops comes from (required with it)")
     p.add_argument("--compiler", choices=("off", "on"), default="off")
     p.add_argument("--repeats", type=int, default=3)
@@ -115,8 +166,10 @@ def main() -> None:
         workdir = Path(args.keep_logs or tmp)
         workdir.mkdir(parents=True, exist_ok=True)
         for config in configs:
-            runs = [run_harness(args.python, config, args.compiler, r, workdir, steps, args.timeout_s)
-                    for r in range(1, args.repeats + 1)]
+            runs = [
+                run_harness(args.python, config, args.compiler, r, workdir, steps, args.timeout_s)
+                for r in range(1, args.repeats + 1)
+            ]
             failed = [r for r in runs if r["status"] != "ok"]
             if failed:
                 rows.append([config.label, f"{failed[0]['status']}: {failed[0].get('error', '')[:160]}"] + [None] * 8)
@@ -129,10 +182,20 @@ def main() -> None:
             peaks.append(f"{config.label}: {peak_label}")
             mfu = f"{median * runs[0]['train_flops_per_sample'] / (peak * 1e12):.1%}" if peak else None
             memory = max(rank["peak_memory_bytes"] for r in runs for rank in r["ranks"]) / 2**30
-            rows.append([config.label, "ok", round(median, 1), f"{min(values):,.1f}–{max(values):,.1f}",
-                         runs[0]["unit"], mfu, peak, round(memory, 1),
-                         runs[0]["environment"].get("settings", {}).get("summary"),
-                         versus_published(config, args.compiler, median, figures)])
+            rows.append(
+                [
+                    config.label,
+                    "ok",
+                    round(median, 1),
+                    f"{min(values):,.1f}–{max(values):,.1f}",
+                    runs[0]["unit"],
+                    mfu,
+                    peak,
+                    round(memory, 1),
+                    runs[0]["environment"].get("settings", {}).get("summary"),
+                    versus_published(config, args.compiler, median, figures),
+                ]
+            )
             print(rows[-1], flush=True)
         oom = run_harness(args.python, OOM_CONFIG, args.compiler, 1, workdir, (1, 1), args.timeout_s)
     error = (oom.get("error") or "").splitlines()[0][:200] if oom.get("error") else ""
@@ -140,17 +203,37 @@ def main() -> None:
     if oom["status"] != "oom":
         notes.append("WARNING: the out-of-memory batch did not end as oom")
     env = environment
-    notes.append(f"{env.get('device_name')}, driver {env.get('driver')}, PyTorch {env.get('framework_version')}, "
-                 f"CUDA {env.get('cuda')}, cuDNN {env.get('cudnn')}, NCCL {env.get('nccl')}")
+    notes.append(
+        f"{env.get('device_name')}, driver {env.get('driver')}, PyTorch {env.get('framework_version')}, "
+        f"CUDA {env.get('cuda')}, cuDNN {env.get('cudnn')}, NCCL {env.get('nccl')}"
+    )
     notes += [f"MFU peak, {line}" for line in peaks]
-    title = (f"pytorch harness on CUDA, 1x1, synthetic data, {args.warmup_steps} warm-up + {args.measured_steps} "
-             f"measured steps, compiler {args.compiler}, median of {args.repeats} runs")
-    record.write([resultfile.table(title, ["configuration", "status", "median", "runs (min–max)", "unit", "MFU",
-                                           "peak (TFLOP/s)" if args.peak_gflops is None
-                                           else "peak (TFLOP/s, --peak-gflops override)",
-                                           "peak device memory (GiB)", "settings",
-                                           "published (ours ÷ theirs)"],
-                                   rows)], notes=notes, variant=f"compiler-{args.compiler}")
+    title = (
+        f"pytorch harness on CUDA, 1x1, synthetic data, {args.warmup_steps} warm-up + {args.measured_steps} "
+        f"measured steps, compiler {args.compiler}, median of {args.repeats} runs"
+    )
+    record.write(
+        [
+            resultfile.table(
+                title,
+                [
+                    "configuration",
+                    "status",
+                    "median",
+                    "runs (min–max)",
+                    "unit",
+                    "MFU",
+                    "peak (TFLOP/s)" if args.peak_gflops is None else "peak (TFLOP/s, --peak-gflops override)",
+                    "peak device memory (GiB)",
+                    "settings",
+                    "published (ours ÷ theirs)",
+                ],
+                rows,
+            )
+        ],
+        notes=notes,
+        variant=f"compiler-{args.compiler}",
+    )
 
 
 if __name__ == "__main__":

@@ -40,10 +40,22 @@ def main() -> None:
     args = p.parse_args()
     record = resultfile.Recorder(__file__)
     with tempfile.TemporaryDirectory() as tmp:
-        spec = RunSpec(framework="pytorch", model="resnet50", nodes=1, devices_per_node=1,
-                       batch_size=args.batch_size, precision="fp32", compiler=False, data="synthetic",
-                       image_size=args.image_size, warmup_steps=0, measured_steps=args.steps, repeat=1,
-                       config_id="bench", log=str(Path(tmp) / "run.jsonl"))
+        spec = RunSpec(
+            framework="pytorch",
+            model="resnet50",
+            nodes=1,
+            devices_per_node=1,
+            batch_size=args.batch_size,
+            precision="fp32",
+            compiler=False,
+            data="synthetic",
+            image_size=args.image_size,
+            warmup_steps=0,
+            measured_steps=args.steps,
+            repeat=1,
+            config_id="bench",
+            log=str(Path(tmp) / "run.jsonl"),
+        )
         backend = Backend(spec, rank=0, world=1, local_rank=0, threads=len(rank.pin_cores()))
         backend.setup()
         backend.setup = lambda: None  # one model for both loops: rank.run must not rebuild it
@@ -59,14 +71,18 @@ def main() -> None:
         settings = backend.settings_in_effect()["summary"]
     loops, verdict = rounds.paired("bare loop", bare, "harness", harnessed, 0.98)
     verdict += f"; ratio of medians {loops[1]['median'] / loops[0]['median']:.3f}"
-    title = (f"PyTorch ResNet-50 {args.image_size}x{args.image_size} batch {args.batch_size} fp32, "
-             f"{args.rounds} rounds × {args.steps} steps ABBA, one process, one model")
+    title = (
+        f"PyTorch ResNet-50 {args.image_size}x{args.image_size} batch {args.batch_size} fp32, "
+        f"{args.rounds} rounds × {args.steps} steps ABBA, one process, one model"
+    )
     print(title)
     for loop in loops:
         print(f"  {rounds.line(loop)}")
     print(f"  {verdict}\n  settings: {settings}")
-    record.write([resultfile.table(title, rounds.columns("loop", "images/s"), [rounds.row(loop) for loop in loops])],
-                 notes=[verdict, f"PyTorch settings: {settings}"])
+    record.write(
+        [resultfile.table(title, rounds.columns("loop", "images/s"), [rounds.row(loop) for loop in loops])],
+        notes=[verdict, f"PyTorch settings: {settings}"],
+    )
 
 
 if __name__ == "__main__":

@@ -123,17 +123,31 @@ def main() -> None:
         if python is None:
             print(f"{library}: no environment under .venvs/, skipped")
             continue
-        out = subprocess.run([str(python), __file__, "--library", library, "--n", str(args.n), "--repeats",
-                              str(args.repeats)], capture_output=True, text=True, env=env, check=True).stdout
+        out = subprocess.run(
+            [str(python), __file__, "--library", library, "--n", str(args.n), "--repeats", str(args.repeats)],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        ).stdout
         rows.append([library, round(json.loads(out.strip().splitlines()[-1])["gflops"], 1)])
     best = max(rows, key=lambda r: r[1])
     for name, gflops in rows:
         print(f"{name:11s} {gflops:7.1f} GFLOP/s{'   <- machine peak' if name == best[0] else ''}")
     cores = machine()["cores"]
-    record.write([table(f"fp32 GEMM {args.n}x{args.n}, {cores} threads, best of 3 × {args.repeats} products",
-                        ["library", "GFLOP/s"], rows)],
-                 notes=[f"machine peak: {best[1]} GFLOP/s ({best[0]}); frameworks.py's MFU is against it",
-                        "fp32 only: frameworks.py measures fp32 training; a bf16 (AMP) MFU needs the bf16 peak"])
+    record.write(
+        [
+            table(
+                f"fp32 GEMM {args.n}x{args.n}, {cores} threads, best of 3 × {args.repeats} products",
+                ["library", "GFLOP/s"],
+                rows,
+            )
+        ],
+        notes=[
+            f"machine peak: {best[1]} GFLOP/s ({best[0]}); frameworks.py's MFU is against it",
+            "fp32 only: frameworks.py measures fp32 training; a bf16 (AMP) MFU needs the bf16 peak",
+        ],
+    )
 
 
 if __name__ == "__main__":

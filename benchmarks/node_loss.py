@@ -40,22 +40,45 @@ CLUSTER = REPO / "tests" / "slurm" / "slurm-local.sh"
 NODE = "dlb-n2"
 TIME_LIMIT_MIN = 5
 # the study's one configuration; its run log's path follows from it
-AXES = {"framework": "pytorch", "model": "resnet50", "topology": "2x1", "precision": "fp32", "compiler": False,
-        "data": "synthetic", "batch_size": 2, "image_size": 32}
+AXES = {
+    "framework": "pytorch",
+    "model": "resnet50",
+    "topology": "2x1",
+    "precision": "fp32",
+    "compiler": False,
+    "data": "synthetic",
+    "batch_size": 2,
+    "image_size": 32,
+}
 RUN_LOG = identity.run_log(identity.config_id(AXES), 1)
 
 
 def cluster(*args: str, timeout: float = 900, check: bool = True) -> None:
-    subprocess.run(["bash", str(CLUSTER), *args], env=dict(os.environ, SLURM_NODES="2"), check=check,
-                   timeout=timeout, capture_output=True, text=True)
+    subprocess.run(
+        ["bash", str(CLUSTER), *args],
+        env=dict(os.environ, SLURM_NODES="2"),
+        check=check,
+        timeout=timeout,
+        capture_output=True,
+        text=True,
+    )
 
 
 def study() -> dict:
     matrix = {axis: [value] for axis, value in AXES.items() if axis != "image_size"}
-    return {"study": "node-loss", "software": {"venv_dir": str(REPO / ".venvs")}, "platform": {"device": "cpu"},
-            "defaults": {"repeats": 1, "warmup_steps": 1, "measured_steps": 400, "image_size": AXES["image_size"],
-                         "timeout_minutes": TIME_LIMIT_MIN},
-            "matrix": matrix}
+    return {
+        "study": "node-loss",
+        "software": {"venv_dir": str(REPO / ".venvs")},
+        "platform": {"device": "cpu"},
+        "defaults": {
+            "repeats": 1,
+            "warmup_steps": 1,
+            "measured_steps": 400,
+            "image_size": AXES["image_size"],
+            "timeout_minutes": TIME_LIMIT_MIN,
+        },
+        "matrix": matrix,
+    }
 
 
 def summary_with_lost_node(work: Path) -> dict | None:
@@ -82,9 +105,26 @@ def trial(work: Path) -> dict:
     config = work / "study.yaml"
     config.write_text(yaml.safe_dump(study(), sort_keys=False))
     with open(work / "snakemake.err", "w") as err:
-        workflow = subprocess.Popen([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--profile",
-                                     "slurm", "--cores", "all", "--retries", "0", "--configfile", str(config)],
-                                    cwd=work, stdout=subprocess.DEVNULL, stderr=err)
+        workflow = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "snakemake",
+                "-s",
+                str(REPO / "Snakefile"),
+                "--profile",
+                "slurm",
+                "--cores",
+                "all",
+                "--retries",
+                "0",
+                "--configfile",
+                str(config),
+            ],
+            cwd=work,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
     found: dict = {}
     try:
         deadline = time.monotonic() + TIME_LIMIT_MIN * 60 + 300
@@ -117,15 +157,20 @@ def trial(work: Path) -> dict:
             workflow.kill()
         cluster("restore-node", NODE, timeout=120)
     if found.get("rc") != 0 or "record_s" not in found or "slurm_s" not in found:
-        raise SystemExit(f"trial failed: {({k: v for k, v in found.items() if k != 'summary'})}; "
-                         f"see {work / 'snakemake.err'}")
+        raise SystemExit(
+            f"trial failed: { ({k: v for k, v in found.items() if k != 'summary'}) }; see {work / 'snakemake.err'}"
+        )
     return found
 
 
 def timing_cells(times: dict) -> list[str]:
     """record, SLURM, record ÷ SLURM and workflow seconds of a trial (or of the trials' medians), as table cells."""
-    return [f"{times['record_s']:.1f}", f"{times['slurm_s']:.1f}", f"{times['record_s'] / times['slurm_s']:.2f}",
-            f"{times['workflow_s']:.1f}"]
+    return [
+        f"{times['record_s']:.1f}",
+        f"{times['slurm_s']:.1f}",
+        f"{times['record_s'] / times['slurm_s']:.2f}",
+        f"{times['workflow_s']:.1f}",
+    ]
 
 
 def main() -> None:
@@ -146,27 +191,43 @@ def main() -> None:
             results.append(found)
             state = found["summary"]["lost_nodes"][0].get("state") or "-"
             rows.append([n, *timing_cells(found), found["summary"]["status"], state])
-            print(f"trial {n}: record {found['record_s']:.1f} s, SLURM {found['slurm_s']:.1f} s, workflow "
-                  f"{found['workflow_s']:.1f} s", flush=True)
+            print(
+                f"trial {n}: record {found['record_s']:.1f} s, SLURM {found['slurm_s']:.1f} s, workflow "
+                f"{found['workflow_s']:.1f} s",
+                flush=True,
+            )
     finally:
         cluster("stop", timeout=300, check=False)
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
     median = {key: statistics.median(r[key] for r in results) for key in ("record_s", "slurm_s", "workflow_s")}
     rows.append(["median", *timing_cells(median), "", ""])
-    title = (f"node loss: PyTorch 2x1 ResNet-50 on the two-node test cluster, {NODE} killed at the warm-up; seconds "
-             "from the loss")
-    columns = ["trial", "failure record (s)", "SLURM notices (s)", "record ÷ SLURM", "workflow ends (s)",
-               "record status", "SLURM node state in the record"]
+    title = (
+        f"node loss: PyTorch 2x1 ResNet-50 on the two-node test cluster, {NODE} killed at the warm-up; seconds "
+        "from the loss"
+    )
+    columns = [
+        "trial",
+        "failure record (s)",
+        "SLURM notices (s)",
+        "record ÷ SLURM",
+        "workflow ends (s)",
+        "record status",
+        "SLURM node state in the record",
+    ]
     print(f"\n{title}\n" + "\n".join(" | ".join(map(str, r)) for r in rows))
-    record.write([table(title, columns, rows)], notes=[
-        f"target: the failure record before SLURM's own notice (record ÷ SLURM < 1) and far inside the run's "
-        f"{TIME_LIMIT_MIN}-minute time limit",
-        "the record: the harness's node watch on the first node (a TCP probe of every other node's slurmd every 2 s; "
-        "refused = lost at once, 3 unanswered probes = lost); SLURM: sinfo polled every 0.25 s for a not-responding "
-        "(*) or down state (SlurmdTimeout 30 s in the test cluster)",
-        "workflow ends: snakemake exits 0 with the failure in the report (aggregate and report included); most of "
-        "it is the SLURM executor plugin's wait between job-state polls (growing up to 180 s), not dlbench"])
+    record.write(
+        [table(title, columns, rows)],
+        notes=[
+            f"target: the failure record before SLURM's own notice (record ÷ SLURM < 1) and far inside the run's "
+            f"{TIME_LIMIT_MIN}-minute time limit",
+            "the record: the harness's node watch on the first node (a TCP probe of every other node's slurmd "
+            "every 2 s; refused = lost at once, 3 unanswered probes = lost); SLURM: sinfo polled every 0.25 s for a "
+            "not-responding (*) or down state (SlurmdTimeout 30 s in the test cluster)",
+            "workflow ends: snakemake exits 0 with the failure in the report (aggregate and report included); most of "
+            "it is the SLURM executor plugin's wait between job-state polls (growing up to 180 s), not dlbench",
+        ],
+    )
 
 
 if __name__ == "__main__":

@@ -40,8 +40,10 @@ from dlbench.records import FIELDS  # noqa: E402
 REFERENCE = ROOT.parent / "shared/reference/external-logs"
 TOPOLOGIES = ["1x1", "1x8", "2x8", "4x8"]
 _TIME = re.compile(r'"time_ms": (\d+)')
-_THROUGHPUT = re.compile(r'((?:ips|throughput_train|sequences_per_second|train_throughput|"throughput")\s?:\s)'
-                         r"([0-9]+\.[0-9]+)")
+_THROUGHPUT = re.compile(
+    r'((?:ips|throughput_train|sequences_per_second|train_throughput|"throughput")\s?:\s)'
+    r"([0-9]+\.[0-9]+)"
+)
 _PAIR = re.compile(r"(\S+) : (\S+)")
 
 
@@ -51,16 +53,35 @@ def templates(tmp: Path, builtin: bool = False) -> tuple[list[str], list[str], s
         mllog = [p.read_text() for p in sorted(REFERENCE.glob("mllog/*/result_*.log"))]
         dll = [p.read_text() for p in sorted(REFERENCE.glob("dllogger/*.log"))]
         return mllog, dll, "the shared reference logs' shapes"
-    mllog = [synthetic.write_mllog(tmp / "t/retinanet.txt", benchmark="ssd", weights_lines=80,
-                                   eval_accuracy=[0.2, 0.3, 0.33, 0.34, 0.345],
-                                   epoch_throughput=[276.6, 278.7, 279.3, 281.5, 290.5]).read_text(),
-             synthetic.write_mllog(tmp / "t/resnet.txt", eval_accuracy=[0.1 * i for i in range(1, 12)]).read_text()]
-    shapes = {"pytorch_convnets": (63, 20), "tf_convnets": (30, 40), "pytorch_bert": (20, 60),
-              "tf_bert": (45, 380), "mxnet_convnets": (75, 350)}
-    dll = [synthetic.write_dllogger(tmp / f"t/{name}.log", script=name, values=[5000.0 + i for i in range(steps)],
-                                    summary=5000.0, epochs=3 if name == "mxnet_convnets" else 1, banner=banner,
-                                    prefix="[1,0]<stdout>:" if name == "mxnet_convnets" else "").read_text()
-           for name, (steps, banner) in shapes.items()]
+    mllog = [
+        synthetic.write_mllog(
+            tmp / "t/retinanet.txt",
+            benchmark="ssd",
+            weights_lines=80,
+            eval_accuracy=[0.2, 0.3, 0.33, 0.34, 0.345],
+            epoch_throughput=[276.6, 278.7, 279.3, 281.5, 290.5],
+        ).read_text(),
+        synthetic.write_mllog(tmp / "t/resnet.txt", eval_accuracy=[0.1 * i for i in range(1, 12)]).read_text(),
+    ]
+    shapes = {
+        "pytorch_convnets": (63, 20),
+        "tf_convnets": (30, 40),
+        "pytorch_bert": (20, 60),
+        "tf_bert": (45, 380),
+        "mxnet_convnets": (75, 350),
+    }
+    dll = [
+        synthetic.write_dllogger(
+            tmp / f"t/{name}.log",
+            script=name,
+            values=[5000.0 + i for i in range(steps)],
+            summary=5000.0,
+            epochs=3 if name == "mxnet_convnets" else 1,
+            banner=banner,
+            prefix="[1,0]<stdout>:" if name == "mxnet_convnets" else "",
+        ).read_text()
+        for name, (steps, banner) in shapes.items()
+    ]
     return mllog, dll, "built-in templates of the same shapes"
 
 
@@ -76,16 +97,25 @@ def write_external(root: Path, runs: int, mllog: list[str], dll: list[str]) -> t
     mllog_runs, dll_runs = [], []
     for i in range(runs):
         config = i // 25
-        labels = {"framework": "ngc-pytorch", "topology": TOPOLOGIES[config % 4], "precision": "amp",
-                  "variant": f"v{config}"}
+        labels = {
+            "framework": "ngc-pytorch",
+            "topology": TOPOLOGIES[config % 4],
+            "precision": "amp",
+            "variant": f"v{config}",
+        }
         path = root / f"mllog/set{i // 5}/result_{i % 5}.txt"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(vary(mllog[(i // 5) % len(mllog)], i))
         mllog_runs.append((path, labels))
     for i in range(runs):
         config, rep = divmod(i, 25)
-        labels = {"framework": "ngc", "topology": TOPOLOGIES[config % 4], "batch_size": 16 * (1 + config % 50),
-                  "variant": f"v{config}", "repeat": rep + 1}
+        labels = {
+            "framework": "ngc",
+            "topology": TOPOLOGIES[config % 4],
+            "batch_size": 16 * (1 + config % 50),
+            "variant": f"v{config}",
+            "repeat": rep + 1,
+        }
         path = root / f"dllogger/c{config}/rep{rep + 1}.log"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(vary(dll[config % len(dll)], i))
@@ -101,17 +131,19 @@ def timed(step: Callable[[], object]) -> tuple[float, object]:
 
 def floor(paths: list[Path], read_line: Callable[[str], object]) -> float:
     """Reading every line of the logs and decoding what a parser must decode, nothing more."""
+
     def run() -> None:
         for path in paths:
             with open(path) as f:
                 for line in f:
                     read_line(line)
+
     return timed(run)[0]
 
 
 def mllog_line(line: str) -> object:
     at = line.find(":::MLLOG ")
-    return json.loads(line[at + 9:]) if at >= 0 else None
+    return json.loads(line[at + 9 :]) if at >= 0 else None
 
 
 def dll_line(line: str) -> object:
@@ -142,9 +174,10 @@ def main() -> None:
         mllog_runs, dll_runs = write_external(root, args.runs, mllog_templates, dll_templates)
         results = {}
         for kind, runs, source, read_line, floor_name in (
-                ("ours", [(p, {}) for p in ours], "dlbench", json.loads, "json.loads"),
-                ("MLLOG", mllog_runs, "mlperf", mllog_line, "json.loads"),
-                ("DLLogger", dll_runs, "dllogger", dll_line, "regex over DLL pairs")):
+            ("ours", [(p, {}) for p in ours], "dlbench", json.loads, "json.loads"),
+            ("MLLOG", mllog_runs, "mlperf", mllog_line, "json.loads"),
+            ("DLLogger", dll_runs, "dllogger", dll_line, "regex over DLL pairs"),
+        ):
             paths = [path for path, _ in runs]
             bottom = floor(paths, read_line)  # also brings the files into the page cache, as for every kind
             parsing, frame = timed(lambda runs=runs, source=source: parse_all(runs, source))
@@ -159,15 +192,45 @@ def main() -> None:
     rows = []
     for kind, (parsing, aggregating, bottom, floor_name, configs, lines, size) in results.items():
         total = parsing + aggregating
-        print(f"{kind:9s} {lines:>9,} lines {size:6.1f} MB {configs:>4} configs: parse {parsing:5.1f} s + aggregate "
-              f"{aggregating:4.1f} s = {total:5.1f} s, {total / base:4.2f}x ours (target <= 1.5); "
-              f"floor {bottom:4.1f} s, {total / bottom:3.1f}x the floor")
-        rows.append([kind, f"{lines:,}", round(size, 1), configs, round(parsing, 1), round(aggregating, 1),
-                     round(total, 1), round(total / base, 2), f"{bottom:.1f} ({floor_name})",
-                     round(total / bottom, 1)])
-    record.write([resultfile.table(title, ["kind", "lines", "MB", "configurations", "parse (s)", "aggregate (s)",
-                                           "total (s)", "× ours (target <= 1.5)", "floor (s)", "× the floor"],
-                                   rows)])
+        print(
+            f"{kind:9s} {lines:>9,} lines {size:6.1f} MB {configs:>4} configs: parse {parsing:5.1f} s + aggregate "
+            f"{aggregating:4.1f} s = {total:5.1f} s, {total / base:4.2f}x ours (target <= 1.5); "
+            f"floor {bottom:4.1f} s, {total / bottom:3.1f}x the floor"
+        )
+        rows.append(
+            [
+                kind,
+                f"{lines:,}",
+                round(size, 1),
+                configs,
+                round(parsing, 1),
+                round(aggregating, 1),
+                round(total, 1),
+                round(total / base, 2),
+                f"{bottom:.1f} ({floor_name})",
+                round(total / bottom, 1),
+            ]
+        )
+    record.write(
+        [
+            resultfile.table(
+                title,
+                [
+                    "kind",
+                    "lines",
+                    "MB",
+                    "configurations",
+                    "parse (s)",
+                    "aggregate (s)",
+                    "total (s)",
+                    "× ours (target <= 1.5)",
+                    "floor (s)",
+                    "× the floor",
+                ],
+                rows,
+            )
+        ]
+    )
 
 
 if __name__ == "__main__":

@@ -32,9 +32,22 @@ def make_logs(root: Path, runs: int) -> list[str]:
         for rep in range(1, 8):
             status = "oom" if bs > 700 else "ok"
             p = root / f"results/runs/resnet50/pytorch/{topo}/bs{bs}-{prec}-nocompile-synthetic-{i}/rep{rep}.jsonl"
-            paths.append(str(write_run_log(p, topology=topo, batch_size=bs, precision=prec, repeat=rep,
-                                           throughput=1000.0 + rep, status=status, error="OOM" * (status != "ok"),
-                                           measured_steps=100, warmup_steps=20)))
+            paths.append(
+                str(
+                    write_run_log(
+                        p,
+                        topology=topo,
+                        batch_size=bs,
+                        precision=prec,
+                        repeat=rep,
+                        throughput=1000.0 + rep,
+                        status=status,
+                        error="OOM" * (status != "ok"),
+                        measured_steps=100,
+                        warmup_steps=20,
+                    )
+                )
+            )
         i += 1
     return paths[:runs]
 
@@ -58,12 +71,25 @@ def main() -> None:
         publish_report(out / "records.csv", out / "summary.csv", out / "environment.json", root / "reports", "auto")
         total = time.perf_counter() - started
     print(f"{args.runs} logs, {lines} lines: json.loads floor {floor:.1f} s")
-    print(f"parse+aggregate {aggregated:.1f} s, +report {total - aggregated:.1f} s, total {total:.1f} s "
-          f"(target <= 30 s; {total / floor:.1f}x the floor)")
-    record.write([resultfile.table(f"{args.runs:,} synthetic run logs, {lines:,} lines", ["step", "seconds"], [
-        ["json.loads of every line (floor)", round(floor, 1)], ["parse + aggregate", round(aggregated, 1)],
-        ["report", round(total - aggregated, 1)], ["parse + aggregate + report (target <= 30 s)", round(total, 1)],
-        ["× the floor", round(total / floor, 1)]])])
+    print(
+        f"parse+aggregate {aggregated:.1f} s, +report {total - aggregated:.1f} s, total {total:.1f} s "
+        f"(target <= 30 s; {total / floor:.1f}x the floor)"
+    )
+    record.write(
+        [
+            resultfile.table(
+                f"{args.runs:,} synthetic run logs, {lines:,} lines",
+                ["step", "seconds"],
+                [
+                    ["json.loads of every line (floor)", round(floor, 1)],
+                    ["parse + aggregate", round(aggregated, 1)],
+                    ["report", round(total - aggregated, 1)],
+                    ["parse + aggregate + report (target <= 30 s)", round(total, 1)],
+                    ["× the floor", round(total / floor, 1)],
+                ],
+            )
+        ]
+    )
 
 
 if __name__ == "__main__":

@@ -48,8 +48,13 @@ def _proc(path: str, key: str) -> str | None:
 def gpus() -> list[str]:
     """The GPUs nvidia-smi lists (empty without one)."""
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=20, check=True).stdout
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return []
     return [line.strip() for line in out.splitlines() if line.strip()]
@@ -64,9 +69,12 @@ def machine() -> dict:
     except AttributeError:  # not Linux
         cores = os.cpu_count() or 1
     found = gpus()
-    return {"cpu": sysinfo.cpu_model(), "cores": cores,
-            "memory_gib": round(int(memory.split()[0]) / 2**20, 1) if memory else None,
-            "gpu": ", ".join(found) if found else "none"}
+    return {
+        "cpu": sysinfo.cpu_model(),
+        "cores": cores,
+        "memory_gib": round(int(memory.split()[0]) / 2**20, 1) if memory else None,
+        "gpu": ", ".join(found) if found else "none",
+    }
 
 
 def _portable(path: str) -> str:

@@ -22,8 +22,9 @@ from collections.abc import Callable
 BIMODAL_GAP = 0.20  # a machine's round-to-round noise here is ~±5%; two levels 20% apart are not that noise
 
 
-def interleaved(rounds: int, first: Callable[[], float], second: Callable[[], float],
-                warmup: int = 0) -> tuple[list[float], list[float]]:
+def interleaved(
+    rounds: int, first: Callable[[], float], second: Callable[[], float], warmup: int = 0
+) -> tuple[list[float], list[float]]:
     """ABBA: round i runs first, second (i even) or second, first (i odd), so drift of the machine hits both.
     `warmup` untimed rounds of each first: both loops start the timed rounds equally warm."""
     for _ in range(warmup):
@@ -60,8 +61,7 @@ def describe(values: list[float]) -> str:
     if split is None:
         return spread
     low, high = split
-    return (f"BIMODAL {len(low)}× ~{statistics.median(low):.3g}, {len(high)}× ~{statistics.median(high):.3g} "
-            f"({spread})")
+    return f"BIMODAL {len(low)}× ~{statistics.median(low):.3g}, {len(high)}× ~{statistics.median(high):.3g} ({spread})"
 
 
 def median_interval(values: list[float], level: float = 0.95, resamples: int = 2000) -> tuple[float, float]:
@@ -78,24 +78,33 @@ def ratio_verdict(ratios: list[float], target: float) -> str:
     interleaved comparison (each round's two loops ran back to back, so the machine's drift cancels in it)."""
     median = statistics.median(ratios)
     low, high = median_interval(ratios)
-    return (f"median of per-round ratios {median:.3f} [{low:.3f}–{high:.3f}] "
-            f"({'at' if median >= target else 'below'} target >= {target:.2f})")
+    return (
+        f"median of per-round ratios {median:.3f} [{low:.3f}–{high:.3f}] "
+        f"({'at' if median >= target else 'below'} target >= {target:.2f})"
+    )
 
 
 def summary(name: str, values: list[float]) -> dict:
     """A loop's rounds: median, spread, the rounds themselves and the bimodality verdict."""
-    return {"name": name, "median": statistics.median(values), "spread": describe(values),
-            "bimodal": modes(values) is not None, "rounds": [round(v, 3) for v in values]}
+    return {
+        "name": name,
+        "median": statistics.median(values),
+        "spread": describe(values),
+        "bimodal": modes(values) is not None,
+        "rounds": [round(v, 3) for v in values],
+    }
 
 
-def paired(baseline_name: str, baseline: list[float], name: str, values: list[float],
-           target: float) -> tuple[list[dict], str]:
+def paired(
+    baseline_name: str, baseline: list[float], name: str, values: list[float], target: float
+) -> tuple[list[dict], str]:
     """The three summaries of an interleaved comparison (baseline, candidate, per-round candidate ÷ baseline) and its
     verdict: the ratio with its interval, or UNSTABLE when the per-round ratios are bimodal."""
     ratios = [v / b for v, b in zip(values, baseline, strict=True)]
     loops = [summary(baseline_name, baseline), summary(name, values), summary(f"{name} ÷ {baseline_name}", ratios)]
-    verdict = ("UNSTABLE: per-round ratios bimodal, no comparison" if loops[2]["bimodal"]
-               else ratio_verdict(ratios, target))
+    verdict = (
+        "UNSTABLE: per-round ratios bimodal, no comparison" if loops[2]["bimodal"] else ratio_verdict(ratios, target)
+    )
     return loops, verdict
 
 
@@ -111,5 +120,7 @@ def row(loop: dict) -> list:
 
 def line(loop: dict, width: int = 20) -> str:
     """A summary as a printed line: name, median, spread and every round."""
-    return (f"{loop['name']:{width}s} median {loop['median']:8.3f}  rounds {loop['spread']}: "
-            f"{', '.join(f'{v:.3f}' for v in loop['rounds'])}")
+    return (
+        f"{loop['name']:{width}s} median {loop['median']:8.3f}  rounds {loop['spread']}: "
+        f"{', '.join(f'{v:.3f}' for v in loop['rounds'])}"
+    )

@@ -35,10 +35,31 @@ TORCH_PYTHON = env_prefix(REPO / ".venvs", REPO / "envs" / "pytorch.yaml") / "bi
 
 def run(python: str, log: Path, args: argparse.Namespace, interval_ms: int) -> dict:
     env = dict(os.environ, PYTHONPATH=str(REPO / "workflow"), **{TELEMETRY_PYTHON_ENV: sys.executable})
-    cmd = [python, "-m", "dlbench.harness", "--framework", "pytorch", "--model", "resnet50", "--topology", "1x1",
-           "--image-size", str(args.image_size), "--batch-size", str(args.batch_size), "--device", "cpu",
-           "--warmup-steps", "5", "--measured-steps", str(args.steps), "--telemetry-ms", str(interval_ms),
-           "--log", str(log)]
+    cmd = [
+        python,
+        "-m",
+        "dlbench.harness",
+        "--framework",
+        "pytorch",
+        "--model",
+        "resnet50",
+        "--topology",
+        "1x1",
+        "--image-size",
+        str(args.image_size),
+        "--batch-size",
+        str(args.batch_size),
+        "--device",
+        "cpu",
+        "--warmup-steps",
+        "5",
+        "--measured-steps",
+        str(args.steps),
+        "--telemetry-ms",
+        str(interval_ms),
+        "--log",
+        str(log),
+    ]
     subprocess.run(cmd, env=env, check=True, capture_output=True)
     return logformats.parse(log)
 
@@ -71,21 +92,27 @@ def main() -> None:
             with_.append(statistics.fmean(runs[True]))
             print(f"round {r + 1}: without {without[-1]:.2f}, with {with_[-1]:.2f} images/s", file=sys.stderr)
     loops, verdict = rounds.paired("without", without, "with sampler", with_, 0.99)
-    title = (f"PyTorch ResNet-50 {args.image_size}x{args.image_size} batch {args.batch_size}, {args.steps} measured "
-             f"steps; {args.rounds} ABBA rounds of separate harness runs, the sampler at {args.interval_ms} ms")
+    title = (
+        f"PyTorch ResNet-50 {args.image_size}x{args.image_size} batch {args.batch_size}, {args.steps} measured "
+        f"steps; {args.rounds} ABBA rounds of separate harness runs, the sampler at {args.interval_ms} ms"
+    )
     print(title)
     for loop in loops:
         print(f"  {rounds.line(loop, 25)}")
-    own = [["sampler's own CPU (cores, median of its runs)", round(statistics.median(sampler), 4)],
-           ["other processes' CPU during the runs (cores, min–max)",
-            f"{min(contention):.2f}–{max(contention):.2f}"]]
+    own = [
+        ["sampler's own CPU (cores, median of its runs)", round(statistics.median(sampler), 4)],
+        ["other processes' CPU during the runs (cores, min–max)", f"{min(contention):.2f}–{max(contention):.2f}"],
+    ]
     for label, value in own:
         print(f"  {label}: {value}")
     print(f"  {verdict}")
-    record.write([resultfile.table(title, rounds.columns("runs", "images/s"),
-                                   [rounds.row(loop) for loop in loops]),
-                  resultfile.table("the sampler itself, from its records", ["figure", "value"], own)],
-                 notes=[f"telemetry at {args.interval_ms} ms: {verdict}"])
+    record.write(
+        [
+            resultfile.table(title, rounds.columns("runs", "images/s"), [rounds.row(loop) for loop in loops]),
+            resultfile.table("the sampler itself, from its records", ["figure", "value"], own),
+        ],
+        notes=[f"telemetry at {args.interval_ms} ms: {verdict}"],
+    )
 
 
 if __name__ == "__main__":

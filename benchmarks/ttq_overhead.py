@@ -47,21 +47,56 @@ def env_python(name: str) -> str:
 
 
 def tool(python: str, *args: str) -> None:
-    subprocess.run([python, "-m", *args], env=dict(os.environ, PYTHONPATH=str(REPO / "workflow")), check=True,
-                   capture_output=True)
+    subprocess.run(
+        [python, "-m", *args], env=dict(os.environ, PYTHONPATH=str(REPO / "workflow")), check=True, capture_output=True
+    )
 
 
 def make_data(root: Path) -> Path:
     """A learnable ImageNet sample (10 classes, each from its own photo; 40 train and 10 held-out images each)."""
     wheels, tree, dataprep = root / "wheels", root / "tree", env_python("dataprep")
     tool(sys.executable, "dlbench.sample_wheels", "--dest", str(wheels), "--manifest", str(wheels / "w.json"))
-    tool(dataprep, "dlbench.dataprep.sample_imagenet", "--wheels", str(wheels), "--out", str(tree), "--classes", "10",
-         "--train-per-class", "40", "--validation-per-class", "10", "--long-side", "64", "96", "--photo-per-class",
-         "--workers", "1")
-    tool(dataprep, "dlbench.dataprep.imagenet", "convert", "--train-dir", str(tree / "train"), "--validation-dir",
-         str(tree / "validation"), "--validation-labels", str(tree / "validation_labels.txt"), "--synsets",
-         str(tree / "synsets.txt"), "--out", str(root / "imagenet"), "--train-shards", "2", "--validation-shards",
-         "1", "--workers", "1")
+    tool(
+        dataprep,
+        "dlbench.dataprep.sample_imagenet",
+        "--wheels",
+        str(wheels),
+        "--out",
+        str(tree),
+        "--classes",
+        "10",
+        "--train-per-class",
+        "40",
+        "--validation-per-class",
+        "10",
+        "--long-side",
+        "64",
+        "96",
+        "--photo-per-class",
+        "--workers",
+        "1",
+    )
+    tool(
+        dataprep,
+        "dlbench.dataprep.imagenet",
+        "convert",
+        "--train-dir",
+        str(tree / "train"),
+        "--validation-dir",
+        str(tree / "validation"),
+        "--validation-labels",
+        str(tree / "validation_labels.txt"),
+        "--synsets",
+        str(tree / "synsets.txt"),
+        "--out",
+        str(root / "imagenet"),
+        "--train-shards",
+        "2",
+        "--validation-shards",
+        "1",
+        "--workers",
+        "1",
+    )
     return root / "imagenet"
 
 
@@ -75,10 +110,33 @@ def lines(log: Path) -> dict[str, list[dict]]:
 
 def run(args: argparse.Namespace, data: Path, log: Path, quality: dict | None) -> dict:
     """One harness run (throughput, or time to quality with `quality`); its summary and eval lines."""
-    cmd = [env_python(args.framework), "-m", "dlbench.harness", "--framework", args.framework, "--model",
-           "resnet_tiny", "--topology", "1x1", "--batch-size", str(args.batch_size), "--data", "real", "--data-dir",
-           str(data), "--image-size", "32", "--device", "cpu", "--cpus", str(args.cpus), "--telemetry-ms", "0",
-           "--log", str(log)]
+    cmd = [
+        env_python(args.framework),
+        "-m",
+        "dlbench.harness",
+        "--framework",
+        args.framework,
+        "--model",
+        "resnet_tiny",
+        "--topology",
+        "1x1",
+        "--batch-size",
+        str(args.batch_size),
+        "--data",
+        "real",
+        "--data-dir",
+        str(data),
+        "--image-size",
+        "32",
+        "--device",
+        "cpu",
+        "--cpus",
+        str(args.cpus),
+        "--telemetry-ms",
+        "0",
+        "--log",
+        str(log),
+    ]
     if quality:
         cmd += ["--quality", json.dumps(quality)]
     else:
@@ -118,9 +176,11 @@ def main() -> None:
     # the same steps in both modes: the throughput run warms up for what the quality run's first block is
     args.warmup_steps = args.warmup_steps or every
     args.steps = args.steps or budget - every
-    print(f"{args.framework} resnet_tiny 32x32 batch {args.batch_size}, {args.cpus} core(s): quality runs of {budget} "
-          f"steps, an evaluation every {every}; throughput runs {args.warmup_steps} warm-up + {args.steps} measured",
-          file=sys.stderr)
+    print(
+        f"{args.framework} resnet_tiny 32x32 batch {args.batch_size}, {args.cpus} core(s): quality runs of {budget} "
+        f"steps, an evaluation every {every}; throughput runs {args.warmup_steps} warm-up + {args.steps} measured",
+        file=sys.stderr,
+    )
     plain, steady, every_block, share, eval_s = [], [], [], [], []
     plain_rounds: list[float] = []  # per round: the mean of its two runs
     steady_rounds: list[float] = []
@@ -139,33 +199,52 @@ def main() -> None:
                 every_block.append(between_evaluations(got["evals"], batch, skip_first=False))
                 share.append(q["eval_seconds"] / q["time_to_train_s"])
                 eval_s.append(q["eval_seconds"] / q["evaluations"])
-                print(f"  quality run: between evaluations {steady[-1]:.1f} images/s ({every_block[-1]:.1f} with the "
-                      f"first block), evaluation {share[-1]:.1%} of {q['time_to_train_s']:.1f} s", file=sys.stderr)
+                print(
+                    f"  quality run: between evaluations {steady[-1]:.1f} images/s ({every_block[-1]:.1f} with the "
+                    f"first block), evaluation {share[-1]:.1%} of {q['time_to_train_s']:.1f} s",
+                    file=sys.stderr,
+                )
             plain_rounds.append(statistics.fmean(plain[-2:]))
             steady_rounds.append(statistics.fmean(steady[-2:]))
-            print(f"round {r + 1}: throughput run {plain_rounds[-1]:.1f}, between evaluations "
-                  f"{steady_rounds[-1]:.1f} images/s", file=sys.stderr)
+            print(
+                f"round {r + 1}: throughput run {plain_rounds[-1]:.1f}, between evaluations "
+                f"{steady_rounds[-1]:.1f} images/s",
+                file=sys.stderr,
+            )
     loops, verdict = rounds.paired("throughput run", plain_rounds, "between evaluations", steady_rounds, 0.95)
     with_first = statistics.median(every_block) / statistics.median(plain)
-    title = (f"{args.framework} resnet_tiny 32x32 batch {args.batch_size}, {args.cpus} core(s), real data; "
-             f"quality runs of {budget} steps with an evaluation every {every}, throughput runs {args.warmup_steps} "
-             f"warm-up + {args.steps} measured; {args.rounds} ABBA rounds")
-    share_rows = [["evaluation share of time to train (median)", f"{statistics.median(share):.1%}"],
-                  ["runs (min–max)", f"{min(share):.1%}–{max(share):.1%}"],
-                  ["seconds per evaluation (median)", round(statistics.median(eval_s), 3)]]
+    title = (
+        f"{args.framework} resnet_tiny 32x32 batch {args.batch_size}, {args.cpus} core(s), real data; "
+        f"quality runs of {budget} steps with an evaluation every {every}, throughput runs {args.warmup_steps} "
+        f"warm-up + {args.steps} measured; {args.rounds} ABBA rounds"
+    )
+    share_rows = [
+        ["evaluation share of time to train (median)", f"{statistics.median(share):.1%}"],
+        ["runs (min–max)", f"{min(share):.1%}–{max(share):.1%}"],
+        ["seconds per evaluation (median)", round(statistics.median(eval_s), 3)],
+    ]
     print(title)
     for label, value in share_rows:
         print(f"  (a) {label}: {value}")
     for loop in loops:
         print(f"  (b) {rounds.line(loop, 35)}")
     print(f"  (b) {verdict}; with the first block (ratio of medians) {with_first:.3f}")
-    record.write([resultfile.table(f"(a) evaluation share — {title}", ["figure", "value"], share_rows),
-                  resultfile.table("(b) training throughput between evaluations ÷ a throughput run (images/s)",
-                                   rounds.columns("runs", "images/s"),
-                                   [rounds.row(loop) for loop in loops])],
-                 notes=[f"(b) {verdict} (without the first block between evaluations, which holds the warm-up)",
-                        f"(b) with the first block: ratio of medians {with_first:.3f}"],
-                 variant=args.framework)
+    record.write(
+        [
+            resultfile.table(f"(a) evaluation share — {title}", ["figure", "value"], share_rows),
+            resultfile.table(
+                "(b) training throughput between evaluations ÷ a throughput run (images/s)",
+                rounds.columns("runs", "images/s"),
+                [rounds.row(loop) for loop in loops],
+            ),
+        ],
+        notes=[
+            f"(b) {verdict} (without the first block between evaluations, which holds the warm-up)",
+            f"(b) with the first block: ratio of medians {with_first:.3f}",
+        ],
+        variant=args.framework,
+    )
+
 
 if __name__ == "__main__":
     main()

@@ -22,8 +22,13 @@ def wheel_files(folder: Path, requirement: str) -> list[Path]:
 def this_interpreter() -> list[str]:
     """pip download's options for binary wheels that this interpreter can load, whichever Python's pip downloads
     them: its Python version, CPython, and every manylinux tag its glibc runs (pip does not widen one tag)."""
-    options = ["--only-binary=:all:", "--python-version", f"{sys.version_info.major}.{sys.version_info.minor}",
-               "--implementation", "cp"]
+    options = [
+        "--only-binary=:all:",
+        "--python-version",
+        f"{sys.version_info.major}.{sys.version_info.minor}",
+        "--implementation",
+        "cp",
+    ]
     try:
         major, minor = (int(n) for n in os.confstr("CS_GNU_LIBC_VERSION").split()[1].split(".")[:2])
     except (ValueError, OSError, AttributeError, IndexError):  # not glibc: the downloading pip's own tags
@@ -42,7 +47,9 @@ def ensure_wheels(folder: Path, requirements: list[str], binary: bool = False) -
     tags = this_interpreter() if binary else []
     for python in (sys.executable, str(REPO / ".venv" / "bin" / "python")):
         if subprocess.run([python, "-m", "pip", "--version"], capture_output=True).returncode == 0:
-            subprocess.run([python, "-m", "pip", "download", "--no-deps", "--quiet", *tags, *missing, "-d",
-                            str(folder)], check=True)
+            subprocess.run(
+                [python, "-m", "pip", "download", "--no-deps", "--quiet", *tags, *missing, "-d", str(folder)],
+                check=True,
+            )
             return
     sys.exit(f"no pip to download {', '.join(missing)} with: pass --wheels DIR holding them")

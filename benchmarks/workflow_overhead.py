@@ -33,10 +33,14 @@ def study(batch_sizes: int, repeats: int) -> dict:
     return {
         "study": "overhead",
         "defaults": {"repeats": repeats},
-        "matrix": {"framework": ["pytorch", "tensorflow", "mxnet"], "model": ["resnet50"],
-                   "topology": ["1x1", "1x8", "2x8", "4x8"],
-                   "precision": ["fp32", "amp"], "compiler": [False, True],
-                   "batch_size": list(range(16, 16 * (batch_sizes + 1), 16))},
+        "matrix": {
+            "framework": ["pytorch", "tensorflow", "mxnet"],
+            "model": ["resnet50"],
+            "topology": ["1x1", "1x8", "2x8", "4x8"],
+            "precision": ["fp32", "amp"],
+            "compiler": [False, True],
+            "batch_size": list(range(16, 16 * (batch_sizes + 1), 16)),
+        },
     }
 
 
@@ -44,9 +48,24 @@ def dry_run(config: dict, work: Path) -> tuple[float, int]:
     path = work / "study.yaml"
     path.write_text(yaml.safe_dump(config))
     started = time.perf_counter()
-    result = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-n",
-                             "--directory", str(work), "--configfile", str(path)],
-                            capture_output=True, text=True, check=True, env=NO_SLURM)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-s",
+            str(REPO / "Snakefile"),
+            "-n",
+            "--directory",
+            str(work),
+            "--configfile",
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=NO_SLURM,
+    )
     elapsed = time.perf_counter() - started
     jobs = next((int(line.split()[1]) for line in result.stdout.splitlines() if line.startswith("total")), 0)
     return elapsed, jobs
@@ -58,26 +77,42 @@ def slurm_probe() -> str:
         return "no SLURM installed here: the SLURM executor plugin probes nothing"
     started = time.perf_counter()
     answered = subprocess.run(["scontrol", "show", "config"], capture_output=True, timeout=60).returncode == 0
-    return (f"the SLURM executor plugin's probe (`scontrol show config`) took {time.perf_counter() - started:.1f} s "
-            f"here ({'controller answered' if answered else 'no controller answered'}); not counted above "
-            "(SLURM_CONF=tests/slurm/no-controller.conf)")
+    return (
+        f"the SLURM executor plugin's probe (`scontrol show config`) took {time.perf_counter() - started:.1f} s "
+        f"here ({'controller answered' if answered else 'no controller answered'}); not counted above "
+        "(SLURM_CONF=tests/slurm/no-controller.conf)"
+    )
 
 
 def main() -> None:
     record = resultfile.Recorder(__file__)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        base, _ = dry_run({**study(1, 1), "matrix": {**study(1, 1)["matrix"], "topology": ["1x1"],
-                                                     "precision": ["fp32"], "compiler": [False]}}, Path(tmp))
+        base, _ = dry_run(
+            {
+                **study(1, 1),
+                "matrix": {**study(1, 1)["matrix"], "topology": ["1x1"], "precision": ["fp32"], "compiler": [False]},
+            },
+            Path(tmp),
+        )
         print(f"baseline: 1-run study dry run {base:.1f} s")
         rows.append(["1-run study (baseline)", 1, round(base, 1), "–", "–"])
         for batch_sizes, repeats, target in ((6, 7, 10.0), (6, 35, 30.0)):
             elapsed, jobs = dry_run(study(batch_sizes, repeats), Path(tmp))
             per_job = 1000 * (elapsed - base) / jobs
-            print(f"{jobs:6d} jobs: snakemake -n {elapsed:5.1f} s (target <= {target:.0f} s; "
-                  f"{elapsed / base:.1f}x the 1-run baseline, {per_job:.2f} ms/job)")
-            rows.append([f"3 frameworks × 4 topologies × 2 precisions × 2 compiler × 6 batch sizes × {repeats} repeats",
-                         jobs, round(elapsed, 1), round(per_job, 2), f"<= {target:.0f} s"])
+            print(
+                f"{jobs:6d} jobs: snakemake -n {elapsed:5.1f} s (target <= {target:.0f} s; "
+                f"{elapsed / base:.1f}x the 1-run baseline, {per_job:.2f} ms/job)"
+            )
+            rows.append(
+                [
+                    f"3 frameworks × 4 topologies × 2 precisions × 2 compiler × 6 batch sizes × {repeats} repeats",
+                    jobs,
+                    round(elapsed, 1),
+                    round(per_job, 2),
+                    f"<= {target:.0f} s",
+                ]
+            )
     columns = ["study", "jobs", "seconds", "ms per job over the baseline", "target"]
     probe = slurm_probe()
     print(probe)

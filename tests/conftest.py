@@ -31,8 +31,22 @@ def env_python(framework: str) -> Path:
     spec = REPO / "envs" / f"{framework}.yaml"
     prefix = env_prefix(VENV_DIR, spec)
     if not (prefix / MARKER).exists():
-        subprocess.run([sys.executable, "-m", "dlbench.venvs", "build", "--spec", str(spec),
-                        "--venv-dir", str(VENV_DIR), "--find-links", "pip"], check=True, env=harness_env())
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "dlbench.venvs",
+                "build",
+                "--spec",
+                str(spec),
+                "--venv-dir",
+                str(VENV_DIR),
+                "--find-links",
+                "pip",
+            ],
+            check=True,
+            env=harness_env(),
+        )
     assert (prefix / MARKER).exists()
     return prefix / "bin" / "python"
 
@@ -42,10 +56,10 @@ def torch_python() -> Path:
     return env_python("pytorch")
 
 
-def run_harness(python: Path, log: Path, *args: str, timeout: float = 600,
-                framework: str = "pytorch", model: str = "resnet50") -> subprocess.CompletedProcess:
-    cmd = [str(python), "-m", "dlbench.harness", "--framework", framework, "--model", model,
-           "--log", str(log), *args]
+def run_harness(
+    python: Path, log: Path, *args: str, timeout: float = 600, framework: str = "pytorch", model: str = "resnet50"
+) -> subprocess.CompletedProcess:
+    cmd = [str(python), "-m", "dlbench.harness", "--framework", framework, "--model", model, "--log", str(log), *args]
     return subprocess.run(cmd, env=harness_env(), capture_output=True, text=True, timeout=timeout)
 
 
@@ -78,8 +92,24 @@ def slurm_snakemake(work: Path, config: Path, *extra: str, hard_timeout_s: int =
     profile = work / "slurm"
     if not profile.exists():
         profile.symlink_to(REPO / "profiles" / "slurm")
-    cmd = ["timeout", "-k", "10", str(hard_timeout_s), sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"),
-           "--profile", "slurm", "--cores", "all", *extra, "--configfile", str(config)]
+    cmd = [
+        "timeout",
+        "-k",
+        "10",
+        str(hard_timeout_s),
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "Snakefile"),
+        "--profile",
+        "slurm",
+        "--cores",
+        "all",
+        *extra,
+        "--configfile",
+        str(config),
+    ]
     result = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=hard_timeout_s + 30)
     assert result.returncode != 124, "the workflow hung under SLURM"
     return result
@@ -119,13 +149,19 @@ def local_env() -> dict[str, str]:
     return dict(os.environ, SLURM_CONF=str(REPO / "tests" / "slurm" / "no-controller.conf"))
 
 
-def snakemake(workdir: Path, *args: str, snakefile: Path = REPO / "Snakefile", timeout: float = 1200,
-              env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def snakemake(
+    workdir: Path,
+    *args: str,
+    snakefile: Path = REPO / "Snakefile",
+    timeout: float = 1200,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess:
     """Run the workflow with `workdir` as working directory (results/ and logs/ go there), without SLURM; `env`
     adds to (or replaces in) the process environment."""
     cmd = [sys.executable, "-m", "snakemake", "-s", str(snakefile), "--directory", str(workdir), *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=workdir,
-                          env=local_env() | (env or {}))
+    return subprocess.run(
+        cmd, capture_output=True, text=True, timeout=timeout, cwd=workdir, env=local_env() | (env or {})
+    )
 
 
 def write_config(path: Path, config: dict) -> Path:
@@ -158,11 +194,16 @@ def tiny_config(venv_dir: Path = VENV_DIR, **overrides) -> dict:
         "study": "tiny",
         "software": {"venv_dir": str(venv_dir)},
         "platform": {"device": "cpu"},
-        "defaults": {"repeats": 2, "warmup_steps": 1, "measured_steps": 2, "image_size": 32,
-                     "timeout_minutes": 10},
-        "matrix": {"framework": ["pytorch"], "model": ["resnet50"], "topology": ["1x1", "1x2"],
-                   "precision": ["fp32"], "compiler": [False], "data": ["synthetic"],
-                   "batch_size": [2]},
+        "defaults": {"repeats": 2, "warmup_steps": 1, "measured_steps": 2, "image_size": 32, "timeout_minutes": 10},
+        "matrix": {
+            "framework": ["pytorch"],
+            "model": ["resnet50"],
+            "topology": ["1x1", "1x2"],
+            "precision": ["fp32"],
+            "compiler": [False],
+            "data": ["synthetic"],
+            "batch_size": [2],
+        },
     }
     config.update(overrides)
     return config
@@ -181,18 +222,61 @@ def real_data(tmp_path_factory) -> dict[str, Path]:
     wheels, sample, tree = root / "wheels", root / "bert_sample", root / "tree"
     dataprep = env_python("dataprep")
     run_tool(sys.executable, "dlbench.sample_wheels", "--dest", str(wheels), "--manifest", str(wheels / "w.json"))
-    run_tool(dataprep, "dlbench.dataprep.sample_imagenet", "--wheels", str(wheels), "--out", str(tree),
-             "--classes", "4", "--train-per-class", "8", "--validation-per-class", "2")
-    run_tool(dataprep, "dlbench.dataprep.imagenet", "convert", "--train-dir", str(tree / "train"),
-             "--validation-dir", str(tree / "validation"), "--validation-labels", str(tree / "validation_labels.txt"),
-             "--synsets", str(tree / "synsets.txt"), "--out", str(root / "imagenet"), "--train-shards", "2",
-             "--validation-shards", "1")
+    run_tool(
+        dataprep,
+        "dlbench.dataprep.sample_imagenet",
+        "--wheels",
+        str(wheels),
+        "--out",
+        str(tree),
+        "--classes",
+        "4",
+        "--train-per-class",
+        "8",
+        "--validation-per-class",
+        "2",
+    )
+    run_tool(
+        dataprep,
+        "dlbench.dataprep.imagenet",
+        "convert",
+        "--train-dir",
+        str(tree / "train"),
+        "--validation-dir",
+        str(tree / "validation"),
+        "--validation-labels",
+        str(tree / "validation_labels.txt"),
+        "--synsets",
+        str(tree / "synsets.txt"),
+        "--out",
+        str(root / "imagenet"),
+        "--train-shards",
+        "2",
+        "--validation-shards",
+        "1",
+    )
     run_tool(sys.executable, "dlbench.sample_wheels", "--dest", str(wheels), "--bert-sample", str(sample))
     dump = next(sample.glob("*.bz2"))
     run_tool(dataprep, "dlbench.dataprep.wikitext", "--input", str(dump), "--output", str(sample / "wiki.txt"))
-    run_tool(dataprep, "dlbench.dataprep.bert_shards", "create", "--input", str(sample / "wiki.txt"),
-             "--vocab", str(sample / "vocab.txt"), "--out", str(root / "bert128"), "--max-seq-length", "128",
-             "--max-predictions", "20", "--dupe-factor", "1", "--shards", "2")
+    run_tool(
+        dataprep,
+        "dlbench.dataprep.bert_shards",
+        "create",
+        "--input",
+        str(sample / "wiki.txt"),
+        "--vocab",
+        str(sample / "vocab.txt"),
+        "--out",
+        str(root / "bert128"),
+        "--max-seq-length",
+        "128",
+        "--max-predictions",
+        "20",
+        "--dupe-factor",
+        "1",
+        "--shards",
+        "2",
+    )
     return {"imagenet": root / "imagenet", "bert128": root / "bert128", "tree": tree, "bert_sample": sample}
 
 

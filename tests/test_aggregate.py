@@ -18,8 +18,17 @@ def logs_for(tmp_path, topology, throughputs, **kwargs):
         path = tmp_path / f"results/runs/resnet50/pytorch/{topology}/x/rep{rep}.jsonl"
         path = path.with_name(f"{kwargs.get('precision', 'fp32')}-{topology}-rep{rep}.jsonl")
         if isinstance(value, str):
-            paths.append(write_run_log(path, topology=topology, repeat=rep, status=value, throughput=None,
-                                       error=f"{value} in rep {rep}", **kwargs))
+            paths.append(
+                write_run_log(
+                    path,
+                    topology=topology,
+                    repeat=rep,
+                    status=value,
+                    throughput=None,
+                    error=f"{value} in rep {rep}",
+                    **kwargs,
+                )
+            )
         else:
             paths.append(write_run_log(path, topology=topology, repeat=rep, throughput=value, **kwargs))
     return [str(p) for p in paths]
@@ -36,9 +45,11 @@ def test_record_of_a_run(tmp_path):
 
 
 def test_median_dispersion_speedup_efficiency(tmp_path):
-    logs = (logs_for(tmp_path, "1x1", [100, 110, 90, 105, 95])
-            + logs_for(tmp_path, "1x2", [190, 200, 210])
-            + logs_for(tmp_path, "1x8", [700, "oom", 720]))
+    logs = (
+        logs_for(tmp_path, "1x1", [100, 110, 90, 105, 95])
+        + logs_for(tmp_path, "1x2", [190, 200, 210])
+        + logs_for(tmp_path, "1x8", [700, "oom", 720])
+    )
     records = pd.DataFrame([parse_run_log(p) for p in logs])
     summary = summarise(records).set_index("topology")
     one = summary.loc["1x1"]
@@ -63,8 +74,12 @@ def test_failed_configuration_is_kept_and_has_no_speedup(tmp_path):
 
 
 def test_speedup_compares_like_with_like(tmp_path):
-    logs = (logs_for(tmp_path, "1x1", [100.0]) + logs_for(tmp_path, "1x2", [150.0])
-            + logs_for(tmp_path, "1x1", [300.0], precision="amp") + logs_for(tmp_path, "1x2", [600.0], precision="amp"))
+    logs = (
+        logs_for(tmp_path, "1x1", [100.0])
+        + logs_for(tmp_path, "1x2", [150.0])
+        + logs_for(tmp_path, "1x1", [300.0], precision="amp")
+        + logs_for(tmp_path, "1x2", [600.0], precision="amp")
+    )
     summary = summarise(pd.DataFrame([parse_run_log(p) for p in logs]))
     speedups = summary.set_index(["precision", "topology"])["speedup"]
     assert speedups[("fp32", "1x2")] == pytest.approx(1.5)
@@ -72,8 +87,9 @@ def test_speedup_compares_like_with_like(tmp_path):
 
 
 def test_interrupted_and_corrupt_logs_become_error_records(tmp_path):
-    interrupted = write_run_log(tmp_path / "results/runs/resnet50/pytorch/1x1/bs32-fp32-nocompile-synthetic/rep1.jsonl",
-                                throughput=None)
+    interrupted = write_run_log(
+        tmp_path / "results/runs/resnet50/pytorch/1x1/bs32-fp32-nocompile-synthetic/rep1.jsonl", throughput=None
+    )
     corrupt = tmp_path / "results/runs/resnet50/pytorch/1x1/bs32-fp32-nocompile-synthetic/rep2.jsonl"
     corrupt.write_text('{"type": "header"\n')
     one = parse_run_log(interrupted)
@@ -107,10 +123,13 @@ def test_write_all_outputs(tmp_path):
 def test_bert_records_carry_their_inputs_and_speedups_stay_within_one_setting(tmp_path):
     """BERT records name sequence length, masked positions, optimizer and clipping (ResNet-50 ones none);
     a clipped run is never the baseline of an unclipped one."""
+
     def bert(topology, value, clip):
         path = tmp_path / f"{topology}-{clip}.jsonl"
-        return str(write_run_log(path, model="bert_base", topology=topology, throughput=value, grad_clip=clip,
-                                 seq_length=512))
+        return str(
+            write_run_log(path, model="bert_base", topology=topology, throughput=value, grad_clip=clip, seq_length=512)
+        )
+
     logs = [bert("1x1", 10.0, False), bert("1x2", 15.0, False), bert("1x1", 8.0, True), bert("1x2", 16.0, True)]
     records = pd.DataFrame([parse_run_log(p) for p in logs])
     first = records.iloc[0]
@@ -131,4 +150,8 @@ def test_unreadable_bert_log_is_identified_from_its_path(tmp_path):
     record = parse_run_log(path)
     assert record["status"] == "error" and record["repeat"] == 3 and record["devices"] == 2
     assert (record["seq_length"], record["max_predictions"], record["optimizer"], record["grad_clip"]) == (
-        128, 20, "lamb", True)
+        128,
+        20,
+        "lamb",
+        True,
+    )

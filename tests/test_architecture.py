@@ -48,8 +48,14 @@ def test_every_path_architecture_md_names_exists():
 
 def test_architecture_md_names_every_registered_plug_point():
     text = ARCHITECTURE.read_text()
-    for heading in ("### A framework", "### A model", "### A log format", "### A runner", "### A dataset",
-                    "### A report section"):
+    for heading in (
+        "### A framework",
+        "### A model",
+        "### A log format",
+        "### A runner",
+        "### A dataset",
+        "### A report section",
+    ):
         assert heading in text
     for module in ("harness/frameworks.py", "logformats/__init__.py", "report/sections.py", "harness/runner.py"):
         assert module in text, module

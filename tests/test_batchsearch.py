@@ -33,9 +33,11 @@ BUDGET_GB = {"pytorch": 1.2, "tensorflow": 1.1, "mxnet": 1.42}
 # ------------------------------------------------------------------------------------------ the arithmetic
 def threshold_probe(largest: int, stop_at: dict[int, str] | None = None):
     """A probe of a device where every size up to `largest` fits (and `stop_at` sizes end another way)."""
+
     def probe(size: int) -> dict:
         status = (stop_at or {}).get(size) or ("ok" if size <= largest else "oom")
         return {"batch_size": size, "status": status, "error": "" if status in ("ok", "oom") else "broken"}
+
     return probe
 
 
@@ -73,15 +75,42 @@ def test_a_probe_that_fails_otherwise_stops_the_search_without_a_max(status):
 
 # ------------------------------------------------------------------------------- real searches, real OOM
 def run_search(python: Path, out: Path, framework: str, *extra: str) -> dict:
-    run_env(python, "-m", "dlbench.harness.batchsearch", "--out", str(out), "--search-id", "test",
-            "--multiple", str(MULTIPLE), "--framework", framework, *PROBE, *extra, timeout=1800)
+    run_env(
+        python,
+        "-m",
+        "dlbench.harness.batchsearch",
+        "--out",
+        str(out),
+        "--search-id",
+        "test",
+        "--multiple",
+        str(MULTIPLE),
+        "--framework",
+        framework,
+        *PROBE,
+        *extra,
+        timeout=1800,
+    )
     return json.loads(out.read_text())
 
 
 def probe_once(python: Path, log: Path, framework: str, size: int, budget: float) -> dict:
     """An independent probe: the harness at one size under the budget, as a run of the study would be."""
-    run_harness(python, log, *PROBE[2:], "--batch-size", str(size), "--warmup-steps", "1", "--measured-steps", "2",
-                "--memory-limit-gb", str(budget), framework=framework, model="bert_tiny")
+    run_harness(
+        python,
+        log,
+        *PROBE[2:],
+        "--batch-size",
+        str(size),
+        "--warmup-steps",
+        "1",
+        "--measured-steps",
+        "2",
+        "--memory-limit-gb",
+        str(budget),
+        framework=framework,
+        model="bert_tiny",
+    )
     return read_log(log)["summary"][-1]
 
 
@@ -97,7 +126,7 @@ def test_search_finds_the_largest_batch_under_a_memory_budget(framework, tmp_pat
     # largest ok size is the result, and the next multiple up was probed and ran out of memory.
     sizes = [p["batch_size"] for p in probes]
     first_oom = next(i for i, p in enumerate(probes) if p["status"] == "oom")
-    assert sizes[:first_oom + 1] == [MULTIPLE * 2**i for i in range(first_oom + 1)]
+    assert sizes[: first_oom + 1] == [MULTIPLE * 2**i for i in range(first_oom + 1)]
     assert {p["status"] for p in probes} == {"ok", "oom"}
     assert max(p["batch_size"] for p in probes if p["status"] == "ok") == found
     assert min(p["batch_size"] for p in probes if p["status"] == "oom") == found + MULTIPLE
@@ -114,8 +143,9 @@ def test_search_finds_the_largest_batch_under_a_memory_budget(framework, tmp_pat
 
 def test_a_probe_that_times_out_stops_the_search_with_timeout(torch_python, tmp_path):
     """A time limit no probe can meet (the framework's import alone takes longer): timeout, no max."""
-    result = run_search(torch_python, tmp_path / "search.json", "pytorch", "--timeout-s", "0.5",
-                        "--memory-limit-gb", "1")
+    result = run_search(
+        torch_python, tmp_path / "search.json", "pytorch", "--timeout-s", "0.5", "--memory-limit-gb", "1"
+    )
     assert result["status"] == "timeout" and result["batch_size"] is None
     assert [(p["batch_size"], p["status"]) for p in result["probes"]] == [(MULTIPLE, "timeout")]
     assert "time limit" in result["reason"]
@@ -125,9 +155,25 @@ def test_two_ranks_beyond_the_budget_are_a_run_out_of_memory(torch_python, tmp_p
     """1x2: each rank has the budget; when one runs out of memory, the other may fail in the broken collective
     first, but the run is `oom` (the supervisor reads every rank's report), so a search at 1x2 sees oom too."""
     log = tmp_path / "run.jsonl"
-    run_harness(torch_python, log, "--topology", "1x2", "--seq-length", "128", "--device", "cpu", "--batch-size",
-                "64", "--warmup-steps", "1", "--measured-steps", "1", "--memory-limit-gb", "0.5",
-                model="bert_tiny")
+    run_harness(
+        torch_python,
+        log,
+        "--topology",
+        "1x2",
+        "--seq-length",
+        "128",
+        "--device",
+        "cpu",
+        "--batch-size",
+        "64",
+        "--warmup-steps",
+        "1",
+        "--measured-steps",
+        "1",
+        "--memory-limit-gb",
+        "0.5",
+        model="bert_tiny",
+    )
     summary = read_log(log)["summary"][-1]
     assert summary["status"] == "oom", summary
     assert summary["memory"]["memory_limit_gb"] == 0.5
@@ -140,20 +186,30 @@ def test_memory_limit_is_recorded_in_the_run(torch_python, tmp_path):
     rank = summary["ranks"][0]
     assert rank["memory_limit_gb"] == 1.5 and rank["vm_peak_bytes"] <= rank["address_space_limit_bytes"]
     from dlbench.logformats import dlbench as dlbench_format
+
     record = dlbench_format.parse(log)
     assert record["memory_limit_gb"] == 1.5 and record["vm_peak_bytes"] == rank["vm_peak_bytes"]
 
 
 # ----------------------------------------------------------------------------------------------- the study
 def max_study(tmp_path: Path, budget: float = 0.5) -> Path:
-    return write_config(tmp_path / "study.yaml", {
-        "study": "max", "software": {"venv_dir": str(REPO / ".venvs")},
-        "platform": {"device": "cpu", "memory_limit_gb": budget},
-        "telemetry": {"enabled": False},
-        "defaults": {"repeats": 1, "warmup_steps": 1, "measured_steps": 2, "timeout_minutes": 10,
-                     "batch_size_multiple": 16},  # 16 sequences fit in 0.5 GiB, 32 do not (see BUDGET_GB)
-        "matrix": {"framework": ["pytorch"], "model": ["bert_tiny"], "topology": ["1x1"], "batch_size": [2, "max"]},
-    })
+    return write_config(
+        tmp_path / "study.yaml",
+        {
+            "study": "max",
+            "software": {"venv_dir": str(REPO / ".venvs")},
+            "platform": {"device": "cpu", "memory_limit_gb": budget},
+            "telemetry": {"enabled": False},
+            "defaults": {
+                "repeats": 1,
+                "warmup_steps": 1,
+                "measured_steps": 2,
+                "timeout_minutes": 10,
+                "batch_size_multiple": 16,
+            },  # 16 sequences fit in 0.5 GiB, 32 do not (see BUDGET_GB)
+            "matrix": {"framework": ["pytorch"], "model": ["bert_tiny"], "topology": ["1x1"], "batch_size": [2, "max"]},
+        },
+    )
 
 
 SEARCH = "results/search/bert_tiny/pytorch/1x1/bsmax-fp32-nocompile-synthetic-seq128-adam-noclip.json"
@@ -168,7 +224,8 @@ def test_workflow_runs_the_search_as_a_checkpoint_and_reports_max(torch_python, 
     found = search_result["batch_size"]
     # The runs at the size found are ordinary runs of the study, their id carries the number.
     run = tmp_path / SEARCH.replace("results/search", "results/runs").replace("bsmax", f"bs{found}").replace(
-        ".json", "/rep1.jsonl")
+        ".json", "/rep1.jsonl"
+    )
     assert read_log(run)["summary"][-1]["status"] == "ok"
     report = tmp_path / "results/reports/v1"
     summary = pd.read_csv(report / "summary.csv").set_index("batch_size")
@@ -192,31 +249,61 @@ def test_workflow_runs_the_search_as_a_checkpoint_and_reports_max(torch_python, 
 TTQ = {"quality": {"target": 0.5, "eval_every_steps": 10, "max_steps": 50}}
 
 
-@pytest.mark.parametrize("platform, defaults, metric, expected", [
-    ({"device": "cpu"}, {}, "throughput",
-     "needs platform.memory_limit_gb (a CPU memory budget) or max_batch_size (a cap)"),
-    ({"device": "auto"}, {}, "throughput", "with device auto needs platform.memory_limit_gb"),
-    ({"device": "cuda", "memory_limit_gb": 4}, {}, "throughput", "platform.memory_limit_gb: a CPU memory budget"),
-    ({"device": "cpu"}, {"max_batch_size": 4, "batch_size_multiple": 8}, "throughput", "max_batch_size: 4"),
-    ({"device": "cpu", "memory_limit_gb": 1}, TTQ, "time_to_quality",
-     "with metric time_to_quality: a time-to-quality run's batch size is part of its learning-rate schedule"),
-])
+@pytest.mark.parametrize(
+    "platform, defaults, metric, expected",
+    [
+        (
+            {"device": "cpu"},
+            {},
+            "throughput",
+            "needs platform.memory_limit_gb (a CPU memory budget) or max_batch_size (a cap)",
+        ),
+        ({"device": "auto"}, {}, "throughput", "with device auto needs platform.memory_limit_gb"),
+        ({"device": "cuda", "memory_limit_gb": 4}, {}, "throughput", "platform.memory_limit_gb: a CPU memory budget"),
+        ({"device": "cpu"}, {"max_batch_size": 4, "batch_size_multiple": 8}, "throughput", "max_batch_size: 4"),
+        (
+            {"device": "cpu", "memory_limit_gb": 1},
+            TTQ,
+            "time_to_quality",
+            "with metric time_to_quality: a time-to-quality run's batch size is part of its learning-rate schedule",
+        ),
+    ],
+)
 def test_max_needs_a_limit_the_search_can_meet(tmp_path, platform, defaults, metric, expected):
-    config = write_config(tmp_path / "study.yaml", {
-        "study": "bad", "platform": platform, "defaults": defaults,
-        "matrix": {"framework": ["pytorch"], "model": ["resnet_tiny"], "topology": ["1x1"], "batch_size": ["max"],
-                   "metric": [metric], "data": ["real" if metric == "time_to_quality" else "synthetic"]},
-    })
+    config = write_config(
+        tmp_path / "study.yaml",
+        {
+            "study": "bad",
+            "platform": platform,
+            "defaults": defaults,
+            "matrix": {
+                "framework": ["pytorch"],
+                "model": ["resnet_tiny"],
+                "topology": ["1x1"],
+                "batch_size": ["max"],
+                "metric": [metric],
+                "data": ["real" if metric == "time_to_quality" else "synthetic"],
+            },
+        },
+    )
     result = snakemake(tmp_path, "-n", "--configfile", str(config))
     assert result.returncode != 0 and expected in result.stdout + result.stderr, result.stderr[-2000:]
 
 
 def test_a_misspelt_max_names_the_key_and_what_is_allowed(tmp_path):
-    config = write_config(tmp_path / "study.yaml", {
-        "study": "bad", "platform": {"device": "cpu"},
-        "matrix": {"framework": ["pytorch"], "model": ["bert_tiny"], "topology": ["1x1"],
-                   "batch_size": {"bert_tiny": [8, "maximum"]}},
-    })
+    config = write_config(
+        tmp_path / "study.yaml",
+        {
+            "study": "bad",
+            "platform": {"device": "cpu"},
+            "matrix": {
+                "framework": ["pytorch"],
+                "model": ["bert_tiny"],
+                "topology": ["1x1"],
+                "batch_size": {"bert_tiny": [8, "maximum"]},
+            },
+        },
+    )
     result = snakemake(tmp_path, "-n", "--configfile", str(config))
     out = result.stdout + result.stderr
     assert result.returncode != 0 and "matrix.batch_size.bert_tiny[1]: 'maximum' is not allowed" in out, out[-2000:]
@@ -226,7 +313,8 @@ def test_a_misspelt_max_names_the_key_and_what_is_allowed(tmp_path):
 def test_the_shipped_max_batch_study_has_one_search_per_framework(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     path = REPO / "workflow" / "studies" / "max-batch.yaml"
-    study = load_study_files(yaml.safe_load(path.read_text()), [path], REPO / "workflow/schemas/config.schema.yaml",
-                             REPO / "envs", tmp_path)
+    study = load_study_files(
+        yaml.safe_load(path.read_text()), [path], REPO / "workflow/schemas/config.schema.yaml", REPO / "envs", tmp_path
+    )
     assert sorted(search.split("/")[1] for search in study.searches()) == ["mxnet", "pytorch", "tensorflow"]
     assert study.config["platform"] == {"device": "cpu", "memory_limit_gb": 1.0}

@@ -22,9 +22,26 @@ TOLERANCE = 1e-4
 
 def logits(framework: str, model: str, weights: Path, batch: Path, out: Path) -> dict[str, np.ndarray]:
     result = subprocess.run(
-        [str(env_python(framework)), "-m", "dlbench.harness.bert_logits", "--framework", framework,
-         "--model", model, "--weights", str(weights), "--batch", str(batch), "--out", str(out)],
-        env=harness_env(), capture_output=True, text=True, timeout=900)
+        [
+            str(env_python(framework)),
+            "-m",
+            "dlbench.harness.bert_logits",
+            "--framework",
+            framework,
+            "--model",
+            model,
+            "--weights",
+            str(weights),
+            "--batch",
+            str(batch),
+            "--out",
+            str(out),
+        ],
+        env=harness_env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert result.returncode == 0, f"{framework}: {result.stderr[-4000:]}"
     with np.load(out) as f:
         return dict(f)
@@ -38,8 +55,9 @@ def check_equivalence(tmp_path: Path, model: str, batch_size: int, seq_length: i
     cfg = bert.CONFIGS[model]
     weights, batch = tmp_path / "weights.npz", tmp_path / "batch.npz"
     np.savez(weights, **bert.random_weights(cfg, seed=1))
-    np.savez(batch, **bert.synthetic_batch(cfg, batch_size, seq_length, max(2, seq_length * 15 // 100), seed=2,
-                                           padding=True))
+    np.savez(
+        batch, **bert.synthetic_batch(cfg, batch_size, seq_length, max(2, seq_length * 15 // 100), seed=2, padding=True)
+    )
     outputs = {fw: logits(fw, model, weights, batch, tmp_path / f"{fw}.npz") for fw in FRAMEWORKS}
     reference = outputs["pytorch"]
     predictions = max(2, seq_length * 15 // 100)

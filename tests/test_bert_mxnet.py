@@ -28,8 +28,9 @@ def run_mx(python: Path, log: Path, *args: str, model: str = "bert_tiny") -> dic
 
 def mx_script(python: Path, code: str, *args: str) -> dict:
     """Run code in the MXNet environment; it prints one JSON line last."""
-    out = subprocess.run([str(python), "-c", code, *args], env=harness_env(), capture_output=True, text=True,
-                         timeout=300)
+    out = subprocess.run(
+        [str(python), "-c", code, *args], env=harness_env(), capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -82,8 +83,11 @@ def numpy_bert(cfg: bert.BertConfig, weights: dict[str, np.ndarray], batch: dict
         return x.reshape(b, s, n, d).transpose(0, 2, 1, 3)
 
     e = "bert/embeddings"
-    x = (w[f"{e}/word_embeddings"][batch["input_ids"]] + w[f"{e}/token_type_embeddings"][batch["segment_ids"]]
-         + w[f"{e}/position_embeddings"][:s])
+    x = (
+        w[f"{e}/word_embeddings"][batch["input_ids"]]
+        + w[f"{e}/token_type_embeddings"][batch["segment_ids"]]
+        + w[f"{e}/position_embeddings"][:s]
+    )
     x = norm(x, f"{e}/LayerNorm")
     adder = (1.0 - batch["input_mask"][:, None, None, :]) * -10000.0
     for layer in range(cfg.num_layers):
@@ -133,9 +137,21 @@ def test_outputs_are_google_bert_s(mx_python, tmp_path):
     assert (batch["input_mask"] == 0).any()  # the attention mask matters
     np.savez(tmp_path / "weights.npz", **weights)
     np.savez(tmp_path / "batch.npz", **batch)
-    cmd = [str(mx_python), "-m", "dlbench.harness.bert_logits", "--framework", "mxnet", "--model", "bert_tiny",
-           "--weights", str(tmp_path / "weights.npz"), "--batch", str(tmp_path / "batch.npz"),
-           "--out", str(tmp_path / "out.npz")]
+    cmd = [
+        str(mx_python),
+        "-m",
+        "dlbench.harness.bert_logits",
+        "--framework",
+        "mxnet",
+        "--model",
+        "bert_tiny",
+        "--weights",
+        str(tmp_path / "weights.npz"),
+        "--batch",
+        str(tmp_path / "batch.npz"),
+        "--out",
+        str(tmp_path / "out.npz"),
+    ]
     subprocess.run(cmd, env=harness_env(), check=True, capture_output=True, timeout=300)
     out = np.load(tmp_path / "out.npz")
     mlm, nsp, loss = numpy_bert(cfg, weights, batch)
@@ -175,8 +191,20 @@ def test_two_ranks_through_the_dist_kvstore_with_clipping(mx_python, tmp_path):
 @pytest.mark.parametrize(("precision", "compiler"), [("amp", "off"), ("fp32", "on"), ("amp", "on")])
 def test_amp_and_compiler(mx_python, tmp_path, precision, compiler):
     log = tmp_path / "run.jsonl"
-    result = run_harness(mx_python, log, "--topology", "1x1", "--precision", precision, "--compiler", compiler,
-                         *TINY, framework="mxnet", model="bert_tiny", timeout=300)
+    result = run_harness(
+        mx_python,
+        log,
+        "--topology",
+        "1x1",
+        "--precision",
+        precision,
+        "--compiler",
+        compiler,
+        *TINY,
+        framework="mxnet",
+        model="bert_tiny",
+        timeout=300,
+    )
     entries = read_log(log)
     env = ok_or_unsupported(entries, result.stderr)
     if env is None:  # bfloat16 needs AVX-512 (the ResNet path's rule)
@@ -197,9 +225,25 @@ def test_lamb_with_clipping(mx_python, tmp_path):
 
 def test_resnet50_refuses_a_bert_optimizer(mx_python, tmp_path):
     log = tmp_path / "run.jsonl"
-    entries = run_mx(mx_python, log, "--topology", "1x1", "--optimizer", "lamb", "--image-size", "32",
-                     "--batch-size", "2", "--warmup-steps", "1", "--measured-steps", "1", "--device", "cpu",
-                     model="resnet50")
+    entries = run_mx(
+        mx_python,
+        log,
+        "--topology",
+        "1x1",
+        "--optimizer",
+        "lamb",
+        "--image-size",
+        "32",
+        "--batch-size",
+        "2",
+        "--warmup-steps",
+        "1",
+        "--measured-steps",
+        "1",
+        "--device",
+        "cpu",
+        model="resnet50",
+    )
     summary = entries["summary"][-1]
     assert summary["status"] == "unsupported" and "BERT setting" in summary["error"]
 
@@ -209,8 +253,22 @@ def test_out_of_memory_is_a_record(mx_python, tmp_path):
     wrapper = tmp_path / "python-limited"
     wrapper.write_text(f'#!/bin/sh\nulimit -v 2500000\nexec "{mx_python}" "$@"\n')
     wrapper.chmod(0o755)
-    entries = run_mx(wrapper, tmp_path / "run.jsonl", "--topology", "1x1", "--seq-length", "128",
-                     "--batch-size", "512", "--warmup-steps", "1", "--measured-steps", "1", "--device", "cpu")
+    entries = run_mx(
+        wrapper,
+        tmp_path / "run.jsonl",
+        "--topology",
+        "1x1",
+        "--seq-length",
+        "128",
+        "--batch-size",
+        "512",
+        "--warmup-steps",
+        "1",
+        "--measured-steps",
+        "1",
+        "--device",
+        "cpu",
+    )
     summary = entries["summary"][-1]
     assert summary["status"] == "oom", summary
     assert "Failed to allocate CPU Memory" in summary["error"]

@@ -14,8 +14,7 @@ import pytest
 from conftest import assert_ranks_counted, env_python, harness_env, ok_or_unsupported, read_log, run_harness
 from dlbench.harness import bert
 
-TINY = ["--batch-size", "2", "--seq-length", "32", "--warmup-steps", "1", "--measured-steps", "3",
-        "--device", "cpu"]
+TINY = ["--batch-size", "2", "--seq-length", "32", "--warmup-steps", "1", "--measured-steps", "3", "--device", "cpu"]
 TINY_PARAMETERS, BASE_PARAMETERS = 4_433_468, 110_106_428
 
 
@@ -28,14 +27,17 @@ def torch_python() -> Path:
 def api(torch_python) -> dict:
     """The direct-API checks below, run once in one PyTorch interpreter (importing torch takes seconds):
     each CHECKS entry is the body of a function whose returned dict is api[its name]."""
-    code = ("import dataclasses, json, torch\n"
-            "from dlbench.harness import bert\n"
-            "from dlbench.harness.backends.pytorch import bert as torch_bert\n")
+    code = (
+        "import dataclasses, json, torch\n"
+        "from dlbench.harness import bert\n"
+        "from dlbench.harness.backends.pytorch import bert as torch_bert\n"
+    )
     for name, body in CHECKS.items():
         code += f"def check_{name}():\n{textwrap.indent(body, '    ')}\n"
     code += f"print(json.dumps({{name: globals()['check_' + name]() for name in {list(CHECKS)}}}))\n"
-    result = subprocess.run([str(torch_python), "-c", code], env=harness_env(), capture_output=True, text=True,
-                            timeout=600)
+    result = subprocess.run(
+        [str(torch_python), "-c", code], env=harness_env(), capture_output=True, text=True, timeout=600
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.splitlines()[-1])
 
@@ -74,8 +76,9 @@ def test_parameter_counts_and_layout_match_googles_checkpoint(api):
     assert out["bert_base"] == {"count": BASE_PARAMETERS, "canonical_match": True, "each_once": True}
 
 
-def reference_outputs(w: dict[str, np.ndarray], b: dict[str, np.ndarray],
-                      heads: int) -> tuple[np.ndarray, np.ndarray, float]:
+def reference_outputs(
+    w: dict[str, np.ndarray], b: dict[str, np.ndarray], heads: int
+) -> tuple[np.ndarray, np.ndarray, float]:
     """Google's modeling.py + run_pretraining.py heads, transcribed to numpy in float64 (dropout off)."""
     w = {k: v.astype(np.float64) for k, v in w.items()}
 
@@ -95,8 +98,11 @@ def reference_outputs(w: dict[str, np.ndarray], b: dict[str, np.ndarray],
 
     ids = b["input_ids"]
     batch, seq = ids.shape
-    x = (w["bert/embeddings/word_embeddings"][ids] + w["bert/embeddings/position_embeddings"][:seq]
-         + w["bert/embeddings/token_type_embeddings"][b["segment_ids"]])
+    x = (
+        w["bert/embeddings/word_embeddings"][ids]
+        + w["bert/embeddings/position_embeddings"][:seq]
+        + w["bert/embeddings/token_type_embeddings"][b["segment_ids"]]
+    )
     x = layer_norm(x, "bert/embeddings/LayerNorm")
     hidden = x.shape[-1]
     size = hidden // heads
@@ -104,8 +110,10 @@ def reference_outputs(w: dict[str, np.ndarray], b: dict[str, np.ndarray],
     layer = 0
     while f"bert/encoder/layer_{layer}/output/dense/kernel" in w:
         p = f"bert/encoder/layer_{layer}"
-        q, k, v = (dense(x, f"{p}/attention/self/{n}").reshape(batch, seq, heads, size).transpose(0, 2, 1, 3)
-                   for n in ("query", "key", "value"))
+        q, k, v = (
+            dense(x, f"{p}/attention/self/{n}").reshape(batch, seq, heads, size).transpose(0, 2, 1, 3)
+            for n in ("query", "key", "value")
+        )
         probs = np.exp(log_softmax(q @ k.transpose(0, 1, 3, 2) / np.sqrt(size) + adder))
         context = (probs @ v).transpose(0, 2, 1, 3).reshape(batch, seq, hidden)
         x = layer_norm(x + dense(context, f"{p}/attention/output/dense"), f"{p}/attention/output/LayerNorm")
@@ -136,9 +144,26 @@ def test_outputs_match_googles_bert_in_numpy(torch_python, tmp_path):
     assert (batch["input_mask"] == 0).any()
     np.savez(tmp_path / "w.npz", **weights)
     np.savez(tmp_path / "b.npz", **batch)
-    subprocess.run([str(torch_python), "-m", "dlbench.harness.bert_logits", "--framework", "pytorch",
-                    "--model", "bert_tiny", "--weights", str(tmp_path / "w.npz"), "--batch", str(tmp_path / "b.npz"),
-                    "--out", str(tmp_path / "out.npz")], env=harness_env(), check=True, timeout=300)
+    subprocess.run(
+        [
+            str(torch_python),
+            "-m",
+            "dlbench.harness.bert_logits",
+            "--framework",
+            "pytorch",
+            "--model",
+            "bert_tiny",
+            "--weights",
+            str(tmp_path / "w.npz"),
+            "--batch",
+            str(tmp_path / "b.npz"),
+            "--out",
+            str(tmp_path / "out.npz"),
+        ],
+        env=harness_env(),
+        check=True,
+        timeout=300,
+    )
     out = np.load(tmp_path / "out.npz")
     mlm, nsp, loss = reference_outputs(weights, batch, cfg.num_heads)
     assert out["mlm_logits"].shape == (3, 5, cfg.vocab_size) and out["nsp_logits"].shape == (3, 2)
@@ -333,8 +358,9 @@ def test_two_ranks_really_run_and_are_counted(torch_python, tmp_path):
 
 def test_lamb_with_gradient_clipping_in_bfloat16_amp_runs(torch_python, tmp_path):
     log = tmp_path / "run.jsonl"
-    entries = run_bert(torch_python, log, "--topology", "1x1", "--optimizer", "lamb", "--grad-clip", "on",
-                       "--precision", "amp", *TINY)
+    entries = run_bert(
+        torch_python, log, "--topology", "1x1", "--optimizer", "lamb", "--grad-clip", "on", "--precision", "amp", *TINY
+    )
     env = ok_or_unsupported(entries, entries["stderr"][0]["text"])
     assert env is not None and env["amp_dtype"] == "bfloat16"
     assert env["optimizer"].startswith("LAMB") and env["grad_clip"] is True and env["clip_norm"] == 1.0
@@ -356,8 +382,22 @@ def test_out_of_memory_is_a_record(torch_python, tmp_path):
     wrapper.write_text(f'#!/bin/sh\nulimit -v 3000000\nexec "{torch_python}" "$@"\n')
     wrapper.chmod(0o755)
     log = tmp_path / "run.jsonl"
-    entries = run_bert(wrapper, log, "--topology", "1x1", "--batch-size", "1024", "--seq-length", "128",
-                       "--warmup-steps", "1", "--measured-steps", "1", "--device", "cpu")
+    entries = run_bert(
+        wrapper,
+        log,
+        "--topology",
+        "1x1",
+        "--batch-size",
+        "1024",
+        "--seq-length",
+        "128",
+        "--warmup-steps",
+        "1",
+        "--measured-steps",
+        "1",
+        "--device",
+        "cpu",
+    )
     summary = entries["summary"][-1]
     assert summary["status"] == "oom", summary
     assert "can't allocate memory" in summary["error"]

@@ -23,7 +23,6 @@ def tf_python() -> Path:
     return env_python("tensorflow")
 
 
-
 def run_bert(python: Path, log: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict[str, list[dict]]]:
     result = run_harness(python, log, *args, framework="tensorflow", model="bert_tiny", timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -196,14 +195,19 @@ def numpy_bert(cfg: bert.BertConfig, w: dict[str, np.ndarray], b: dict[str, np.n
 
     batch, length = b["input_ids"].shape
     heads, size = cfg.num_heads, cfg.head_size
-    x = w["bert/embeddings/word_embeddings"][b["input_ids"]] + w["bert/embeddings/token_type_embeddings"][
-        b["segment_ids"]] + w["bert/embeddings/position_embeddings"][:length]
+    x = (
+        w["bert/embeddings/word_embeddings"][b["input_ids"]]
+        + w["bert/embeddings/token_type_embeddings"][b["segment_ids"]]
+        + w["bert/embeddings/position_embeddings"][:length]
+    )
     x = norm(x, "bert/embeddings/LayerNorm")
     adder = (1.0 - b["input_mask"][:, None, None, :]) * -10000.0
     for i in range(cfg.num_layers):
         p = f"bert/encoder/layer_{i}"
-        q, k, v = (dense(x, f"{p}/attention/self/{n}").reshape(batch, length, heads, size).transpose(0, 2, 1, 3)
-                   for n in ("query", "key", "value"))
+        q, k, v = (
+            dense(x, f"{p}/attention/self/{n}").reshape(batch, length, heads, size).transpose(0, 2, 1, 3)
+            for n in ("query", "key", "value")
+        )
         scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(size) + adder
         probs = np.exp(log_softmax(scores))
         context = (probs @ v).transpose(0, 2, 1, 3).reshape(batch, length, heads * size)
@@ -228,10 +232,27 @@ def test_bert_logits_match_a_numpy_reference_of_google_bert(tf_python, tmp_path)
     assert (batch["input_mask"] == 0).any()  # the attention mask matters
     np.savez(tmp_path / "w.npz", **weights)
     np.savez(tmp_path / "b.npz", **batch)
-    result = subprocess.run([str(tf_python), "-m", "dlbench.harness.bert_logits", "--framework", "tensorflow",
-                             "--model", "bert_tiny", "--weights", str(tmp_path / "w.npz"), "--batch",
-                             str(tmp_path / "b.npz"), "--out", str(tmp_path / "out.npz")],
-                            env=harness_env(), capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [
+            str(tf_python),
+            "-m",
+            "dlbench.harness.bert_logits",
+            "--framework",
+            "tensorflow",
+            "--model",
+            "bert_tiny",
+            "--weights",
+            str(tmp_path / "w.npz"),
+            "--batch",
+            str(tmp_path / "b.npz"),
+            "--out",
+            str(tmp_path / "out.npz"),
+        ],
+        env=harness_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     out = np.load(tmp_path / "out.npz")
     mlm, nsp, loss = numpy_bert(cfg, weights, batch)
@@ -242,6 +263,7 @@ def test_bert_logits_match_a_numpy_reference_of_google_bert(tf_python, tmp_path)
 
 
 # ---- the harness with BERT
+
 
 def test_one_rank_counts_sequences(tf_python, tmp_path):
     log = tmp_path / "run.jsonl"
@@ -298,9 +320,24 @@ def test_out_of_memory_is_a_record(tf_python, tmp_path):
     wrapper.write_text(f'#!/bin/sh\nulimit -v 8000000\nexec "{tf_python}" "$@"\n')
     wrapper.chmod(0o755)
     log = tmp_path / "run.jsonl"
-    _, entries = run_bert(wrapper, log, "--topology", "1x1", "--seq-length", "32", "--batch-size", "2",
-                          "--max-predictions", "41000", "--warmup-steps", "1", "--measured-steps", "1",
-                          "--device", "cpu")
+    _, entries = run_bert(
+        wrapper,
+        log,
+        "--topology",
+        "1x1",
+        "--seq-length",
+        "32",
+        "--batch-size",
+        "2",
+        "--max-predictions",
+        "41000",
+        "--warmup-steps",
+        "1",
+        "--measured-steps",
+        "1",
+        "--device",
+        "cpu",
+    )
     summary = entries["summary"][-1]
     assert summary["status"] == "oom", summary
     assert "ResourceExhaustedError" in summary["error"]
@@ -309,9 +346,9 @@ def test_out_of_memory_is_a_record(tf_python, tmp_path):
 def test_bert_options_for_resnet50_are_unsupported(api_facts):
     """Backend.setup() refuses them before building anything (rank.py records `unsupported` with the reason)."""
     assert api_facts["resnet50"] == {
-        "{'optimizer': 'lamb'}":
-            "unsupported: optimizer 'lamb' is a BERT setting; ResNet-50 trains with SGD and momentum",
-        "{'optimizer': 'adam'}":
-            "unsupported: optimizer 'adam' is a BERT setting; ResNet-50 trains with SGD and momentum",
+        "{'optimizer': 'lamb'}": "unsupported: optimizer 'lamb' is a BERT setting; "
+        "ResNet-50 trains with SGD and momentum",
+        "{'optimizer': 'adam'}": "unsupported: optimizer 'adam' is a BERT setting; "
+        "ResNet-50 trains with SGD and momentum",
         "{'grad_clip': True}": "unsupported: grad_clip is a BERT setting; ResNet-50 trains without gradient clipping",
     }

@@ -23,9 +23,15 @@ def test_schema_modes_are_identitys_modes():
     assert schema["$defs"]["compiler"]["enum"] == [False, True, *identity.COMPILER_MODES]
 
 
-@pytest.mark.parametrize("compiler, part", [(False, "nocompile"), (True, "compile"),
-                                            ("reduce-overhead", "compile_reduce_overhead"),
-                                            ("max-autotune-no-cudagraphs", "compile_max_autotune_no_cudagraphs")])
+@pytest.mark.parametrize(
+    "compiler, part",
+    [
+        (False, "nocompile"),
+        (True, "compile"),
+        ("reduce-overhead", "compile_reduce_overhead"),
+        ("max-autotune-no-cudagraphs", "compile_max_autotune_no_cudagraphs"),
+    ],
+)
 def test_compiler_values_make_ids_that_round_trip(compiler, part):
     axes = {"model": "resnet50", "batch_size": 8, "precision": "amp", "compiler": compiler, "data": "synthetic"}
     variant = identity.variant(axes)
@@ -36,7 +42,10 @@ def test_compiler_values_make_ids_that_round_trip(compiler, part):
 def test_a_mode_is_its_own_configuration_and_a_bad_one_names_the_key():
     study = load_study(matrix_study([False, True, "max-autotune"]), SCHEMA, REPO / "envs")
     assert sorted(c.variant.split("-")[2] for c in study.configurations.values()) == [
-        "compile", "compile_max_autotune", "nocompile"]
+        "compile",
+        "compile_max_autotune",
+        "nocompile",
+    ]
     with pytest.raises(ConfigError, match=r"matrix\.compiler\[1\]: 'fast' is not allowed \(allowed: off, on, reduce"):
         load_study(matrix_study([False, "fast"]), SCHEMA, REPO / "envs")
 
@@ -57,9 +66,29 @@ def test_the_mode_reaches_the_harness_command_line_and_only_there(tmp_path):
 @pytest.mark.slow
 def test_pytorch_runs_a_mode_and_records_it(tmp_path, torch_python):
     log = tmp_path / "run.jsonl"
-    result = run_harness(torch_python, log, "--model", "resnet_tiny", "--topology", "1x1", "--batch-size", "2",
-                         "--image-size", "32", "--warmup-steps", "1", "--measured-steps", "2", "--device", "cpu",
-                         "--compiler", "on", "--compiler-mode", "max-autotune-no-cudagraphs", model="resnet_tiny")
+    result = run_harness(
+        torch_python,
+        log,
+        "--model",
+        "resnet_tiny",
+        "--topology",
+        "1x1",
+        "--batch-size",
+        "2",
+        "--image-size",
+        "32",
+        "--warmup-steps",
+        "1",
+        "--measured-steps",
+        "2",
+        "--device",
+        "cpu",
+        "--compiler",
+        "on",
+        "--compiler-mode",
+        "max-autotune-no-cudagraphs",
+        model="resnet_tiny",
+    )
     entries = read_log(log)
     assert entries["summary"][-1]["status"] == "ok", result.stderr[-3000:]
     assert entries["environment"][0]["compiler"] == "torch.compile (mode max-autotune-no-cudagraphs)"
@@ -68,9 +97,27 @@ def test_pytorch_runs_a_mode_and_records_it(tmp_path, torch_python):
 
 def test_a_framework_without_modes_records_unsupported_with_the_reason(tmp_path):
     log = tmp_path / "run.jsonl"
-    run_harness(env_python("mxnet"), log, "--topology", "1x1", "--batch-size", "2", "--image-size", "32",
-                "--warmup-steps", "1", "--measured-steps", "1", "--device", "cpu", "--compiler", "on",
-                "--compiler-mode", "reduce-overhead", framework="mxnet")
+    run_harness(
+        env_python("mxnet"),
+        log,
+        "--topology",
+        "1x1",
+        "--batch-size",
+        "2",
+        "--image-size",
+        "32",
+        "--warmup-steps",
+        "1",
+        "--measured-steps",
+        "1",
+        "--device",
+        "cpu",
+        "--compiler",
+        "on",
+        "--compiler-mode",
+        "reduce-overhead",
+        framework="mxnet",
+    )
     summary = read_log(log)["summary"][-1]
     assert summary["status"] == "unsupported"
     assert "compiler mode reduce-overhead is torch.compile's; MXNet's compiler" in summary["error"]

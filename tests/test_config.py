@@ -12,8 +12,13 @@ from dlbench.study import ConfigError, load_study
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 ENVS = REPO / "envs"
 BASE = {
-    "matrix": {"framework": ["pytorch"], "model": ["resnet50"], "topology": ["1x1", "1x2"],
-               "precision": ["fp32", "amp"], "batch_size": [32]},
+    "matrix": {
+        "framework": ["pytorch"],
+        "model": ["resnet50"],
+        "topology": ["1x1", "1x2"],
+        "precision": ["fp32", "amp"],
+        "batch_size": [32],
+    },
 }
 
 
@@ -28,27 +33,39 @@ def study(**changes):
     return load_study(config, SCHEMA, ENVS)
 
 
-@pytest.mark.parametrize(("changes", "message"), [
-    ({"matirx": {}}, "(top level): unknown key 'matirx' (allowed: study, report"),
-    ({"matrix__framework": ["pytorchh"]}, "matrix.framework: 'pytorchh' is neither a framework nor one of the "
-                                          "study's runners (did you mean 'pytorch'?); available: pytorch"),
-    ({"matrix__topology": ["1-2"]}, "matrix.topology[0]: '1-2' is not valid"),
-    ({"matrix__topology": ["0x8"]}, "matrix.topology[0]: '0x8' is not valid"),
-    ({"matrix__topology": []}, "matrix.topology: must not be empty"),
-    ({"matrix__batch_size": [0]}, "matrix.batch_size[0]: 0 is too small; it must be at least 1"),
-    ({"matrix__batch_size": ["maximum"]},
-     "matrix.batch_size[0]: 'maximum' is not allowed: a whole number (the batch size per device) or max"),
-    ({"matrix__batch_size": {"resnet50": {"fp32": [8]}}},
-     "matrix.batch_size.resnet50: no batch sizes for precision amp"),
-    ({"matrix__batch_size": {"resnet50": {"fp16": [8]}}},
-     "matrix.batch_size.resnet50: 'fp16' is not allowed (allowed: fp32, amp)"),
-    ({"matrix__precision": ["fp16"]}, "matrix.precision[0]: 'fp16' is not allowed (allowed: fp32, amp)"),
-    ({"defaults": {"repeats": "7"}}, "defaults.repeats: '7' is text; it must be a whole number"),
-    ({"defaults": {"warmup": 3}}, "defaults: unknown key 'warmup' (allowed: repeats, warmup_steps"),
-    ({"exclude": [{"precision": "fp32"}, {"precision": "amp"}]}, "matrix: the study is empty"),
-    ({"report": {"version": "latest"}}, "report.version"),
-    ({"report": {"version": "../x"}}, "report.version: '../x' is not valid"),
-])
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"matirx": {}}, "(top level): unknown key 'matirx' (allowed: study, report"),
+        (
+            {"matrix__framework": ["pytorchh"]},
+            "matrix.framework: 'pytorchh' is neither a framework nor one of the "
+            "study's runners (did you mean 'pytorch'?); available: pytorch",
+        ),
+        ({"matrix__topology": ["1-2"]}, "matrix.topology[0]: '1-2' is not valid"),
+        ({"matrix__topology": ["0x8"]}, "matrix.topology[0]: '0x8' is not valid"),
+        ({"matrix__topology": []}, "matrix.topology: must not be empty"),
+        ({"matrix__batch_size": [0]}, "matrix.batch_size[0]: 0 is too small; it must be at least 1"),
+        (
+            {"matrix__batch_size": ["maximum"]},
+            "matrix.batch_size[0]: 'maximum' is not allowed: a whole number (the batch size per device) or max",
+        ),
+        (
+            {"matrix__batch_size": {"resnet50": {"fp32": [8]}}},
+            "matrix.batch_size.resnet50: no batch sizes for precision amp",
+        ),
+        (
+            {"matrix__batch_size": {"resnet50": {"fp16": [8]}}},
+            "matrix.batch_size.resnet50: 'fp16' is not allowed (allowed: fp32, amp)",
+        ),
+        ({"matrix__precision": ["fp16"]}, "matrix.precision[0]: 'fp16' is not allowed (allowed: fp32, amp)"),
+        ({"defaults": {"repeats": "7"}}, "defaults.repeats: '7' is text; it must be a whole number"),
+        ({"defaults": {"warmup": 3}}, "defaults: unknown key 'warmup' (allowed: repeats, warmup_steps"),
+        ({"exclude": [{"precision": "fp32"}, {"precision": "amp"}]}, "matrix: the study is empty"),
+        ({"report": {"version": "latest"}}, "report.version"),
+        ({"report": {"version": "../x"}}, "report.version: '../x' is not valid"),
+    ],
+)
 def test_bad_config_names_key_and_allowed_values(changes, message):
     with pytest.raises(ConfigError) as error:
         study(**changes)
@@ -63,7 +80,8 @@ def test_framework_without_environment_is_refused(tmp_path):
     with pytest.raises(ConfigError) as error:
         load_study(config, SCHEMA, tmp_path)
     assert f"matrix.framework: 'mxnet' has no environment (no {tmp_path}/mxnet.yaml); available: pytorch" in str(
-        error.value)
+        error.value
+    )
 
 
 def test_every_problem_is_reported_at_once():
@@ -85,8 +103,11 @@ def test_snakemake_reports_config_error_without_traceback(tmp_path):
 
 def test_configfile_replaces_the_default_study(tmp_path):
     """A user's study must not inherit axes from the embedded config.yaml (it has fp32 and amp)."""
-    config = {"matrix": {**BASE["matrix"], "topology": ["1x1"], "precision": ["fp32"]},
-              "defaults": {"repeats": 1}, "software": {"venv_dir": str(tmp_path / "venvs")}}
+    config = {
+        "matrix": {**BASE["matrix"], "topology": ["1x1"], "precision": ["fp32"]},
+        "defaults": {"repeats": 1},
+        "software": {"venv_dir": str(tmp_path / "venvs")},
+    }
     result = snakemake(tmp_path, "-n", "--configfile", str(write_config(tmp_path / "c.yaml", config)))
     assert result.returncode == 0, result.stderr
     assert "-amp-" not in result.stdout
@@ -114,8 +135,9 @@ def test_batch_sizes_per_model_and_precision_exclude_include_overrides():
         matrix__compiler=[False, True],
         defaults={"repeats": 3, "image_size": 96},
         exclude=[{"topology": "1x2", "compiler": True}],
-        include=[{"framework": "pytorch", "model": "resnet50", "topology": "1x8", "batch_size": 64,
-                  "measured_steps": 50}],
+        include=[
+            {"framework": "pytorch", "model": "resnet50", "topology": "1x8", "batch_size": 64, "measured_steps": 50}
+        ],
         overrides=[{"match": {"precision": "amp"}, "set": {"warmup_steps": 40}}],
     )
     ids = set(s.configurations)
@@ -134,17 +156,26 @@ def test_yaml_on_off_is_boolean_compiler(tmp_path):
     """`compiler: [off, on]` in YAML means booleans, as users write it."""
     import yaml
 
-    config = yaml.safe_load("matrix: {framework: [pytorch], model: [resnet50], topology: [1x1],"
-                            " compiler: [off, on], batch_size: [8]}")
+    config = yaml.safe_load(
+        "matrix: {framework: [pytorch], model: [resnet50], topology: [1x1], compiler: [off, on], batch_size: [8]}"
+    )
     s = load_study(config, SCHEMA, ENVS)
     assert sorted(c.compiler for c in s.configurations.values()) == [False, True]
 
 
 def test_bert_axes_apply_to_bert_only():
     """seq_length, grad_clip and optimizer multiply BERT configurations, not ResNet-50 ones."""
-    s = study(matrix={"framework": ["pytorch"], "model": ["resnet50", "bert_base"], "topology": ["1x1"],
-                      "seq_length": [128, 512], "grad_clip": [False, True], "optimizer": ["adam", "lamb"],
-                      "batch_size": {"resnet50": [8], "bert_base": [4]}})
+    s = study(
+        matrix={
+            "framework": ["pytorch"],
+            "model": ["resnet50", "bert_base"],
+            "topology": ["1x1"],
+            "seq_length": [128, 512],
+            "grad_clip": [False, True],
+            "optimizer": ["adam", "lamb"],
+            "batch_size": {"resnet50": [8], "bert_base": [4]},
+        }
+    )
     ids = list(s.configurations)
     assert ids[0] == "resnet50/pytorch/1x1/bs8-fp32-nocompile-synthetic"
     bert = [i for i in ids if i.startswith("bert_base/")]
@@ -152,23 +183,38 @@ def test_bert_axes_apply_to_bert_only():
     assert "bert_base/pytorch/1x1/bs4-fp32-nocompile-synthetic-seq512-lamb-clip" in bert
     resnet = s.configurations[ids[0]]
     assert (resnet.seq_length, resnet.grad_clip, resnet.optimizer) == (None, None, None)
-    default = study(matrix={"framework": ["pytorch"], "model": ["bert_tiny"], "topology": ["1x1"],
-                            "batch_size": [2]})
+    default = study(matrix={"framework": ["pytorch"], "model": ["bert_tiny"], "topology": ["1x1"], "batch_size": [2]})
     assert list(default.configurations) == ["bert_tiny/pytorch/1x1/bs2-fp32-nocompile-synthetic-seq128-adam-noclip"]
 
 
 def test_bert_axes_in_selectors_and_includes():
-    s = study(matrix={"framework": ["pytorch"], "model": ["bert_base"], "topology": ["1x1"],
-                      "grad_clip": [False, True], "batch_size": [4]},
-              exclude=[{"grad_clip": True}],
-              include=[{"framework": "pytorch", "model": "bert_base", "topology": "1x1", "batch_size": 2,
-                        "seq_length": 512, "optimizer": "lamb"},
-                       {"framework": "pytorch", "model": "resnet50", "topology": "1x1", "batch_size": 8}],
-              overrides=[{"match": {"seq_length": 512}, "set": {"measured_steps": 5}}])
+    s = study(
+        matrix={
+            "framework": ["pytorch"],
+            "model": ["bert_base"],
+            "topology": ["1x1"],
+            "grad_clip": [False, True],
+            "batch_size": [4],
+        },
+        exclude=[{"grad_clip": True}],
+        include=[
+            {
+                "framework": "pytorch",
+                "model": "bert_base",
+                "topology": "1x1",
+                "batch_size": 2,
+                "seq_length": 512,
+                "optimizer": "lamb",
+            },
+            {"framework": "pytorch", "model": "resnet50", "topology": "1x1", "batch_size": 8},
+        ],
+        overrides=[{"match": {"seq_length": 512}, "set": {"measured_steps": 5}}],
+    )
     assert sorted(s.configurations) == [
         "bert_base/pytorch/1x1/bs2-fp32-nocompile-synthetic-seq512-lamb-noclip",
         "bert_base/pytorch/1x1/bs4-fp32-nocompile-synthetic-seq128-adam-noclip",
-        "resnet50/pytorch/1x1/bs8-fp32-nocompile-synthetic"]
+        "resnet50/pytorch/1x1/bs8-fp32-nocompile-synthetic",
+    ]
     assert s.configurations["bert_base/pytorch/1x1/bs2-fp32-nocompile-synthetic-seq512-lamb-noclip"].measured_steps == 5
     with pytest.raises(ConfigError, match=r"matrix.optimizer\[0\]: 'sgd' is not allowed \(allowed: adam, lamb\)"):
         study(matrix={**BASE["matrix"], "optimizer": ["sgd"]})
@@ -178,30 +224,51 @@ def test_bert_axes_in_selectors_and_includes():
 
 def test_real_data_with_raw_sources_names_missing_inputs(tmp_path):
     """A study that reads raw datasets must name inputs that exist: checked before any job starts."""
-    matrix = {"framework": ["pytorch"], "model": ["resnet50", "bert_base"], "topology": ["1x1"],
-              "data": ["real"], "batch_size": [2]}
+    matrix = {
+        "framework": ["pytorch"],
+        "model": ["resnet50", "bert_base"],
+        "topology": ["1x1"],
+        "data": ["real"],
+        "batch_size": [2],
+    }
     with pytest.raises(ConfigError) as error:
-        load_study({"matrix": matrix, "datasets": {"imagenet": {"source": "raw", "train_dir": "nowhere/train"},
-                                                   "bert": {"source": "raw", "inputs": ["nowhere/wiki.xml.bz2"]}}},
-                   SCHEMA, ENVS, tmp_path)
+        load_study(
+            {
+                "matrix": matrix,
+                "datasets": {
+                    "imagenet": {"source": "raw", "train_dir": "nowhere/train"},
+                    "bert": {"source": "raw", "inputs": ["nowhere/wiki.xml.bz2"]},
+                },
+            },
+            SCHEMA,
+            ENVS,
+            tmp_path,
+        )
     problems = str(error.value).splitlines()
     assert "datasets.imagenet.validation_dir: required with source: raw" in problems
     assert "datasets.imagenet.synsets: required with source: raw" in problems
     assert "datasets.imagenet.train_dir: nowhere/train does not exist" in problems
     assert "datasets.bert.inputs[0]: nowhere/wiki.xml.bz2 does not exist" in problems
     # Synthetic-only studies never look at the datasets; samples need no paths.
-    load_study({"matrix": {**matrix, "data": ["synthetic"]}, "datasets": {"imagenet": {"source": "raw"}}},
-               SCHEMA, ENVS, tmp_path)
+    load_study(
+        {"matrix": {**matrix, "data": ["synthetic"]}, "datasets": {"imagenet": {"source": "raw"}}},
+        SCHEMA,
+        ENVS,
+        tmp_path,
+    )
     sample = load_study({"matrix": matrix}, SCHEMA, ENVS, tmp_path)
     assert sample.config["datasets"]["imagenet"]["train_shards"] == 1024
     assert sample.config["datasets"]["bert"]["source"] == "sample"
 
 
-@pytest.mark.parametrize("changes, message", [
-    ({"report": {"version": "v1\n"}}, "report.version: 'v1\\n' is not valid"),
-    ({"matrix": {**BASE["matrix"], "topology": ["1x1\n"]}}, "matrix.topology[0]: '1x1\\n' is not valid"),
-    ({"software": {"container": {"pytorch": "docker://python:3.11\n"}}}, "software.container.pytorch"),
-])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"report": {"version": "v1\n"}}, "report.version: 'v1\\n' is not valid"),
+        ({"matrix": {**BASE["matrix"], "topology": ["1x1\n"]}}, "matrix.topology[0]: '1x1\\n' is not valid"),
+        ({"software": {"container": {"pytorch": "docker://python:3.11\n"}}}, "software.container.pytorch"),
+    ],
+)
 def test_a_trailing_newline_does_not_pass_a_pattern(changes, message):
     """Python's `$` matches before a final newline: the patterns must hold to the true end of the text."""
     with pytest.raises(ConfigError) as error:
@@ -219,8 +286,7 @@ def test_publishing_refuses_a_version_with_a_trailing_newline():
 def test_raw_inputs_of_the_wrong_kind_and_a_catch_all_exclude_name_their_key(tmp_path):
     (tmp_path / "train").write_text("a file, not the train/<wnid>/ tree\n")
     (tmp_path / "synsets").mkdir()
-    matrix = {"framework": ["pytorch"], "model": ["resnet50"], "topology": ["1x1"], "data": ["real"],
-              "batch_size": [2]}
+    matrix = {"framework": ["pytorch"], "model": ["resnet50"], "topology": ["1x1"], "data": ["real"], "batch_size": [2]}
     imagenet = {"source": "raw", "train_dir": "train", "validation_dir": "train", "synsets": "synsets"}
     with pytest.raises(ConfigError) as error:
         load_study({"matrix": matrix, "datasets": {"imagenet": imagenet}}, SCHEMA, ENVS, tmp_path)

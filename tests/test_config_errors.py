@@ -49,64 +49,116 @@ def problems(tmp_path: Path, text: str) -> str:
 
 # (the study file, what the message must say: file and line, key, value, why / what is allowed)
 ERRORS = {
-    "version_dotdot": (MATRIX + "report: {version: ..}\n",
-                       ["study.yaml, line 7: report.version: '..' is not valid", "not starting with '.'"]),
+    "version_dotdot": (
+        MATRIX + "report: {version: ..}\n",
+        ["study.yaml, line 7: report.version: '..' is not valid", "not starting with '.'"],
+    ),
     "version_hidden": (MATRIX + "report: {version: .x}\n", ["line 7: report.version: '.x' is not valid"]),
-    "version_slash": (MATRIX + "report: {version: 2024/run1}\n",
-                      ["line 7: report.version: '2024/run1' is not valid", "no '/'"]),
-    "version_latest": (MATRIX + "report: {version: latest}\n",
-                       ["line 7: report.version: 'latest' is reserved", "points at the newest report"]),
-    "version_exists": (MATRIX + "report: {version: v1}\n",
-                       ["line 7: report.version: 'v1' already exists (results/reports/v1)", "never overwritten",
-                        "choose a new name, or auto"]),
-    "include_conflict": (MATRIX + """\
+    "version_slash": (
+        MATRIX + "report: {version: 2024/run1}\n",
+        ["line 7: report.version: '2024/run1' is not valid", "no '/'"],
+    ),
+    "version_latest": (
+        MATRIX + "report: {version: latest}\n",
+        ["line 7: report.version: 'latest' is reserved", "points at the newest report"],
+    ),
+    "version_exists": (
+        MATRIX + "report: {version: v1}\n",
+        [
+            "line 7: report.version: 'v1' already exists (results/reports/v1)",
+            "never overwritten",
+            "choose a new name, or auto",
+        ],
+    ),
+    "include_conflict": (
+        MATRIX
+        + """\
 include:
   - {framework: pytorch, model: resnet50, topology: "1x2", batch_size: 2, measured_steps: 5}
   - {framework: pytorch, model: resnet50, topology: "1x2", batch_size: 2, measured_steps: 50}
-""", ["line 9: include[1]: the same configuration as include[0] with other settings (measured_steps 5 vs 50)",
-      "only one would be used"]),
-    "bert_jobs_over_shards": (MATRIX + "datasets: {bert: {shards: 8, jobs: 50}}\n",
-                              ["line 7: datasets.bert.jobs: 50 is more than datasets.bert.shards (8)",
-                               "use at most 8 jobs"]),
-    "bert_random_doc_block": (MATRIX + "datasets: {bert: {random_doc_block: 0}}\n",
-                              ["line 7: datasets.bert.random_doc_block: 0 is too small; it must be at least 1"]),
-    "bert_shuffle_buffer": (MATRIX + "datasets: {bert: {shuffle_buffer: many}}\n",
-                            ["line 7: datasets.bert.shuffle_buffer: 'many' is text; it must be a whole number"]),
-    "greater_than_zero": (MATRIX + "defaults: {timeout_minutes: 0}\n",
-                          ["line 7: defaults.timeout_minutes: 0 is too small; it must be greater than 0"]),
-    "at_least_one": (MATRIX.replace("batch_size: [2]", "batch_size: [0]"),
-                     ["line 6: matrix.batch_size[0]: 0 is too small; it must be at least 1"]),
-    "type": (MATRIX + "defaults: {repeats: '7'}\n",
-             ["line 7: defaults.repeats: '7' is text; it must be a whole number"]),
-    "pattern_meaning": (MATRIX.replace('["1x1"]', '["2-8"]'),
-                        ["line 5: matrix.topology[0]: '2-8' is not valid: <nodes>x<devices per node>"]),
-    "listed_twice": (MATRIX.replace('["1x1"]', '["1x1", "1x1"]'),
-                     ["line 5: matrix.topology: '1x1' is listed twice; give each value once"]),
-    "unknown_key": (MATRIX + "defaults: {warmup: 3}\n",
-                    ["line 7: defaults: unknown key 'warmup' (allowed: repeats, warmup_steps"]),
-    "missing_key": (MATRIX.replace("  batch_size: [2]\n", ""),
-                    ["line 2: matrix: the key 'batch_size' is missing (required: framework, model, topology"]),
-    "quote_in_find_links": (MATRIX + "software: {find_links: [\"/wheels/it's\"]}\n",
-                            ["line 7: software.find_links[0]: \"/wheels/it's\" is not valid",
-                             "without a single quote"]),
-    "braces_in_venv_dir": (MATRIX + "software: {venv_dir: 'envs/{x}'}\n",
-                           ["line 7: software.venv_dir: 'envs/{x}' is not valid", "Snakemake wildcards"]),
-    "dump_name": (MATRIX + "datasets: {bert: {source: raw, inputs: ['wiki; rm -rf x.xml.bz2']}}\n",
-                  ["datasets.bert.inputs[0]: the dump's file name 'wiki; rm -rf x.xml.bz2'", "letters, digits"]),
-    "duplicate_key": (MATRIX + "defaults:\n  repeats: 1\n  repeats: 2\n",
-                      ["study.yaml, line 9, column 3: the key 'repeats' is given twice", "first on line 8"]),
-    "yaml_syntax": (MATRIX.replace("[pytorch]", "[pytorch"),
-                    ["study.yaml, line 4, column 8: expected ',' or ']'"]),
-    "top_level_list": ("- study: x\n- matrix: {}\n",
-                       ["study.yaml, line 1, column 1: the study is a list; it must be a mapping of keys"]),
+""",
+        [
+            "line 9: include[1]: the same configuration as include[0] with other settings (measured_steps 5 vs 50)",
+            "only one would be used",
+        ],
+    ),
+    "bert_jobs_over_shards": (
+        MATRIX + "datasets: {bert: {shards: 8, jobs: 50}}\n",
+        ["line 7: datasets.bert.jobs: 50 is more than datasets.bert.shards (8)", "use at most 8 jobs"],
+    ),
+    "bert_random_doc_block": (
+        MATRIX + "datasets: {bert: {random_doc_block: 0}}\n",
+        ["line 7: datasets.bert.random_doc_block: 0 is too small; it must be at least 1"],
+    ),
+    "bert_shuffle_buffer": (
+        MATRIX + "datasets: {bert: {shuffle_buffer: many}}\n",
+        ["line 7: datasets.bert.shuffle_buffer: 'many' is text; it must be a whole number"],
+    ),
+    "greater_than_zero": (
+        MATRIX + "defaults: {timeout_minutes: 0}\n",
+        ["line 7: defaults.timeout_minutes: 0 is too small; it must be greater than 0"],
+    ),
+    "at_least_one": (
+        MATRIX.replace("batch_size: [2]", "batch_size: [0]"),
+        ["line 6: matrix.batch_size[0]: 0 is too small; it must be at least 1"],
+    ),
+    "type": (
+        MATRIX + "defaults: {repeats: '7'}\n",
+        ["line 7: defaults.repeats: '7' is text; it must be a whole number"],
+    ),
+    "pattern_meaning": (
+        MATRIX.replace('["1x1"]', '["2-8"]'),
+        ["line 5: matrix.topology[0]: '2-8' is not valid: <nodes>x<devices per node>"],
+    ),
+    "listed_twice": (
+        MATRIX.replace('["1x1"]', '["1x1", "1x1"]'),
+        ["line 5: matrix.topology: '1x1' is listed twice; give each value once"],
+    ),
+    "unknown_key": (
+        MATRIX + "defaults: {warmup: 3}\n",
+        ["line 7: defaults: unknown key 'warmup' (allowed: repeats, warmup_steps"],
+    ),
+    "missing_key": (
+        MATRIX.replace("  batch_size: [2]\n", ""),
+        ["line 2: matrix: the key 'batch_size' is missing (required: framework, model, topology"],
+    ),
+    "quote_in_find_links": (
+        MATRIX + 'software: {find_links: ["/wheels/it\'s"]}\n',
+        ['line 7: software.find_links[0]: "/wheels/it\'s" is not valid', "without a single quote"],
+    ),
+    "braces_in_venv_dir": (
+        MATRIX + "software: {venv_dir: 'envs/{x}'}\n",
+        ["line 7: software.venv_dir: 'envs/{x}' is not valid", "Snakemake wildcards"],
+    ),
+    "dump_name": (
+        MATRIX + "datasets: {bert: {source: raw, inputs: ['wiki; rm -rf x.xml.bz2']}}\n",
+        ["datasets.bert.inputs[0]: the dump's file name 'wiki; rm -rf x.xml.bz2'", "letters, digits"],
+    ),
+    "duplicate_key": (
+        MATRIX + "defaults:\n  repeats: 1\n  repeats: 2\n",
+        ["study.yaml, line 9, column 3: the key 'repeats' is given twice", "first on line 8"],
+    ),
+    "yaml_syntax": (MATRIX.replace("[pytorch]", "[pytorch"), ["study.yaml, line 4, column 8: expected ',' or ']'"]),
+    "top_level_list": (
+        "- study: x\n- matrix: {}\n",
+        ["study.yaml, line 1, column 1: the study is a list; it must be a mapping of keys"],
+    ),
     "empty": ("# nothing yet\n", ["study.yaml: the file is empty"]),
-    "strategy_unknown": (MATRIX + "  strategy: [auto, ddp_fp61]\n",
-                         ["line 7: matrix.strategy: 'ddp_fp61' is not a known strategy (did you mean 'ddp_fp16'?)",
-                          "known: auto, ddp_gloo"]),
-    "strategy_framework": (MATRIX + "  strategy: {mxnet: [dist_sync]}\n",
-                           ["line 7: matrix.strategy.mxnet: 'mxnet' is not in matrix.framework (allowed: pytorch)"]),
-    "strategy_name": (MATRIX + "  strategy: [DDP-fp16]\n", ["line 7: matrix.strategy[0]: 'DDP-fp16' is not valid",
-                                                            "lower-case letters, digits and '_'"]),
+    "strategy_unknown": (
+        MATRIX + "  strategy: [auto, ddp_fp61]\n",
+        [
+            "line 7: matrix.strategy: 'ddp_fp61' is not a known strategy (did you mean 'ddp_fp16'?)",
+            "known: auto, ddp_gloo",
+        ],
+    ),
+    "strategy_framework": (
+        MATRIX + "  strategy: {mxnet: [dist_sync]}\n",
+        ["line 7: matrix.strategy.mxnet: 'mxnet' is not in matrix.framework (allowed: pytorch)"],
+    ),
+    "strategy_name": (
+        MATRIX + "  strategy: [DDP-fp16]\n",
+        ["line 7: matrix.strategy[0]: 'DDP-fp16' is not valid", "lower-case letters, digits and '_'"],
+    ),
 }
 
 
@@ -125,23 +177,32 @@ def test_mistake_names_file_line_key_and_reason(tmp_path, case):
 
 # Settings that apply to nothing: warnings, all in one form ("<file>, line N: <key>: ...; ignored").
 WARNINGS = {
-    "bert_axes_without_bert": (MATRIX.replace("  batch_size", "  seq_length: [512]\n  optimizer: [lamb]\n  batch_size"),
-                               ["study.yaml, line 6: matrix.seq_length: applies to BERT models only, and matrix.model "
-                                "has none (resnet50); ignored",
-                                "study.yaml, line 7: matrix.optimizer: applies to BERT models only"]),
-    "bert_key_in_include": (MATRIX + "include:\n  - {framework: pytorch, model: resnet50, topology: '1x2', "
-                            "batch_size: 2, seq_length: 512}\n",
-                            ["study.yaml, line 8: include[0].seq_length: applies to BERT models only, not resnet50; "
-                             "ignored"]),
-    "exclude_matches_nothing": (MATRIX + "exclude:\n  - {precision: amp}\n",
-                                ["study.yaml, line 8: exclude[0]: {'precision': 'amp'} matches no configuration; "
-                                 "ignored"]),
-    "override_matches_nothing": (MATRIX + "overrides:\n  - {match: {topology: '8x8'}, set: {repeats: 1}}\n",
-                                 ["study.yaml, line 8: overrides[0].match: {'topology': '8x8'} matches no "
-                                  "configuration; ignored"]),
-    "identical_include": (MATRIX + "include:\n  - {framework: pytorch, model: resnet50, topology: '1x2', batch_size: 2}"
-                          "\n  - {framework: pytorch, model: resnet50, topology: '1x2', batch_size: 2}\n",
-                          ["study.yaml, line 9: include[1]: the same configuration as include[0], listed twice"]),
+    "bert_axes_without_bert": (
+        MATRIX.replace("  batch_size", "  seq_length: [512]\n  optimizer: [lamb]\n  batch_size"),
+        [
+            "study.yaml, line 6: matrix.seq_length: applies to BERT models only, and matrix.model "
+            "has none (resnet50); ignored",
+            "study.yaml, line 7: matrix.optimizer: applies to BERT models only",
+        ],
+    ),
+    "bert_key_in_include": (
+        MATRIX + "include:\n  - {framework: pytorch, model: resnet50, topology: '1x2', "
+        "batch_size: 2, seq_length: 512}\n",
+        ["study.yaml, line 8: include[0].seq_length: applies to BERT models only, not resnet50; ignored"],
+    ),
+    "exclude_matches_nothing": (
+        MATRIX + "exclude:\n  - {precision: amp}\n",
+        ["study.yaml, line 8: exclude[0]: {'precision': 'amp'} matches no configuration; ignored"],
+    ),
+    "override_matches_nothing": (
+        MATRIX + "overrides:\n  - {match: {topology: '8x8'}, set: {repeats: 1}}\n",
+        ["study.yaml, line 8: overrides[0].match: {'topology': '8x8'} matches no configuration; ignored"],
+    ),
+    "identical_include": (
+        MATRIX + "include:\n  - {framework: pytorch, model: resnet50, topology: '1x2', batch_size: 2}"
+        "\n  - {framework: pytorch, model: resnet50, topology: '1x2', batch_size: 2}\n",
+        ["study.yaml, line 9: include[1]: the same configuration as include[0], listed twice"],
+    ),
 }
 
 
@@ -166,17 +227,26 @@ def test_check_command_places_a_syntax_error(tmp_path, capsys):
 
 # Through Snakemake as users run it: stopped at parse time, no traceback, no job, nothing written.
 SNAKEMAKE_CASES = {
-    "config.yaml syntax": ("config.yaml", MATRIX.replace("[pytorch]", "[pytorch"),
-                           "config.yaml, line 4, column 8: expected ',' or ']', but got ':'"),
+    "config.yaml syntax": (
+        "config.yaml",
+        MATRIX.replace("[pytorch]", "[pytorch"),
+        "config.yaml, line 4, column 8: expected ',' or ']', but got ':'",
+    ),
     "config.yaml list": ("config.yaml", "- a\n- b\n", "config.yaml, line 1, column 1: the study is a list"),
-    "--configfile include conflict": ("study.yaml", MATRIX + "include:\n"
-                                      "  - {framework: pytorch, model: resnet50, topology: '1x2', batch_size: 2}\n"
-                                      "  - {framework: pytorch, model: resnet50, topology: '1x2', batch_size: 2, "
-                                      "measured_steps: 50}\n",
-                                      "study.yaml, line 9: include[1]: the same configuration as include[0] with "
-                                      "other settings (measured_steps default vs 50)"),
-    "--configfile version": ("study.yaml", MATRIX + "report: {version: ..}\n",
-                             "study.yaml, line 7: report.version: '..' is not valid"),
+    "--configfile include conflict": (
+        "study.yaml",
+        MATRIX + "include:\n"
+        "  - {framework: pytorch, model: resnet50, topology: '1x2', batch_size: 2}\n"
+        "  - {framework: pytorch, model: resnet50, topology: '1x2', batch_size: 2, "
+        "measured_steps: 50}\n",
+        "study.yaml, line 9: include[1]: the same configuration as include[0] with "
+        "other settings (measured_steps default vs 50)",
+    ),
+    "--configfile version": (
+        "study.yaml",
+        MATRIX + "report: {version: ..}\n",
+        "study.yaml, line 7: report.version: '..' is not valid",
+    ),
 }
 
 
@@ -197,5 +267,4 @@ def test_snakemake_prints_warnings_with_their_place(tmp_path):
     (tmp_path / "study.yaml").write_text(MATRIX.replace("  batch_size", "  seq_length: [512]\n  batch_size"))
     result = snakemake(tmp_path, "-n", "--configfile", "study.yaml", timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert ("dlbench: warning: study.yaml, line 6: matrix.seq_length: applies to BERT models only"
-            in result.stderr)
+    assert "dlbench: warning: study.yaml, line 6: matrix.seq_length: applies to BERT models only" in result.stderr

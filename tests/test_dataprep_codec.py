@@ -18,7 +18,9 @@ def dataprep_python() -> Path:
 
 
 def test_scalar_and_vectorised_codec_write_the_same_bytes(dataprep_python):
-    facts = run_json(dataprep_python, """
+    facts = run_json(
+        dataprep_python,
+        """
         import json
         import numpy as np
         from dlbench.dataprep import tfrecord as tfr
@@ -55,5 +57,6 @@ def test_scalar_and_vectorised_codec_write_the_same_bytes(dataprep_python):
             "generic_ints": tfr.feature(np.array([1, -2, 300])) == tfr.int64_feature([1, -2, 300]),
             "generic_empty": tfr.feature(np.zeros(0, np.int64)) == tfr.int64_feature([]) == b"\\x1a\\x00",
         }))
-    """)
+    """,
+    )
     assert facts == dict.fromkeys(facts, True)

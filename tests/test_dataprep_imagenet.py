@@ -24,12 +24,32 @@ TRAIN_SHARDS, VALIDATION_SHARDS = 3, 2
 
 
 def convert(python: Path, tree: Path, out: Path, *extra: str, check: bool = True) -> subprocess.CompletedProcess:
-    return run_env(python, "-m", "dlbench.dataprep.imagenet", "convert", "--train-dir", str(tree / "train"),
-               "--validation-dir", str(tree / "validation"), "--validation-labels", str(tree / "validation_labels.txt"),
-               "--synsets", str(tree / "synsets.txt"), "--metadata", str(tree / "metadata.txt"),
-               "--bounding-boxes", str(tree / "bounding_boxes.csv"), "--out", str(out),
-               "--train-shards", str(TRAIN_SHARDS), "--validation-shards", str(VALIDATION_SHARDS), *extra,
-               check=check)
+    return run_env(
+        python,
+        "-m",
+        "dlbench.dataprep.imagenet",
+        "convert",
+        "--train-dir",
+        str(tree / "train"),
+        "--validation-dir",
+        str(tree / "validation"),
+        "--validation-labels",
+        str(tree / "validation_labels.txt"),
+        "--synsets",
+        str(tree / "synsets.txt"),
+        "--metadata",
+        str(tree / "metadata.txt"),
+        "--bounding-boxes",
+        str(tree / "bounding_boxes.csv"),
+        "--out",
+        str(out),
+        "--train-shards",
+        str(TRAIN_SHARDS),
+        "--validation-shards",
+        str(VALIDATION_SHARDS),
+        *extra,
+        check=check,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -44,17 +64,52 @@ def wheels() -> Path:
     for prefix, requirement in WHEELS.items():
         version = requirement.split("==")[1]
         if not list(folder.glob(f"{prefix}-{version}-*.whl")):
-            subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet",
-                            "--disable-pip-version-check", requirement, "-d", str(folder)], check=True, timeout=600)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "download",
+                    "--no-deps",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                    requirement,
+                    "-d",
+                    str(folder),
+                ],
+                check=True,
+                timeout=600,
+            )
     return folder
 
 
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory, dataprep_python, wheels) -> Path:
     root = tmp_path_factory.mktemp("imagenet") / "raw"
-    run_env(dataprep_python, "-m", "dlbench.dataprep.sample_imagenet", "--wheels", str(wheels), "--out", str(root),
-        "--classes", "10", "--train-per-class", "8", "--validation-per-class", "3", "--png", "1", "--cmyk", "1",
-        "--gray", "2", "--long-side", "160", "240")
+    run_env(
+        dataprep_python,
+        "-m",
+        "dlbench.dataprep.sample_imagenet",
+        "--wheels",
+        str(wheels),
+        "--out",
+        str(root),
+        "--classes",
+        "10",
+        "--train-per-class",
+        "8",
+        "--validation-per-class",
+        "3",
+        "--png",
+        "1",
+        "--cmyk",
+        "1",
+        "--gray",
+        "2",
+        "--long-side",
+        "160",
+        "240",
+    )
     # what real trees hold now and then: a truncated download and a file that is no image
     first = sorted((root / "train" / "n01440764").glob("*.JPEG"))[0]
     (root / "train" / "n01440764" / "n01440764_900.JPEG").write_bytes(first.read_bytes()[:3000])
@@ -89,14 +144,20 @@ def sample_info(tree: Path) -> dict:
 
 # ---- determinism, layout, manifest
 
+
 def test_outputs_are_byte_identical_whatever_the_number_of_workers(outputs):
     files = {w: sorted(p.relative_to(o) for p in o.rglob("*") if p.is_file()) for w, o in outputs.items()}
     assert files[1] == files[2]
     names = {str(p) for p in files[1]}
     assert {f"train-{k:05d}-of-{TRAIN_SHARDS:05d}" for k in range(TRAIN_SHARDS)} <= names
     assert {f"dali_index/validation-{k:05d}-of-{VALIDATION_SHARDS:05d}.idx" for k in range(VALIDATION_SHARDS)} <= names
-    assert {"manifest.json", "recordio/train.rec", "recordio/train.idx", "recordio/validation.rec",
-            "recordio/validation.idx"} <= names
+    assert {
+        "manifest.json",
+        "recordio/train.rec",
+        "recordio/train.idx",
+        "recordio/validation.rec",
+        "recordio/validation.idx",
+    } <= names
     assert not [n for n in names if n.startswith(".") or "/." in n]  # no temporary files left
     for rel in files[1]:
         assert (outputs[1] / rel).read_bytes() == (outputs[2] / rel).read_bytes(), rel
@@ -126,7 +187,9 @@ def test_manifest_counts_skips_and_reencodes(tree, manifest):
 def test_records_copy_jpeg_bytes_and_reencode_only_png_and_cmyk(tree, out, dataprep_python):
     """Every record, parsed with our own reader: JPEG bytes exactly the file's (grayscale ones too), the two
     odd files re-encoded to RGB JPEG, height/width as Pillow reads them, boxes and labels from the inputs."""
-    facts = run_json(dataprep_python, """
+    facts = run_json(
+        dataprep_python,
+        """
         import io, json, sys
         from pathlib import Path
         from PIL import Image
@@ -164,17 +227,23 @@ def test_records_copy_jpeg_bytes_and_reencode_only_png_and_cmyk(tree, out, datap
                     reencoded.append([name, pil.mode])
                     pil.load()
         print(json.dumps({"copied": copied, "modes": modes, "reencoded": sorted(reencoded)}))
-    """, str(out), str(tree))
+    """,
+        str(out),
+        str(tree),
+    )
     info = sample_info(tree)
     total = info["train_images"] + info["validation_images"]
     assert facts["copied"] == total - 2
     assert facts["modes"] == {"RGB": total - 4, "L": 2}  # grayscale JPEGs pass through unchanged
-    assert facts["reencoded"] == sorted([[Path(info["png_named_jpeg"][0]).name, "RGB"],
-                                         [Path(info["cmyk_jpeg"][0]).name, "RGB"]])
+    assert facts["reencoded"] == sorted(
+        [[Path(info["png_named_jpeg"][0]).name, "RGB"], [Path(info["cmyk_jpeg"][0]).name, "RGB"]]
+    )
 
 
 def test_example_encoding_matches_the_generic_encoder(dataprep_python):
-    facts = run_json(dataprep_python, """
+    facts = run_json(
+        dataprep_python,
+        """
         import json
         from dlbench.dataprep import imagenet, tfrecord
         image = bytes(range(256)) * 3
@@ -190,12 +259,15 @@ def test_example_encoding_matches_the_generic_encoder(dataprep_python):
             "image/filename": b"n01440764_1.JPEG", "image/encoded": image})
         empty = tfrecord.parse_example(imagenet.encode_example(image, 3, 4, "a.JPEG", 1, b"", []))
         print(json.dumps({"same": ours == generic, "empty_boxes": empty["image/object/bbox/xmin"]}))
-    """)
+    """,
+    )
     assert facts == {"same": True, "empty_boxes": []}
 
 
 def test_odd_inputs_are_reencoded_passed_through_or_skipped(dataprep_python):
-    facts = run_json(dataprep_python, """
+    facts = run_json(
+        dataprep_python,
+        """
         import io, json
         import numpy as np
         from PIL import Image
@@ -227,7 +299,8 @@ def test_odd_inputs_are_reencoded_passed_through_or_skipped(dataprep_python):
                 facts[name] = str(exc)
         facts["header"] = list(jpeg_header(jpeg))
         print(json.dumps(facts))
-    """)
+    """,
+    )
     for name in ("rgba png", "palette png", "16-bit png", "gif", "cmyk"):
         assert facts[name] == [name.split()[-1], 40, 60, "JPEG", "RGB", False], name
     for name, mode in (("progressive", "RGB"), ("gray", "L"), ("exif", "RGB"), ("padded tail", "RGB")):
@@ -239,8 +312,11 @@ def test_odd_inputs_are_reencoded_passed_through_or_skipped(dataprep_python):
 
 # ---- the real consumers
 
+
 def test_tf_data_reads_every_record_with_the_model_garden_parse_spec(out, manifest):
-    facts = run_json(env_python("tensorflow"), """
+    facts = run_json(
+        env_python("tensorflow"),
+        """
         import json, sys
         import tensorflow as tf
         out = sys.argv[1]
@@ -285,7 +361,9 @@ def test_tf_data_reads_every_record_with_the_model_garden_parse_spec(out, manife
             facts[split] = {"count": len(labels), "min": min(labels), "max": max(labels), "classes": classes,
                             "files": len(files), "texts": len(texts), "boxes": boxes}
         print(json.dumps(facts))
-    """, str(out))
+    """,
+        str(out),
+    )
     labels = {c["synset"]: c["label"] for c in manifest["classes"]}
     for split, got in facts.items():
         want = manifest["splits"][split]
@@ -299,7 +377,9 @@ def test_tf_data_reads_every_record_with_the_model_garden_parse_spec(out, manife
 
 
 def test_dali_reads_every_record_with_our_index_files(out, manifest):
-    facts = run_json(env_python("pytorch"), """
+    facts = run_json(
+        env_python("pytorch"),
+        """
         import json, sys
         from pathlib import Path
         import numpy as np
@@ -331,7 +411,9 @@ def test_dali_reads_every_record_with_our_index_files(out, manifest):
                 labels.append(int(label[0]))
             facts[split] = {"count": size, "min": min(labels), "max": max(labels)}
         print(json.dumps(facts))
-    """, str(out))
+    """,
+        str(out),
+    )
     for split, got in facts.items():
         assert got["count"] == manifest["splits"][split]["records"]
         assert 1 <= got["min"] and got["max"] <= 1000
@@ -339,7 +421,9 @@ def test_dali_reads_every_record_with_our_index_files(out, manifest):
 
 def test_mxnet_reads_the_recordio_files(out, manifest, dataprep_python):
     """MXNet's own reader; labels 0-based; the images are the TFRecords' images in the same order."""
-    ours = run_json(dataprep_python, """
+    ours = run_json(
+        dataprep_python,
+        """
         import hashlib, json, sys
         from pathlib import Path
         from dlbench.dataprep.tfrecord import read_records, parse_example
@@ -350,8 +434,12 @@ def test_mxnet_reads_the_recordio_files(out, manifest, dataprep_python):
                              hashlib.sha256(parse_example(d)["image/encoded"][0]).hexdigest()]
                             for shard in sorted(out.glob(f"{split}-*")) for _, d in read_records(shard)]
         print(json.dumps(facts))
-    """, str(out))
-    theirs = run_json(env_python("mxnet"), """
+    """,
+        str(out),
+    )
+    theirs = run_json(
+        env_python("mxnet"),
+        """
         import hashlib, json, sys
         import mxnet as mx
         out = sys.argv[1]
@@ -366,7 +454,9 @@ def test_mxnet_reads_the_recordio_files(out, manifest, dataprep_python):
                 rows.append([int(header.label), hashlib.sha256(image).hexdigest()])
             facts[split] = rows
         print(json.dumps(facts))
-    """, str(out))
+    """,
+        str(out),
+    )
     assert theirs == ours
     assert len(theirs["train"]) == manifest["splits"]["train"]["recordio"]["records"]
 
@@ -374,7 +464,9 @@ def test_mxnet_reads_the_recordio_files(out, manifest, dataprep_python):
 def test_recordio_writer_matches_mxnet_byte_for_byte(tmp_path, dataprep_python):
     """Payloads holding the RecordIO magic at aligned and unaligned offsets: MXNet's writer splits records
     there; ours must write the same bytes, and MXNet must read ours back."""
-    payloads = run_json(dataprep_python, """
+    payloads = run_json(
+        dataprep_python,
+        """
         import json, sys
         from dlbench.dataprep import recordio
         m = recordio._MAGIC_BYTES
@@ -386,9 +478,14 @@ def test_recordio_writer_matches_mxnet_byte_for_byte(tmp_path, dataprep_python):
         open(sys.argv[2], "w").write(recordio.index_text(w.index))
         back = [recordio.unpack(p)[3].hex() for _, p in recordio.read_records(sys.argv[1])]
         print(json.dumps([p.hex() for p in payloads] if back == [p.hex() for p in payloads] else None))
-    """, str(tmp_path / "ours.rec"), str(tmp_path / "ours.idx"))
+    """,
+        str(tmp_path / "ours.rec"),
+        str(tmp_path / "ours.idx"),
+    )
     assert payloads is not None
-    result = run_json(env_python("mxnet"), """
+    result = run_json(
+        env_python("mxnet"),
+        """
         import json, sys
         import mxnet as mx
         payloads = [bytes.fromhex(p) for p in json.loads(sys.argv[1])]
@@ -399,13 +496,17 @@ def test_recordio_writer_matches_mxnet_byte_for_byte(tmp_path, dataprep_python):
         r = mx.recordio.MXIndexedRecordIO(sys.argv[2] + "/ours.idx", sys.argv[2] + "/ours.rec", "r")
         back = [mx.recordio.unpack(r.read_idx(k))[1].hex() for k in r.keys]
         print(json.dumps({"read_back": back == [p.hex() for p in payloads]}))
-    """, json.dumps(payloads), str(tmp_path))
+    """,
+        json.dumps(payloads),
+        str(tmp_path),
+    )
     assert result == {"read_back": True}
     assert (tmp_path / "ours.rec").read_bytes() == (tmp_path / "mx.rec").read_bytes()
     assert (tmp_path / "ours.idx").read_text() == (tmp_path / "mx.idx").read_text()
 
 
 # ---- verify
+
 
 def verify(python: Path, out: Path) -> subprocess.CompletedProcess:
     return run_env(python, "-m", "dlbench.dataprep.imagenet", "verify", str(out), check=False)
@@ -472,8 +573,15 @@ def test_verify_checks_the_manifest_and_the_dali_index(out, tmp_path, dataprep_p
 
 
 def test_recordio_check_and_verify_catch_a_truncated_rec_file(out, tmp_path, dataprep_python):
-    good = run_env(dataprep_python, "-m", "dlbench.dataprep.recordio", "check", str(out / "recordio" / "train.rec"),
-               "--idx", str(out / "recordio" / "train.idx"))
+    good = run_env(
+        dataprep_python,
+        "-m",
+        "dlbench.dataprep.recordio",
+        "check",
+        str(out / "recordio" / "train.rec"),
+        "--idx",
+        str(out / "recordio" / "train.idx"),
+    )
     assert good.stdout.strip().endswith("records OK")
     copy = damaged_copy(out, tmp_path)
     rec = copy / "recordio" / "validation.rec"
@@ -486,11 +594,26 @@ def test_recordio_check_and_verify_catch_a_truncated_rec_file(out, tmp_path, dat
 
 # ---- behaviour around the edges
 
+
 def test_rerun_with_other_shard_counts_leaves_only_its_own_shards(tree, tmp_path, dataprep_python):
     out = tmp_path / "out"
     convert(dataprep_python, tree, out, "--workers", "2")
-    run_env(dataprep_python, "-m", "dlbench.dataprep.imagenet", "convert", "--train-dir", str(tree / "train"),
-        "--synsets", str(tree / "synsets.txt"), "--out", str(out), "--train-shards", "2", "--workers", "2")
+    run_env(
+        dataprep_python,
+        "-m",
+        "dlbench.dataprep.imagenet",
+        "convert",
+        "--train-dir",
+        str(tree / "train"),
+        "--synsets",
+        str(tree / "synsets.txt"),
+        "--out",
+        str(out),
+        "--train-shards",
+        "2",
+        "--workers",
+        "2",
+    )
     assert sorted(p.name for p in out.glob("train-*")) == ["train-00000-of-00002", "train-00001-of-00002"]
     assert not list(out.glob("validation-*"))
     assert verify(dataprep_python, out).returncode == 0
@@ -501,19 +624,33 @@ def test_rerun_with_other_shard_counts_leaves_only_its_own_shards(tree, tmp_path
 
 def test_validation_in_per_synset_folders(tree, tmp_path, dataprep_python, manifest):
     folders = tmp_path / "val"
-    for line, image in zip((tree / "validation_labels.txt").read_text().split(),
-                           sorted((tree / "validation").glob("*.JPEG")), strict=True):
+    for line, image in zip(
+        (tree / "validation_labels.txt").read_text().split(), sorted((tree / "validation").glob("*.JPEG")), strict=True
+    ):
         (folders / line).mkdir(parents=True, exist_ok=True)
         shutil.copy(image, folders / line / image.name)
     out = tmp_path / "out"
-    run_env(dataprep_python, "-m", "dlbench.dataprep.imagenet", "convert", "--validation-dir", str(folders),
-        "--synsets", str(tree / "synsets.txt"), "--out", str(out), "--validation-shards", "2")
+    run_env(
+        dataprep_python,
+        "-m",
+        "dlbench.dataprep.imagenet",
+        "convert",
+        "--validation-dir",
+        str(folders),
+        "--synsets",
+        str(tree / "synsets.txt"),
+        "--out",
+        str(out),
+        "--validation-shards",
+        "2",
+    )
     got = json.loads((out / "manifest.json").read_text())["splits"]["validation"]
     assert got["classes"] == manifest["splits"]["validation"]["classes"]
 
 
-@pytest.mark.parametrize("case", ["missing synsets", "flat validation without labels", "label count",
-                                  "bad bounding box", "no input"])
+@pytest.mark.parametrize(
+    "case", ["missing synsets", "flat validation without labels", "label count", "bad bounding box", "no input"]
+)
 def test_bad_input_is_a_clear_error(case, tree, tmp_path, dataprep_python):
     args = ["--synsets", str(tree / "synsets.txt"), "--out", str(tmp_path / "out")]
     expect = ""
@@ -542,18 +679,53 @@ def test_bad_input_is_a_clear_error(case, tree, tmp_path, dataprep_python):
 
 def test_sample_builder_is_deterministic_and_says_what_is_missing(tmp_path, dataprep_python, wheels, tree):
     again = tmp_path / "again"
-    run_env(dataprep_python, "-m", "dlbench.dataprep.sample_imagenet", "--wheels", str(wheels), "--out", str(again),
-        "--classes", "10", "--train-per-class", "8", "--validation-per-class", "3", "--png", "1", "--cmyk", "1",
-        "--gray", "2", "--long-side", "160", "240", "--workers", "1")
+    run_env(
+        dataprep_python,
+        "-m",
+        "dlbench.dataprep.sample_imagenet",
+        "--wheels",
+        str(wheels),
+        "--out",
+        str(again),
+        "--classes",
+        "10",
+        "--train-per-class",
+        "8",
+        "--validation-per-class",
+        "3",
+        "--png",
+        "1",
+        "--cmyk",
+        "1",
+        "--gray",
+        "2",
+        "--long-side",
+        "160",
+        "240",
+        "--workers",
+        "1",
+    )
     for path in sorted(again.rglob("*")):
         if path.is_file():
             assert path.read_bytes() == (tree / path.relative_to(again)).read_bytes(), path
-    result = run_env(dataprep_python, "-m", "dlbench.dataprep.sample_imagenet", "--wheels", str(tmp_path),
-                 "--out", str(tmp_path / "x"), check=False)
+    result = run_env(
+        dataprep_python,
+        "-m",
+        "dlbench.dataprep.sample_imagenet",
+        "--wheels",
+        str(tmp_path),
+        "--out",
+        str(tmp_path / "x"),
+        check=False,
+    )
     assert result.returncode != 0 and "no scikit_image-*.whl" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_cli_is_runnable_from_the_repository_root(dataprep_python):
-    result = subprocess.run([str(dataprep_python), "-m", "dlbench.dataprep.imagenet", "--help"],
-                            env=dict(os.environ, PYTHONPATH=str(REPO / "workflow")), capture_output=True, text=True)
+    result = subprocess.run(
+        [str(dataprep_python), "-m", "dlbench.dataprep.imagenet", "--help"],
+        env=dict(os.environ, PYTHONPATH=str(REPO / "workflow")),
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0 and "convert" in result.stdout and "verify" in result.stdout

@@ -69,22 +69,42 @@ def wait_for(condition: Callable[[], object], timeout: float, what: str) -> obje
 
 
 def finished_logs(work: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(work)): p.read_bytes() for p in sorted((work / "results/runs").rglob("rep*.jsonl"))
-            if not p.name.endswith(".attempts.jsonl")}
+    return {
+        str(p.relative_to(work)): p.read_bytes()
+        for p in sorted((work / "results/runs").rglob("rep*.jsonl"))
+        if not p.name.endswith(".attempts.jsonl")
+    }
 
 
 def resume_command(work: Path, configfile: Path) -> list[str]:
     """The README's command after a crash, `snakemake --cores all`, for this study."""
-    return [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(work),
-            "--cores", "all", "--configfile", str(configfile)]
+    return [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(work),
+        "--cores",
+        "all",
+        "--configfile",
+        str(configfile),
+    ]
 
 
 def start(work: Path, configfile: Path) -> tuple[subprocess.Popen, Path]:
     """The command in the background (its own session), and the file its output goes to."""
     out = work / f"snakemake-{time.monotonic_ns()}.out"
     with open(out, "w") as stream:
-        return subprocess.Popen(resume_command(work, configfile), cwd=work, stdout=stream, stderr=subprocess.STDOUT,
-                                start_new_session=True, env=local_env()), out
+        return subprocess.Popen(
+            resume_command(work, configfile),
+            cwd=work,
+            stdout=stream,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=local_env(),
+        ), out
 
 
 def no_orphans(work: Path) -> None:
@@ -95,8 +115,11 @@ def test_hard_kills_leave_no_orphans_and_one_command_resumes(tmp_path, torch_pyt
     """SIGKILL Snakemake mid-run, resume; SIGKILL a supervisor mid-run, resume: no process outlives its owner,
     no finished run is redone, none is lost."""
     config = write_config(tmp_path / "study.yaml", tiny_config())  # 2 topologies x 2 repeats: 4 runs
-    expected = {f"results/runs/resnet50/pytorch/{t}/bs2-fp32-nocompile-synthetic-img32/rep{r}.jsonl"
-                for t in ("1x1", "1x2") for r in (1, 2)}
+    expected = {
+        f"results/runs/resnet50/pytorch/{t}/bs2-fp32-nocompile-synthetic-img32/rep{r}.jsonl"
+        for t in ("1x1", "1x2")
+        for r in (1, 2)
+    }
 
     # 1. Snakemake killed while a run is in flight (one run finished before it).
     workflow, _ = start(tmp_path, config)
@@ -120,8 +143,9 @@ def test_hard_kills_leave_no_orphans_and_one_command_resumes(tmp_path, torch_pyt
     middle = finished_logs(tmp_path)
 
     # 3. The same command again completes the study.
-    result = subprocess.run(resume_command(tmp_path, config), cwd=tmp_path, capture_output=True, text=True,
-                            timeout=600, env=local_env())
+    result = subprocess.run(
+        resume_command(tmp_path, config), cwd=tmp_path, capture_output=True, text=True, timeout=600, env=local_env()
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "dlbench: removed the lock" not in result.stderr  # the failed job's Snakemake ended cleanly
     after = finished_logs(tmp_path)
@@ -138,11 +162,29 @@ def test_two_supervisors_never_write_one_run(tmp_path, torch_python):
     log = tmp_path / "run.jsonl"
 
     def harness(*steps: str) -> subprocess.Popen:
-        cmd = [str(torch_python), "-m", "dlbench.harness", "--framework", "pytorch", "--model", "resnet50",
-               "--log", str(log), "--topology", "1x2", "--image-size", "32", "--batch-size", "2", "--device", "cpu",
-               *steps]
-        return subprocess.Popen(cmd, cwd=tmp_path, env=harness_env(), stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
+        cmd = [
+            str(torch_python),
+            "-m",
+            "dlbench.harness",
+            "--framework",
+            "pytorch",
+            "--model",
+            "resnet50",
+            "--log",
+            str(log),
+            "--topology",
+            "1x2",
+            "--image-size",
+            "32",
+            "--batch-size",
+            "2",
+            "--device",
+            "cpu",
+            *steps,
+        ]
+        return subprocess.Popen(
+            cmd, cwd=tmp_path, env=harness_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
 
     first = harness("--warmup-steps", "100000", "--measured-steps", "1")
     partial = log.with_name(log.name + ".partial")
@@ -192,8 +234,12 @@ def test_failed_report_keeps_the_published_state(tmp_path, torch_python):
     assert result.returncode == 0, result.stderr[-3000:]
     html = (tmp_path / "report.html").read_text()
     assert "throughput.png" in html and "speedup.png" in html and "Median training throughput" in html
-    for args in (["--unlock"], ["--list-rules"], ["--list-changes", "params"],
-                 ["--cleanup-metadata", "results/report/summary.csv"]):
+    for args in (
+        ["--unlock"],
+        ["--list-rules"],
+        ["--list-changes", "params"],
+        ["--cleanup-metadata", "results/report/summary.csv"],
+    ):
         result = snakemake(tmp_path, *args, "--configfile", str(path))
         assert result.returncode == 0, (args, result.stderr[-2000:])
 
@@ -228,12 +274,21 @@ def test_odd_paths_never_reach_a_shell(tmp_path, torch_python):
     (raw / "synsets.txt").write_text("n01440764\n")
     config = tiny_config(venv_dir=work / f"new venvs {ODD}")
     config["matrix"].update(topology=["1x1"], data=["real"])
-    config["datasets"] = {"imagenet": {"source": "raw", "train_dir": str(raw / "train"),
-                                       "validation_dir": str(raw / "validation"), "synsets": str(raw / "synsets.txt")}}
+    config["datasets"] = {
+        "imagenet": {
+            "source": "raw",
+            "train_dir": str(raw / "train"),
+            "validation_dir": str(raw / "validation"),
+            "synsets": str(raw / "synsets.txt"),
+        }
+    }
     dry = snakemake(work, "-n", "-p", "--configfile", str(write_config(work / "real.yaml", config)))
     assert dry.returncode == 0, dry.stderr[-3000:]
-    commands = [shlex.split(line) for line in dry.stdout.splitlines() if "dlbench.dataprep.imagenet convert" in line
-                or "dlbench.venvs build" in line]
+    commands = [
+        shlex.split(line)
+        for line in dry.stdout.splitlines()
+        if "dlbench.dataprep.imagenet convert" in line or "dlbench.venvs build" in line
+    ]
     convert = next(c for c in commands if "convert" in c)
     assert convert[convert.index("--train-dir") + 1] == str(raw / "train")
     assert convert[convert.index("--synsets") + 1] == str(raw / "synsets.txt")

@@ -16,8 +16,9 @@ FIGURES = REPO / "benchmarks" / "figures.py"
 
 
 def check(root: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(FIGURES), "--check", "--root", str(root)], capture_output=True,
-                          text=True)
+    return subprocess.run(
+        [sys.executable, str(FIGURES), "--check", "--root", str(root)], capture_output=True, text=True
+    )
 
 
 def copy_docs(tmp_path: Path) -> Path:
@@ -53,14 +54,20 @@ def test_a_figure_edited_by_hand_fails_the_check(tmp_path):
 
 def test_a_new_results_file_is_rendered_and_an_orphan_block_is_an_error(tmp_path):
     root = copy_docs(tmp_path)
-    new = {"script": "x.py", "command": ".venv/bin/python benchmarks/x.py", "date": "2026-01-01T00:00:00+00:00",
-           "machine": {"cpu": "cpu", "cores": 2, "memory_gib": 1.0, "gpu": "none"}, "load": [0.5, 1.25],
-           "tables": [{"title": "t", "columns": ["a", "b"], "rows": [["r", 1.5]]}], "notes": ["a note"]}
+    new = {
+        "script": "x.py",
+        "command": ".venv/bin/python benchmarks/x.py",
+        "date": "2026-01-01T00:00:00+00:00",
+        "machine": {"cpu": "cpu", "cores": 2, "memory_gib": 1.0, "gpu": "none"},
+        "load": [0.5, 1.25],
+        "tables": [{"title": "t", "columns": ["a", "b"], "rows": [["r", 1.5]]}],
+        "notes": ["a note"],
+    }
     (root / "benchmarks" / "results" / "x.json").write_text(json.dumps(new))
     assert check(root).returncode == 1  # not yet in the docs
     subprocess.run([sys.executable, str(FIGURES), "--root", str(root)], check=True, capture_output=True)
     text = (root / "benchmarks" / "README.md").read_text()
-    block = text[text.index("<!-- figures:x -->"):text.index("<!-- /figures:x -->")]
+    block = text[text.index("<!-- figures:x -->") : text.index("<!-- /figures:x -->")]
     assert "| r | 1.5 |" in block and "load 0.5 before, 1.25 after" in block and new["command"] in block
     assert check(root).returncode == 0
     (root / "benchmarks" / "results" / "x.json").unlink()
@@ -106,6 +113,10 @@ def test_two_levels_of_rounds_are_flagged_bimodal():
     loops, verdict = rounds.paired("plain", [58.0, 32.1, 57.2, 31.5, 59.0, 56.4], "ours", together, 1.0)
     assert verdict.startswith("median of per-round ratios 2.000 [2.000–2.000] (at target")
     assert rounds.row(loops[2]) == ["ours ÷ plain", 2.0, "2–2", "2 2 2 2 2 2"]
-    assert rounds.columns("loop", "images/s") == ["loop", "median (images/s; ratio)", "rounds (min–max, modes)",
-                                                  "per round"]
+    assert rounds.columns("loop", "images/s") == [
+        "loop",
+        "median (images/s; ratio)",
+        "rounds (min–max, modes)",
+        "per round",
+    ]
     assert rounds.line(loops[2], 12) == "ours ÷ plain median    2.000  rounds 2–2: " + ", ".join(["2.000"] * 6)

@@ -37,8 +37,10 @@ def test_the_schema_accepts_every_registered_framework_and_names_them():
 
 def test_the_study_refuses_an_unregistered_framework(tmp_path):
     config = {"matrix": {"framework": ["caffe"], "model": ["resnet50"], "topology": ["1x1"], "batch_size": [2]}}
-    with pytest.raises(ConfigError, match="'caffe' is neither a framework nor one of the study's runners; "
-                                          f"available: {', '.join(NAMES)}"):
+    with pytest.raises(
+        ConfigError,
+        match=f"'caffe' is neither a framework nor one of the study's runners; available: {', '.join(NAMES)}",
+    ):
         load_study(config, SCHEMA, REPO / "envs", tmp_path)
 
 
@@ -93,15 +95,30 @@ def test_backend_class_implements_every_abstract_method(name):
 
 def test_the_contract_is_abstract():
     assert inspect.isabstract(BackendBase)
-    assert {"setup_runtime", "setup_resnet", "setup_bert", "resnet_step", "bert_step", "loss", "sync", "barrier",
-            "all_gather", "environment", "strategy_in_effect", "settings_in_effect", "device_name",
-            "peak_memory_bytes", "shutdown"} == \
-        BackendBase.__abstractmethods__
+    assert {
+        "setup_runtime",
+        "setup_resnet",
+        "setup_bert",
+        "resnet_step",
+        "bert_step",
+        "loss",
+        "sync",
+        "barrier",
+        "all_gather",
+        "environment",
+        "strategy_in_effect",
+        "settings_in_effect",
+        "device_name",
+        "peak_memory_bytes",
+        "shutdown",
+    } == BackendBase.__abstractmethods__
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_backend_imports_as_a_concrete_backend_in_its_environment(name):
-    facts = run_json(env_python(name), """
+    facts = run_json(
+        env_python(name),
+        """
         import importlib, inspect, json, sys
         from dlbench.harness.backends.base import BackendBase
         from dlbench.harness.frameworks import BACKEND_MODULES, REGISTRY
@@ -111,7 +128,9 @@ def test_backend_imports_as_a_concrete_backend_in_its_environment(name):
             importlib.import_module(framework.module(module))
         print(json.dumps({"subclass": issubclass(backend, BackendBase), "abstract": inspect.isabstract(backend),
                           "models": list(backend.models), "data": list(backend.data)}))
-        """, name)
+        """,
+        name,
+    )
     assert facts["subclass"] and not facts["abstract"], facts
     assert set(facts["models"]) <= set(spec.MODELS) and set(facts["data"]) <= set(spec.DATA), facts
     # What the workflow asks of a study's own interpreter (dlbench.harness.probe), from each backend.
@@ -121,10 +140,20 @@ def test_backend_imports_as_a_concrete_backend_in_its_environment(name):
 
 def test_compiler_note_comes_from_the_registry():
     n = len(NAMES)
-    records = pd.DataFrame({
-        "framework": list(NAMES), "compiler": [True] * n, "image_size": [224] * n, "device_name": ["GPU"] * n,
-        "cpu_model": ["CPU"] * n, "train_flops_per_sample": [None] * n, "seq_length": [None] * n,
-        "warmup_steps": [None] * n, "measured_steps": [None] * n})
+    records = pd.DataFrame(
+        {
+            "framework": list(NAMES),
+            "compiler": [True] * n,
+            "image_size": [224] * n,
+            "device_name": ["GPU"] * n,
+            "cpu_model": ["CPU"] * n,
+            "train_flops_per_sample": [None] * n,
+            "seq_length": [None] * n,
+            "warmup_steps": [None] * n,
+            "measured_steps": [None] * n,
+        }
+    )
     assert caveats(records) == [
         "Compiler on means MXNet: hybridize(static_alloc=True, static_shape=True); PyTorch: torch.compile; "
-        "TensorFlow: XLA (tf.function jit_compile=True). Off: eager / imperative execution."]
+        "TensorFlow: XLA (tf.function jit_compile=True). Off: eager / imperative execution."
+    ]

@@ -16,15 +16,25 @@ GPU_STUDY = REPO / "workflow" / "studies" / "gpu.yaml"
 def test_the_gpu_study_is_the_issue_s_matrix():
     import yaml
 
-    study = load_study(yaml.safe_load(GPU_STUDY.read_text()), REPO / "workflow/schemas/config.schema.yaml",
-                       REPO / "envs")
+    study = load_study(
+        yaml.safe_load(GPU_STUDY.read_text()), REPO / "workflow/schemas/config.schema.yaml", REPO / "envs"
+    )
     assert study.config["platform"]["device"] == "cuda" and study.config["telemetry"]["enabled"]
     configurations = study.configurations.values()
-    assert sorted(c.config_id for c in configurations) == sorted([
-        *(f"resnet50/pytorch/1x1/bs{bs}-{p}-{c}-synthetic" for bs, p in ((256, "amp"), (128, "fp32"))
-          for c in ("compile", "nocompile")),
-        *(f"bert_base/pytorch/1x1/bs128-{p}-{c}-synthetic-seq128-adam-noclip" for p in ("amp", "fp32")
-          for c in ("compile", "nocompile"))])
+    assert sorted(c.config_id for c in configurations) == sorted(
+        [
+            *(
+                f"resnet50/pytorch/1x1/bs{bs}-{p}-{c}-synthetic"
+                for bs, p in ((256, "amp"), (128, "fp32"))
+                for c in ("compile", "nocompile")
+            ),
+            *(
+                f"bert_base/pytorch/1x1/bs128-{p}-{c}-synthetic-seq128-adam-noclip"
+                for p in ("amp", "fp32")
+                for c in ("compile", "nocompile")
+            ),
+        ]
+    )
     for c in configurations:
         assert c.measured_steps == 100 and c.image_size == 224
         settled = c.model == "bert_base" or c.compiler
@@ -35,8 +45,21 @@ def test_the_gpu_study_is_the_issue_s_matrix():
 
 def test_the_gpu_study_plans_under_slurm_with_the_sites_interpreter(tmp_path, torch_python):
     (tmp_path / "slurm").symlink_to(REPO / "profiles" / "slurm")
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--profile", "slurm", "-n", "-p",
-           "--configfile", str(GPU_STUDY), "--config", f"software={{python: {{pytorch: {torch_python}}}}}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "Snakefile"),
+        "--profile",
+        "slurm",
+        "-n",
+        "-p",
+        "--configfile",
+        str(GPU_STUDY),
+        "--config",
+        f"software={{python: {{pytorch: {torch_python}}}}}",
+    ]
     result = subprocess.run(cmd, cwd=tmp_path, env=local_env(), capture_output=True, text=True, timeout=300)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-3000:]
@@ -45,14 +68,22 @@ def test_the_gpu_study_plans_under_slurm_with_the_sites_interpreter(tmp_path, to
     runs = re.findall(r"rule benchmark_run:.*?resources: (.*?)\n", output, flags=re.S)
     assert len(runs) == 20 and all("gres=gpu:1" in r for r in runs)
     commands = [line for line in output.splitlines() if "-m dlbench.harness " in line]
-    assert len(commands) == 20 and all(f"{torch_python} -m dlbench.harness" in c and "--device cuda" in c
-                                       for c in commands)
+    assert len(commands) == 20 and all(
+        f"{torch_python} -m dlbench.harness" in c and "--device cuda" in c for c in commands
+    )
     assert all(c.startswith("Shell command: DLBENCH_INTERPRETER='python_version=") for c in commands)
 
 
 def test_the_gpu_study_is_refused_on_this_machine_without_a_gpu(tmp_path, torch_python):
-    result = snakemake(tmp_path, "--cores", "1", "--configfile", str(GPU_STUDY),
-                       "--config", f"software={{python: {{pytorch: {torch_python}}}}}")
+    result = snakemake(
+        tmp_path,
+        "--cores",
+        "1",
+        "--configfile",
+        str(GPU_STUDY),
+        "--config",
+        f"software={{python: {{pytorch: {torch_python}}}}}",
+    )
     assert result.returncode == 1
     assert "dlbench: invalid configuration:" in result.stderr and "platform.device is cuda but" in result.stderr
     assert not (tmp_path / "logs").exists()  # refused before any job

@@ -12,10 +12,7 @@ import pytest
 
 from conftest import assert_ranks_counted, harness_env, read_log, run_harness
 
-TINY = ["--image-size", "32", "--batch-size", "2", "--warmup-steps", "1", "--measured-steps", "3",
-        "--device", "cpu"]
-
-
+TINY = ["--image-size", "32", "--batch-size", "2", "--warmup-steps", "1", "--measured-steps", "3", "--device", "cpu"]
 
 
 def test_resnet50_v1_5_has_the_reference_parameter_count_and_strides(torch_python):
@@ -25,8 +22,9 @@ def test_resnet50_v1_5_has_the_reference_parameter_count_and_strides(torch_pytho
         "down = [b for b in m.layers if b.downsample is not None]\n"
         "print(parameter_count(m), [b.conv1.stride[0] for b in down], [b.conv2.stride[0] for b in down])\n"
     )
-    out = subprocess.run([str(torch_python), "-c", code], env=harness_env(), capture_output=True, text=True,
-                         check=True).stdout.split(maxsplit=1)
+    out = subprocess.run(
+        [str(torch_python), "-c", code], env=harness_env(), capture_output=True, text=True, check=True
+    ).stdout.split(maxsplit=1)
     assert int(out[0]) == 25_557_032
     # v1.5: the stride of a downsampling bottleneck sits on its 3x3 convolution, not the first 1x1
     assert out[1].strip() == "[1, 1, 1, 1] [1, 2, 2, 2]"
@@ -44,8 +42,9 @@ def test_flop_count_matches_pytorchs_flop_counter(torch_python):
         "        ResNet50().eval()(torch.randn(1, 3, size, size))\n"
         "    print(counter.get_total_flops(), 2 * model_flops('resnet50', size)['forward_macs_per_sample'])\n"
     )
-    out = subprocess.run([str(torch_python), "-c", code], env=harness_env(), capture_output=True, text=True,
-                         check=True).stdout.splitlines()
+    out = subprocess.run(
+        [str(torch_python), "-c", code], env=harness_env(), capture_output=True, text=True, check=True
+    ).stdout.splitlines()
     for line in out:
         measured, ours = map(int, line.split())
         assert measured == ours
@@ -66,7 +65,8 @@ def test_throughput_is_samples_over_measured_wall_time(torch_python, tmp_path):
     assert summary["throughput"] == pytest.approx(summary["samples"] / summary["elapsed_s"], rel=1e-12)
     assert summary["throughput"] == pytest.approx(summary["samples"] / sum(measured), rel=1e-9)
     assert summary["achieved_tflops"] == pytest.approx(
-        summary["throughput"] * summary["train_flops_per_sample"] / 1e12, rel=1e-12)
+        summary["throughput"] * summary["train_flops_per_sample"] / 1e12, rel=1e-12
+    )
     # the header says where and how it ran
     assert header["config"]["topology"] == "1x1" and header["threads_per_rank"] >= 1
     assert header["cpu_model"] and header["hostname"] and header["python"]
@@ -117,8 +117,20 @@ def test_amp_runs_in_bfloat16_on_cpu(torch_python, tmp_path):
 def test_out_of_memory_is_a_record(torch_python, tmp_path):
     """A batch far larger than the machine's memory: a real allocation failure, classified oom."""
     log = tmp_path / "run.jsonl"
-    result = run_harness(torch_python, log, "--topology", "1x1", "--image-size", "224",
-                         "--batch-size", "400000", "--warmup-steps", "1", "--measured-steps", "1")
+    result = run_harness(
+        torch_python,
+        log,
+        "--topology",
+        "1x1",
+        "--image-size",
+        "224",
+        "--batch-size",
+        "400000",
+        "--warmup-steps",
+        "1",
+        "--measured-steps",
+        "1",
+    )
     assert result.returncode == 0
     summary = read_log(log)["summary"][-1]
     assert summary["status"] == "oom"
@@ -127,8 +139,20 @@ def test_out_of_memory_is_a_record(torch_python, tmp_path):
 
 def test_failed_rank_in_two_rank_run_is_reported(torch_python, tmp_path):
     log = tmp_path / "run.jsonl"
-    run_harness(torch_python, log, "--topology", "1x2", "--image-size", "224", "--batch-size", "400000",
-                "--warmup-steps", "1", "--measured-steps", "1")
+    run_harness(
+        torch_python,
+        log,
+        "--topology",
+        "1x2",
+        "--image-size",
+        "224",
+        "--batch-size",
+        "400000",
+        "--warmup-steps",
+        "1",
+        "--measured-steps",
+        "1",
+    )
     summary = read_log(log)["summary"][-1]
     assert summary["status"] == "oom"
     assert not (tmp_path / "run.jsonl.ranks").exists()
@@ -136,8 +160,22 @@ def test_failed_rank_in_two_rank_run_is_reported(torch_python, tmp_path):
 
 def test_time_limit_gives_timeout_record(torch_python, tmp_path):
     log = tmp_path / "run.jsonl"
-    run_harness(torch_python, log, "--topology", "1x1", "--image-size", "32", "--batch-size", "2",
-                "--warmup-steps", "0", "--measured-steps", "100000", "--timeout-s", "5")
+    run_harness(
+        torch_python,
+        log,
+        "--topology",
+        "1x1",
+        "--image-size",
+        "32",
+        "--batch-size",
+        "2",
+        "--warmup-steps",
+        "0",
+        "--measured-steps",
+        "100000",
+        "--timeout-s",
+        "5",
+    )
     summary = read_log(log)["summary"][-1]
     assert summary["status"] == "timeout"
     assert "time limit of 5 s" in summary["error"]
@@ -154,9 +192,29 @@ def test_multi_node_without_slurm_is_unsupported(torch_python, tmp_path):
 def test_rank_killed_from_outside_still_ends_the_log(torch_python, tmp_path):
     """SIGKILL a rank mid-run, as the kernel's OOM killer would: the log still gets a failure summary."""
     log = tmp_path / "run.jsonl"
-    cmd = [str(torch_python), "-m", "dlbench.harness", "--framework", "pytorch", "--model", "resnet50",
-           "--log", str(log), "--topology", "1x1", "--image-size", "32", "--batch-size", "2",
-           "--warmup-steps", "100000", "--measured-steps", "1", "--device", "cpu"]
+    cmd = [
+        str(torch_python),
+        "-m",
+        "dlbench.harness",
+        "--framework",
+        "pytorch",
+        "--model",
+        "resnet50",
+        "--log",
+        str(log),
+        "--topology",
+        "1x1",
+        "--image-size",
+        "32",
+        "--batch-size",
+        "2",
+        "--warmup-steps",
+        "100000",
+        "--measured-steps",
+        "1",
+        "--device",
+        "cpu",
+    ]
     launcher = subprocess.Popen(cmd, env=harness_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     partial = log.with_name(log.name + ".partial")  # the log's name until the run is complete

@@ -11,8 +11,20 @@ from conftest import REPO
 from dlbench import identity
 from dlbench.study import load_study
 
-AXES = ("model", "framework", "topology", "batch_size", "precision", "compiler", "data", "image_size", "seq_length",
-        "optimizer", "grad_clip", "strategy")
+AXES = (
+    "model",
+    "framework",
+    "topology",
+    "batch_size",
+    "precision",
+    "compiler",
+    "data",
+    "image_size",
+    "seq_length",
+    "optimizer",
+    "grad_clip",
+    "strategy",
+)
 
 
 def test_every_configuration_of_the_default_study_round_trips():
@@ -32,20 +44,43 @@ def test_every_configuration_of_the_default_study_round_trips():
 
 
 def test_variants():
-    resnet = dict(model="resnet50", framework="pytorch", topology="1x2", batch_size=64, precision="amp",
-                  compiler=False, data="synthetic", image_size=224)
+    resnet = dict(
+        model="resnet50",
+        framework="pytorch",
+        topology="1x2",
+        batch_size=64,
+        precision="amp",
+        compiler=False,
+        data="synthetic",
+        image_size=224,
+    )
     assert identity.config_id(resnet) == "resnet50/pytorch/1x2/bs64-amp-nocompile-synthetic"
     assert identity.variant(resnet | {"image_size": 64}) == "bs64-amp-nocompile-synthetic-img64"
-    bert = dict(model="bert_base", framework="mxnet", topology="2x8", batch_size=32, precision="fp32",
-                compiler=True, data="real", seq_length=512, optimizer="lamb", grad_clip=True)
+    bert = dict(
+        model="bert_base",
+        framework="mxnet",
+        topology="2x8",
+        batch_size=32,
+        precision="fp32",
+        compiler=True,
+        data="real",
+        seq_length=512,
+        optimizer="lamb",
+        grad_clip=True,
+    )
     assert identity.variant(bert) == "bs32-fp32-compile-real-seq512-lamb-clip"
     assert identity.parse_config_id(identity.config_id(bert))["nodes"] == 2
 
 
-@pytest.mark.parametrize("path", ["results/runs/resnet50/pytorch/1x1/rep1.jsonl",
-                                  "results/runs/resnet50/pytorch/1-1/bs8-fp32-nocompile-synthetic/rep1.jsonl",
-                                  "results/runs/resnet50/pytorch/1x1/bs8-fp32-synthetic/rep1.jsonl",
-                                  "results/runs/resnet50/pytorch/1x1/bs8-fp32-nocompile-synthetic/run1.jsonl"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "results/runs/resnet50/pytorch/1x1/rep1.jsonl",
+        "results/runs/resnet50/pytorch/1-1/bs8-fp32-nocompile-synthetic/rep1.jsonl",
+        "results/runs/resnet50/pytorch/1x1/bs8-fp32-synthetic/rep1.jsonl",
+        "results/runs/resnet50/pytorch/1x1/bs8-fp32-nocompile-synthetic/run1.jsonl",
+    ],
+)
 def test_bad_paths_name_the_path(path):
     with pytest.raises(identity.IdentityError, match="not"):
         identity.parse_run_log(Path(path))
@@ -55,8 +90,19 @@ def test_bad_paths_name_the_path(path):
 def test_strategy_suffix_only_when_not_auto_and_round_trips(model):
     """auto keeps every existing id; another strategy adds -via_<name>, which parses back (also after BERT's
     optimizer, a free-form part) and is never taken for another axis."""
-    axes = dict(model=model, framework="pytorch", topology="1x2", batch_size=8, precision="fp32", compiler=False,
-                data="synthetic", image_size=64, seq_length=128, optimizer="adam", grad_clip=False)
+    axes = dict(
+        model=model,
+        framework="pytorch",
+        topology="1x2",
+        batch_size=8,
+        precision="fp32",
+        compiler=False,
+        data="synthetic",
+        image_size=64,
+        seq_length=128,
+        optimizer="adam",
+        grad_clip=False,
+    )
     plain = identity.config_id(axes)
     assert identity.config_id(axes | {"strategy": "auto"}) == plain  # ids of the default are unchanged
     assert "via_" not in plain
@@ -66,8 +112,11 @@ def test_strategy_suffix_only_when_not_auto_and_round_trips(model):
         parsed = identity.parse_config_id(config)
         assert parsed["strategy"] == name
         assert parsed["optimizer"] == (axes["optimizer"] if model == "bert_base" else None)
-        assert {k: parsed[k] for k in ("batch_size", "precision", "data")} == {"batch_size": 8, "precision": "fp32",
-                                                                               "data": "synthetic"}
+        assert {k: parsed[k] for k in ("batch_size", "precision", "data")} == {
+            "batch_size": 8,
+            "precision": "fp32",
+            "data": "synthetic",
+        }
     assert identity.parse_config_id(plain)["strategy"] == "auto"
     labels = {k: v for k, v in axes.items() if k != "image_size"} | {"strategy": "mwms_ring"}
     assert identity.from_labels(labels)["config_id"].endswith("-via_mwms_ring")

@@ -21,14 +21,24 @@ def dlperf_like_tree(root, throughputs):
     for (label, nodes, per_node), values in throughputs.items():
         for repeat, value in enumerate(values, start=1):
             path = root / label / "bs32" / f"{nodes}n{per_node}g" / f"r{repeat}.log"
-            write_run_log(path, framework="pytorch", topology=f"{nodes}x{per_node}", batch_size=32, repeat=repeat,
-                          throughput=value)
+            write_run_log(
+                path,
+                framework="pytorch",
+                topology=f"{nodes}x{per_node}",
+                batch_size=32,
+                repeat=repeat,
+                throughput=value,
+            )
     return root
 
 
 def study_config(tree, **labels):
-    entry = {"name": "archive", "format": "dlbench", "paths": [str(tree)],
-             "path_pattern": "{label}/bs{batch_size}/{nodes}n{devices_per_node}g/r{repeat}.log"}
+    entry = {
+        "name": "archive",
+        "format": "dlbench",
+        "paths": [str(tree)],
+        "path_pattern": "{label}/bs{batch_size}/{nodes}n{devices_per_node}g/r{repeat}.log",
+    }
     if labels:
         entry["labels"] = labels
     return {"study": "imported", "imports": [entry]}
@@ -41,13 +51,29 @@ def test_path_pattern_gives_labels(tmp_path):
     assert labels == {"precision": "amp", "framework": "NGC_PyTorch", "batch_size": 256, "repeat": 3, "topology": "2x8"}
 
 
-@pytest.mark.parametrize("entry, message", [
-    ({"name": "a", "format": "nope", "paths": ["."]}, r"imports\[0\] \(a\)\.format: 'nope' is not a known log format"),
-    ({"name": "a", "format": "dlbench", "paths": ["missing/*.log"]}, r"imports\[0\] \(a\)\.paths: missing/\*\.log: "
-                                                                     "no such file, or nothing matches"),
-    ({"name": "a", "format": "dlbench", "paths": ["{tree}"], "path_pattern": "{{framework}}/x{{batch_size}}.log"},
-     r"does not match path_pattern"),
-])
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        (
+            {"name": "a", "format": "nope", "paths": ["."]},
+            r"imports\[0\] \(a\)\.format: 'nope' is not a known log format",
+        ),
+        (
+            {"name": "a", "format": "dlbench", "paths": ["missing/*.log"]},
+            r"imports\[0\] \(a\)\.paths: missing/\*\.log: "
+            "no such file, or nothing matches",
+        ),
+        (
+            {
+                "name": "a",
+                "format": "dlbench",
+                "paths": ["{tree}"],
+                "path_pattern": "{{framework}}/x{{batch_size}}.log",
+            },
+            r"does not match path_pattern",
+        ),
+    ],
+)
 def test_bad_imports_are_configuration_errors(tmp_path, entry, message):
     tree = dlperf_like_tree(tmp_path / "old", {("a", 1, 1): [10.0]})
     entry = {**entry, "paths": [p.format(tree=tree) for p in entry["paths"]]}
@@ -65,8 +91,9 @@ def test_duplicate_import_names(tmp_path):
 
 
 def test_imported_logs_reach_the_report_and_rerun_alone(tmp_path):
-    tree = dlperf_like_tree(tmp_path / "old", {("archive", 1, 1): [100.0, 104.0, 96.0],
-                                                ("archive", 1, 4): [380.0, 390.0, 370.0]})
+    tree = dlperf_like_tree(
+        tmp_path / "old", {("archive", 1, 1): [100.0, 104.0, 96.0], ("archive", 1, 4): [380.0, 390.0, 370.0]}
+    )
     config = write_config(tmp_path / "study.yaml", study_config(tree))
     result = snakemake(tmp_path, "--cores", "1", "--configfile", str(config))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

@@ -25,9 +25,23 @@ CORE_PYTHON = sys.executable  # has no deep-learning framework
 def site_python(tmp_path_factory) -> Path:
     """A PyTorch interpreter the workflow did not build for the study: a separate installation, as a site's."""
     site = tmp_path_factory.mktemp("site")
-    subprocess.run([sys.executable, "-m", "dlbench.venvs", "build", "--spec", str(REPO / "envs" / "pytorch.yaml"),
-                    "--venv-dir", str(site), "--find-links", "pip"], check=True, env=harness_env(),
-                   capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dlbench.venvs",
+            "build",
+            "--spec",
+            str(REPO / "envs" / "pytorch.yaml"),
+            "--venv-dir",
+            str(site),
+            "--find-links",
+            "pip",
+        ],
+        check=True,
+        env=harness_env(),
+        capture_output=True,
+    )
     return next(site.glob("pytorch-*/bin/python"))
 
 
@@ -69,19 +83,27 @@ def test_an_interpreter_without_the_framework_is_refused_with_its_key_and_line(t
     assert "Traceback" not in message
 
 
-@pytest.mark.parametrize("software, expected", [
-    ({"python": {"pytorch": "/nonexistent/bin/python"}}, "software.python.pytorch: /nonexistent/bin/python does "
-     "not exist"),
-    ({"python": {"pytoch": CORE_PYTHON}}, "software.python.pytoch: 'pytoch' is not one of dlbench's frameworks "
-     "(did you mean 'pytorch'?)"),
-    ({"python": {"pytorch": str(REPO / "README.md")}}, "is not executable"),
-    ({"container": {"pytorch": "nvcr.io/nvidia/pytorch:25.01-py3"}}, "software.container.pytorch"),
-    ({"container": {"pytorch": "docker://nvcr.io/nvidia/pytorch:25.01-py3"}}, "only with --sdm apptainer"),
-    ({"container": {"pytorch": "images/missing.sif"}}, "software.container.pytorch: images/missing.sif does not "
-     "exist"),
-    ({"python": {"pytorch": CORE_PYTHON}, "container": {"pytorch": "docker://python:3.11"}},
-     "give one of the two"),
-])
+@pytest.mark.parametrize(
+    "software, expected",
+    [
+        (
+            {"python": {"pytorch": "/nonexistent/bin/python"}},
+            "software.python.pytorch: /nonexistent/bin/python does not exist",
+        ),
+        (
+            {"python": {"pytoch": CORE_PYTHON}},
+            "software.python.pytoch: 'pytoch' is not one of dlbench's frameworks (did you mean 'pytorch'?)",
+        ),
+        ({"python": {"pytorch": str(REPO / "README.md")}}, "is not executable"),
+        ({"container": {"pytorch": "nvcr.io/nvidia/pytorch:25.01-py3"}}, "software.container.pytorch"),
+        ({"container": {"pytorch": "docker://nvcr.io/nvidia/pytorch:25.01-py3"}}, "only with --sdm apptainer"),
+        (
+            {"container": {"pytorch": "images/missing.sif"}},
+            "software.container.pytorch: images/missing.sif does not exist",
+        ),
+        ({"python": {"pytorch": CORE_PYTHON}, "container": {"pytorch": "docker://python:3.11"}}, "give one of the two"),
+    ],
+)
 def test_bad_software_entries_are_refused_before_any_job(tmp_path, software, expected):
     config = tiny_config(software=software)
     assert expected in refused(tmp_path, config)
@@ -113,9 +135,17 @@ def test_a_study_runs_with_its_own_interpreter_and_records_it(tmp_path, site_pyt
     assert records["framework_version"].iloc[0].startswith("2.13.0")
     assert not list(work.glob(".venvs/pytorch-*")), "no environment is built for a framework the study brings"
     # The GPU acceptance check reads such a report: on this CPU it must fail, saying why (no device peak for MFU).
-    check = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu_acceptance.py"), "--report",
-                            str(work / "results" / "reports" / "latest")], capture_output=True, text=True,
-                           env=harness_env())
+    check = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "gpu_acceptance.py"),
+            "--report",
+            str(work / "results" / "reports" / "latest"),
+        ],
+        capture_output=True,
+        text=True,
+        env=harness_env(),
+    )
     assert check.returncode == 1, check.stdout + check.stderr
     assert f"interpreter {site_python}" in check.stdout and "no MFU (no peak known for device" in check.stdout
     assert "0 of 1 configurations pass" in check.stdout
@@ -132,8 +162,11 @@ def test_images_run_through_snakemakes_own_apptainer_support(tmp_path, torch_pyt
     image = "docker://nvcr.io/nvidia/pytorch:25.01-py3"
     config = write_config(tmp_path / "study.yaml", tiny_config(software={"container": {"pytorch": image}}))
     calls = tmp_path / "apptainer-calls.jsonl"
-    env = {"PATH": f"{REPO / 'tests' / 'apptainer'}:{os.environ['PATH']}", "STANDIN_LOG": str(calls),
-           "STANDIN_IMAGE_BIN": str(torch_python.parent)}
+    env = {
+        "PATH": f"{REPO / 'tests' / 'apptainer'}:{os.environ['PATH']}",
+        "STANDIN_LOG": str(calls),
+        "STANDIN_IMAGE_BIN": str(torch_python.parent),
+    }
     result = snakemake(tmp_path, "--cores", "2", "--sdm", "apptainer", "--configfile", str(config), env=env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     lines = [json.loads(line) for line in calls.read_text().splitlines()]

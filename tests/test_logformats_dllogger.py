@@ -53,12 +53,15 @@ def test_reference_pytorch_resnet50(reference):
     published = imported(path, skip_steps=8, statistic="mean_of_steps")
     assert published["throughput"] == pytest.approx(5889.05, abs=0.005)  # published 5889.05: iterations 9..63
     assert (published["warmup_steps"], published["measured_steps"]) == (8, 55)
-    assert (record["topology"], record["batch_size"], record["precision"], record["model"]) == \
-        ("1x8", 256, "amp", "resnet50")
+    assert (record["topology"], record["batch_size"], record["precision"], record["model"]) == (
+        "1x8",
+        256,
+        "amp",
+        "resnet50",
+    )
     assert record["config_id"] == "resnet50/dle-pytorch/1x8/bs256-amp"
     assert "harmonic mean" in record["throughput_definition"]
-    assert record["throughput"] == pytest.approx(
-        63 / sum(1 / v for _, v, _ in dllogger.series(path).steps))
+    assert record["throughput"] == pytest.approx(63 / sum(1 / v for _, v, _ in dllogger.series(path).steps))
 
 
 def test_reference_tensorflow_resnet50(reference):
@@ -86,30 +89,46 @@ def test_reference_mxnet_resnet50_reports_its_summary(reference):
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_every_script_shape_in_both_backends(tmp_path, script, backend):
     values = [100.0, 200.0, 400.0, 400.0]
-    path = write_dllogger(tmp_path / f"{script}_1.log", script=script, backend=backend, values=values,
-                          summary=250.0, epochs=2)
+    path = write_dllogger(
+        tmp_path / f"{script}_1.log", script=script, backend=backend, values=values, summary=250.0, epochs=2
+    )
     record = dllogger.parse(path)
     assert record["status"] == "ok" and record["throughput_reported"] == 250.0 and record["repeat"] == 1
     if SCRIPTS[script][2]:  # per-step throughput logged
         assert record["throughput"] == pytest.approx(4 / (1 / 100 + 1 / 200 + 2 / 400))
-        assert dllogger.parse(path, {"statistic": "mean_of_steps", "skip_steps": 1})["throughput"] == \
-            pytest.approx(1000 / 3)
+        assert dllogger.parse(path, {"statistic": "mean_of_steps", "skip_steps": 1})["throughput"] == pytest.approx(
+            1000 / 3
+        )
     else:
         assert record["throughput"] == 250.0
     assert record["unit"] == SCRIPTS[script][4]
 
 
 def test_other_ranks_are_skipped_and_labels_win(tmp_path):
-    path = write_dllogger(tmp_path / "a.log", script="mxnet_convnets", values=[100.0, 300.0], summary=150.0,
-                          prefix="[1,0]<stdout>:")
-    other = write_dllogger(tmp_path / "b.log", script="mxnet_convnets", values=[1.0, 1.0], summary=1.0,
-                           prefix="[1,1]<stdout>:")
+    path = write_dllogger(
+        tmp_path / "a.log", script="mxnet_convnets", values=[100.0, 300.0], summary=150.0, prefix="[1,0]<stdout>:"
+    )
+    other = write_dllogger(
+        tmp_path / "b.log", script="mxnet_convnets", values=[1.0, 1.0], summary=1.0, prefix="[1,1]<stdout>:"
+    )
     path.write_text(path.read_text() + other.read_text())
-    record = dllogger.parse(path, {"framework": "ngc-mxnet", "topology": "2x8", "batch_size": 128,
-                                   "data": "real", "compiler": False, "variant": "dali", "repeat": 3})
+    record = dllogger.parse(
+        path,
+        {
+            "framework": "ngc-mxnet",
+            "topology": "2x8",
+            "batch_size": 128,
+            "data": "real",
+            "compiler": False,
+            "variant": "dali",
+            "repeat": 3,
+        },
+    )
     assert record["throughput"] == pytest.approx(150.0) and record["throughput_reported"] == 150.0
-    assert (record["config_id"], record["run_id"]) == \
-        ("resnet50/ngc-mxnet/2x8/dali", "resnet50/ngc-mxnet/2x8/dali/rep3")
+    assert (record["config_id"], record["run_id"]) == (
+        "resnet50/ngc-mxnet/2x8/dali",
+        "resnet50/ngc-mxnet/2x8/dali/rep3",
+    )
     assert (record["devices"], record["global_batch_size"]) == (16, 2048)
 
 
@@ -145,16 +164,25 @@ def test_rule_labels_are_checked(tmp_path):
 
 
 def test_text_pairs_with_units_none_and_lists():
-    step, data = dllogger._split_pairs("Epoch: 0 Iteration: 3  train.loss : 5.36 None train.compute_ips : 6019.15 "
-                                       "images/s train.lr : 0.1  val.top1 : None %  gpus : [0, 1, 2]  mode : train ")
+    step, data = dllogger._split_pairs(
+        "Epoch: 0 Iteration: 3  train.loss : 5.36 None train.compute_ips : 6019.15 "
+        "images/s train.lr : 0.1  val.top1 : None %  gpus : [0, 1, 2]  mode : train "
+    )
     assert step == "Epoch: 0 Iteration: 3"
-    assert data == {"train.loss": "5.36 None", "train.compute_ips": "6019.15 images/s", "train.lr": "0.1",
-                    "val.top1": "None %", "gpus": "[0, 1, 2]", "mode": "train"}
+    assert data == {
+        "train.loss": "5.36 None",
+        "train.compute_ips": "6019.15 images/s",
+        "train.lr": "0.1",
+        "val.top1": "None %",
+        "gpus": "[0, 1, 2]",
+        "mode": "train",
+    }
     assert dllogger.value_and_unit(data["train.compute_ips"]) == (6019.15, "images/s")
     assert dllogger.value_and_unit(data["val.top1"]) == (None, "%")
     assert dllogger.value_and_unit(data["train.loss"]) == (5.36, None)
-    assert dllogger._split_pairs(" e2e_train_time : 1428.9 s training_sequences_per_second : 1542.3 sequences/s")[0] \
-        == ""
+    assert (
+        dllogger._split_pairs(" e2e_train_time : 1428.9 s training_sequences_per_second : 1542.3 sequences/s")[0] == ""
+    )
 
 
 @pytest.mark.parametrize("name, repeat", [("train_0.log", None), ("train_2.log", 2), ("r1.log", 1)])

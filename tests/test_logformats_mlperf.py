@@ -22,17 +22,25 @@ def reference(external_logs):
 # MANIFEST.md, section A: per-run TTT (min), the expected score, the last eval_accuracy of each run.
 SETS = {
     "mllog/v3.0_nvidia_dgxh100_retinanet": (
-        [36.7060, 36.9989, 36.9885, 37.0433, 37.0403], 37.0092,
-        [0.3444647419990115, 0.34491598402035667, 0.34203906711972554, 0.3469768369831873, 0.34831020036185584]),
+        [36.7060, 36.9989, 36.9885, 37.0433, 37.0403],
+        37.0092,
+        [0.3444647419990115, 0.34491598402035667, 0.34203906711972554, 0.3469768369831873, 0.34831020036185584],
+    ),
     "mllog/v0.7_google_gpu-v100-8_resnet": (
-        [88.2317, 88.5960, 88.6364, 88.4345, 97.1948], 88.5556,
-        [0.7595199942588806, 0.7601000070571899, 0.7597600221633911, 0.759660005569458, 0.7592800259590149]),
+        [88.2317, 88.5960, 88.6364, 88.4345, 97.1948],
+        88.5556,
+        [0.7595199942588806, 0.7601000070571899, 0.7597600221633911, 0.759660005569458, 0.7592800259590149],
+    ),
     "mllog-v0.6/v0.6_google_tpu-v3-1024_resnet": (
-        [2.2781, 2.2661, 2.3592, 2.1734, 2.2751], 2.3041,
-        [0.7598999738693237, 0.7565600275993347, 0.7616400122642517, 0.7602999806404114, 0.7615799903869629]),
+        [2.2781, 2.2661, 2.3592, 2.1734, 2.2751],
+        2.3041,
+        [0.7598999738693237, 0.7565600275993347, 0.7616400122642517, 0.7602999806404114, 0.7615799903869629],
+    ),
     "mlperf-v0.5/v0.5_google_tpuv2-8_resnet": (
-        [301.5173, 306.3649, 301.4286, 301.7874, 296.2853], 301.5778,
-        [0.7511393427848816, 0.7509358525276184, 0.7496134638786316, 0.7514445185661316, 0.7501220703125]),
+        [301.5173, 306.3649, 301.4286, 301.7874, 296.2853],
+        301.5778,
+        [0.7511393427848816, 0.7509358525276184, 0.7496134638786316, 0.7514445185661316, 0.7501220703125],
+    ),
 }
 SUBMISSION = {  # benchmark, org, platform, division, availability, global batch
     "mllog/v3.0_nvidia_dgxh100_retinanet": ("ssd", "NVIDIA", "1xNVIDIA DGX H100", "closed", "onprem", 256),
@@ -52,8 +60,10 @@ def test_reference_sets_give_the_manifest_figures(reference, name):
     assert [r["score_min"] for r in records] == pytest.approx([score] * 5, abs=1e-4)
     assert {r["scaling_factor"] for r in records} == {1.0}  # no scaling.json in these sets
     benchmark, org, platform, division, availability, gbs = SUBMISSION[name]
-    assert {(r["benchmark"], r["organization"], r["platform"], r["division"], r["availability"],
-             r["global_batch_size"]) for r in records} == {(benchmark, org, platform, division, availability, gbs)}
+    assert {
+        (r["benchmark"], r["organization"], r["platform"], r["division"], r["availability"], r["global_batch_size"])
+        for r in records
+    } == {(benchmark, org, platform, division, availability, gbs)}
     assert len({r["config_id"] for r in records}) == 1 and all(r["source"] == "mlperf" for r in records)
 
 
@@ -91,18 +101,32 @@ def test_reference_set_with_a_scaling_json(reference, tmp_path):
 
 def write_set(directory, minutes, statuses=None, **kwargs):
     statuses = statuses or ["success"] * len(minutes)
-    return [write_mllog(directory / f"result_{i}.txt", ttt_min=t, status=s, start_ms=START_MS + i * 10**7, **kwargs)
-            for i, (t, s) in enumerate(zip(minutes, statuses, strict=True))]
+    return [
+        write_mllog(directory / f"result_{i}.txt", ttt_min=t, status=s, start_ms=START_MS + i * 10**7, **kwargs)
+        for i, (t, s) in enumerate(zip(minutes, statuses, strict=True))
+    ]
 
 
 def test_mllog_written_by_mlperf_logging(tmp_path):
-    path = write_set(tmp_path / "set", [30.5], benchmark="bert", epoch_throughput=[7000.0, 7100.0],
-                     global_batch_size=448, local_batch_size=56, weights_lines=3)[0]
-    record = logformats.parse(path, source="mlperf", labels={"framework": "ngc-pytorch", "topology": "1x8",
-                                                              "precision": "amp"})
+    path = write_set(
+        tmp_path / "set",
+        [30.5],
+        benchmark="bert",
+        epoch_throughput=[7000.0, 7100.0],
+        global_batch_size=448,
+        local_batch_size=56,
+        weights_lines=3,
+    )[0]
+    record = logformats.parse(
+        path, source="mlperf", labels={"framework": "ngc-pytorch", "topology": "1x8", "precision": "amp"}
+    )
     assert record["status"] == "ok" and record["time_to_train_min"] == pytest.approx(30.5)
-    assert (record["model"], record["batch_size"], record["global_batch_size"], record["devices"]) == \
-        ("bert", 56, 448, 8)
+    assert (record["model"], record["batch_size"], record["global_batch_size"], record["devices"]) == (
+        "bert",
+        56,
+        448,
+        8,
+    )
     assert record["config_id"] == "bert/ngc-pytorch/1x8/bs56-amp-real-set"
     assert record["run_id"] == record["config_id"] + "/result_0"
     assert record["throughput"] == pytest.approx(2 / (1 / 7000 + 1 / 7100)) and record["unit"] == "samples/s"
@@ -123,8 +147,10 @@ def test_set_score_counts_aborted_runs_among_the_slowest_and_applies_scaling_jso
 def test_score_set_rules():
     assert mlperf.score_set([3.0, 1.0, 2.0, 5.0, 4.0], ["ok"] * 5, "resnet")["score_min"] == pytest.approx(3.0)
     # More failed runs than may be dropped: no score (result_summarizer's CRITICAL ERROR).
-    assert mlperf.score_set([1.0, 2.0, 3.0, None, None], ["ok", "ok", "ok", "failed", "error"], "resnet")[
-        "score_min"] is None
+    assert (
+        mlperf.score_set([1.0, 2.0, 3.0, None, None], ["ok", "ok", "ok", "failed", "error"], "resnet")["score_min"]
+        is None
+    )
     # unet3d drops 4 at each end; 2 failed runs count among the 4 slowest.
     times = [float(t) for t in range(1, 41)]
     statuses = ["ok"] * 38 + ["failed", "failed"]
@@ -170,8 +196,13 @@ def test_truncated_and_garbled_logs_are_error_records_naming_file_and_line(tmp_p
 
 
 def test_run_stop_without_status_and_dict_eval_accuracy(tmp_path):
-    path = write_set(tmp_path / "set", [20.0], [None], benchmark="maskrcnn",
-                     eval_accuracy=[{"BBOX": 0.2, "SEGM": 0.1}, {"BBOX": 0.378, "SEGM": 0.341}])[0]
+    path = write_set(
+        tmp_path / "set",
+        [20.0],
+        [None],
+        benchmark="maskrcnn",
+        eval_accuracy=[{"BBOX": 0.2, "SEGM": 0.1}, {"BBOX": 0.378, "SEGM": 0.341}],
+    )[0]
     record = mlperf.parse(path)
     assert record["status"] == "error" and "without metadata.status" in record["error"]
     assert record["eval_accuracy"] is None
@@ -187,10 +218,15 @@ def test_v06_and_v05_lines(tmp_path):
         ':::MLL 1000.500 run_start: {"value": null, "metadata": {"lineno": 2, "file": "m.py"}}\n'
         'I0101 other output:::MLL 1030.500 eval_accuracy: {"value": 0.75, "metadata": {"epoch_num": 4}}\n'
         ':::MLL 1060.500 run_stop: {"value": null, "metadata": {"status": "abort", "lineno": 3}}\n'
-        ':::MLL 1060.600 run_final: {"value": null, "metadata": {"lineno": 4, "file": "m.py"}}')  # no newline
+        ':::MLL 1060.600 run_final: {"value": null, "metadata": {"lineno": 4, "file": "m.py"}}'
+    )  # no newline
     record = mlperf.parse(v06)
-    assert (record["status"], record["time_to_train_min"], record["eval_accuracy"], record["global_batch_size"]) \
-        == ("failed", pytest.approx(1.0), 0.75, 1024)
+    assert (record["status"], record["time_to_train_min"], record["eval_accuracy"], record["global_batch_size"]) == (
+        "failed",
+        pytest.approx(1.0),
+        0.75,
+        1024,
+    )
     v05 = tmp_path / "v05/result_1.txt"
     v05.parent.mkdir()
     v05.write_text(
@@ -200,10 +236,15 @@ def test_v06_and_v05_lines(tmp_path):
         ':::MLPv0.5.0 resnet 1000.2 (resnet_model.py:161) model_hp_x: "(224, 224, 3) -> (112, 112, 64)"\n'
         ':::MLPv0.5.0 resnet 1100.0 (in_memory_eval.py:262) eval_accuracy: {"value": 0.751, "epoch": 61}\n'
         ':::MLPv0.5.0 resnet 1120.000000000 (in_memory_eval.py:270) run_stop: {"success": "true"}\n'
-        ":::MLPv0.5.0 resnet 1121.0 (resnet_main.py:776) run_final\n")
+        ":::MLPv0.5.0 resnet 1121.0 (resnet_main.py:776) run_final\n"
+    )
     record = mlperf.parse(v05)
-    assert (record["status"], record["time_to_train_min"], record["eval_accuracy"], record["benchmark"]) == \
-        ("ok", pytest.approx(2.0), 0.751, "resnet")
+    assert (record["status"], record["time_to_train_min"], record["eval_accuracy"], record["benchmark"]) == (
+        "ok",
+        pytest.approx(2.0),
+        0.751,
+        "resnet",
+    )
     assert record["repeat"] == 2 and record["global_batch_size"] == 1024
     v05.write_text(v05.read_text().replace('{"success": "true"}', '{"success": "false"}'))
     assert mlperf.parse(v05)["status"] == "failed"

@@ -14,18 +14,36 @@ STEPS = [(1, 233.5, 0.0, 0.0), (10, 240.1, 1.2, 3.4), (20, 241.0, 0.8, 2.9)]
 
 
 def test_header_steps_and_total(tmp_path):
-    path = write_tf_cnn(tmp_path / "r2.log", model="resnet50_v1.5", batch_per_device=64, devices=4,
-                        variable_update="parameter_server", steps=STEPS, total=960.25, synthetic=False)
+    path = write_tf_cnn(
+        tmp_path / "r2.log",
+        model="resnet50_v1.5",
+        batch_per_device=64,
+        devices=4,
+        variable_update="parameter_server",
+        steps=STEPS,
+        total=960.25,
+        synthetic=False,
+    )
     record = logformats.parse(path, source="tf_cnn_benchmarks", labels={"precision": "fp32", "compiler": False})
     assert record["status"] == "ok" and record["throughput"] == record["throughput_reported"] == 960.25
-    assert (record["model"], record["framework"], record["topology"], record["batch_size"],
-            record["global_batch_size"], record["data"], record["framework_version"]) == \
-        ("resnet50", "tensorflow", "1x4", 64, 256, "real", "1.15")
+    assert (
+        record["model"],
+        record["framework"],
+        record["topology"],
+        record["batch_size"],
+        record["global_batch_size"],
+        record["data"],
+        record["framework_version"],
+    ) == ("resnet50", "tensorflow", "1x4", 64, 256, "real", "1.15")
     assert record["config_id"] == "resnet50/tensorflow/1x4/bs64-fp32-nocompile-real-parameter_server"
     assert record["run_id"] == record["config_id"] + "/rep2"
     details = json.loads(record["details"])
-    assert (details["images_per_sec"], details["uncertainty"], details["jitter"], details["variable_update"]) == \
-        (241.0, 0.8, 2.9, "parameter_server")
+    assert (details["images_per_sec"], details["uncertainty"], details["jitter"], details["variable_update"]) == (
+        241.0,
+        0.8,
+        2.9,
+        "parameter_server",
+    )
     assert [s.step for s in tf_cnn.series(path)] == [1, 10, 20]
 
 

@@ -28,8 +28,14 @@ FRAMEWORKS = ["pytorch", "tensorflow", "mxnet"]
 
 
 def cluster(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(CLUSTER), *args], env=dict(os.environ, SLURM_NODES="2"), check=True,
-                          timeout=timeout, capture_output=True, text=True)
+    return subprocess.run(
+        ["bash", str(CLUSTER), *args],
+        env=dict(os.environ, SLURM_NODES="2"),
+        check=True,
+        timeout=timeout,
+        capture_output=True,
+        text=True,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -61,24 +67,43 @@ def multinode_study(two_nodes, torch_python, tmp_path_factory, real_data):
     config = tiny_config()
     sample = real_data["bert_sample"]
     config["defaults"].update(repeats=1, measured_steps=3)
-    config["matrix"] = {"framework": FRAMEWORKS, "model": ["resnet50"], "topology": ["1x1", "1x2", "2x1"],
-                        "precision": ["fp32"], "compiler": [False], "data": ["synthetic"], "batch_size": [2]}
+    config["matrix"] = {
+        "framework": FRAMEWORKS,
+        "model": ["resnet50"],
+        "topology": ["1x1", "1x2", "2x1"],
+        "precision": ["fp32"],
+        "compiler": [False],
+        "data": ["synthetic"],
+        "batch_size": [2],
+    }
     config["include"] = [
         *({"framework": f, "model": "bert_tiny", "topology": "2x2", "batch_size": 2} for f in FRAMEWORKS),
         {"framework": "tensorflow", "model": "bert_tiny", "topology": "2x1", "batch_size": 2, "data": "real"},
     ]
-    config["datasets"] = {"bert": {"source": "raw", "inputs": [str(sample / "wiki.txt")],
-                                   "vocab": str(sample / "vocab.txt"), "dupe_factor": 1, "shards": 4, "jobs": 2}}
+    config["datasets"] = {
+        "bert": {
+            "source": "raw",
+            "inputs": [str(sample / "wiki.txt")],
+            "vocab": str(sample / "vocab.txt"),
+            "dupe_factor": 1,
+            "shards": 4,
+            "jobs": 2,
+        }
+    }
     # Two timed runs at once where two nodes are free: the test's time, not a measurement.
-    result = slurm_snakemake(work, write_config(work / "study.yaml", config), "--resources", "timed_run=2",
-                             hard_timeout_s=HARD_TIMEOUT_S)
+    result = slurm_snakemake(
+        work, write_config(work / "study.yaml", config), "--resources", "timed_run=2", hard_timeout_s=HARD_TIMEOUT_S
+    )
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
     return work, result
 
 
 def summary_of(work: Path, model: str, framework: str, topology: str, data: str = "synthetic") -> dict:
-    logs = [p for p in (work / "results/runs" / model / framework / topology).glob("*/rep1.jsonl")
-            if f"-{data}" in p.parent.name]
+    logs = [
+        p
+        for p in (work / "results/runs" / model / framework / topology).glob("*/rep1.jsonl")
+        if f"-{data}" in p.parent.name
+    ]
     assert len(logs) == 1, logs
     return log_lines(logs[0])[-1]
 
@@ -106,8 +131,12 @@ def test_two_node_runs_span_both_hosts(multinode_study, framework):
         assert summary["world_size"] == world
         by_rank = [r["host"] for r in sorted(summary["ranks"], key=lambda r: r["rank"])]
         assert by_rank == ["dlb-n1"] * (world // 2) + ["dlb-n2"] * (world // 2)  # srun's block distribution
-        row = records[(records["framework"] == framework) & (records["model"] == model)
-                      & (records["topology"] == topology) & (records["data"] == "synthetic")].iloc[0]
+        row = records[
+            (records["framework"] == framework)
+            & (records["model"] == model)
+            & (records["topology"] == topology)
+            & (records["data"] == "synthetic")
+        ].iloc[0]
         assert row["hosts"] == "dlb-n1;dlb-n2" and row["rank_hosts"] == ",".join(by_rank)
         assert row["world_size"] == world
         # throughput counts all ranks: the global batch over the measured time
@@ -178,8 +207,9 @@ def test_losing_a_node_mid_run_is_a_failure_record(two_nodes, torch_python, tmp_
     killer = threading.Thread(target=lose_node_when_training, daemon=True)
     killer.start()
     try:
-        result = slurm_snakemake(work, write_config(work / "study.yaml", config), "--retries", "0",
-                                 hard_timeout_s=HARD_TIMEOUT_S)
+        result = slurm_snakemake(
+            work, write_config(work / "study.yaml", config), "--retries", "0", hard_timeout_s=HARD_TIMEOUT_S
+        )
     finally:
         killer.join(timeout=5)
         cluster("restore-node", "dlb-n2", timeout=120)
@@ -196,6 +226,9 @@ def test_losing_a_node_mid_run_is_a_failure_record(two_nodes, torch_python, tmp_
     assert dict(zip(records["topology"], records["status"], strict=True)) == {"1x1": "ok", "2x1": "failed"}
     assert records.loc[records["topology"] == "2x1", "lost_nodes"].iloc[0].startswith("dlb-n2 (")
     survivors = subprocess.run(["ip", "netns", "pids", "dlb-n1"], capture_output=True, text=True).stdout.split()
-    commands = [Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-                for pid in survivors if Path(f"/proc/{pid}/cmdline").exists()]
+    commands = [
+        Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        for pid in survivors
+        if Path(f"/proc/{pid}/cmdline").exists()
+    ]
     assert not [c for c in commands if "dlbench.harness" in c], commands

@@ -11,8 +11,7 @@ import pytest
 
 from conftest import assert_ranks_counted, env_python, harness_env, read_log, run_harness
 
-TINY = ["--image-size", "32", "--batch-size", "2", "--warmup-steps", "1", "--measured-steps", "3",
-        "--device", "cpu"]
+TINY = ["--image-size", "32", "--batch-size", "2", "--warmup-steps", "1", "--measured-steps", "3", "--device", "cpu"]
 # what MXNet's oneDNN needs for bfloat16 (avx512_core)
 AVX512_CORE = {"avx512f", "avx512bw", "avx512vl", "avx512dq"}
 
@@ -20,8 +19,6 @@ AVX512_CORE = {"avx512f", "avx512bw", "avx512vl", "avx512dq"}
 @pytest.fixture(scope="module")
 def mx_python() -> Path:
     return env_python("mxnet")
-
-
 
 
 def run_mx(python: Path, log: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict[str, list[dict]]]:
@@ -76,8 +73,9 @@ def test_resnet50_v1_5_has_the_reference_parameter_count_and_strides(mx_python):
         " [b.conv2._kwargs['stride'][0] for b in down],"
         " [float(b.bn3.gamma.data().abs().sum().asscalar()) for b in m.layers][:2])\n"
     )
-    out = subprocess.run([str(mx_python), "-c", code], env=harness_env(), capture_output=True, text=True,
-                         check=True).stdout.split(maxsplit=1)
+    out = subprocess.run(
+        [str(mx_python), "-c", code], env=harness_env(), capture_output=True, text=True, check=True
+    ).stdout.split(maxsplit=1)
     assert int(out[0]) == 25_557_032
     # v1.5: the stride of a downsampling bottleneck sits on its 3x3 convolution; the last BN gamma is zero
     assert out[1].strip() == "[1, 1, 1, 1] [1, 2, 2, 2] [0.0, 0.0]"
@@ -153,8 +151,20 @@ def test_out_of_memory_is_a_record(mx_python, tmp_path):
     """A batch the memory limit cannot hold: MXNet's own allocation failure, raised in the warm-up, is oom."""
     log = tmp_path / "run.jsonl"
     python = limited_python(mx_python, tmp_path, 2_500_000)
-    result, entries = run_mx(python, log, "--topology", "1x1", "--image-size", "224", "--batch-size", "800",
-                             "--warmup-steps", "1", "--measured-steps", "1")
+    result, entries = run_mx(
+        python,
+        log,
+        "--topology",
+        "1x1",
+        "--image-size",
+        "224",
+        "--batch-size",
+        "800",
+        "--warmup-steps",
+        "1",
+        "--measured-steps",
+        "1",
+    )
     summary = entries["summary"][-1]
     assert summary["status"] == "oom", summary
     assert "Failed to allocate CPU Memory" in summary["error"]
@@ -166,8 +176,20 @@ def test_out_of_memory_in_two_rank_run_is_reported_and_ends(mx_python, tmp_path)
     """Both ranks fail with push-pulls pending: they must still exit (no wait for their peers), promptly."""
     log = tmp_path / "run.jsonl"
     python = limited_python(mx_python, tmp_path, 2_500_000)
-    result, entries = run_mx(python, log, "--topology", "1x2", "--image-size", "224", "--batch-size", "800",
-                             "--warmup-steps", "1", "--measured-steps", "1")
+    result, entries = run_mx(
+        python,
+        log,
+        "--topology",
+        "1x2",
+        "--image-size",
+        "224",
+        "--batch-size",
+        "800",
+        "--warmup-steps",
+        "1",
+        "--measured-steps",
+        "1",
+    )
     # A rank hanging at exit is stopped by the supervisor GRACE_S after the other's failure, which says so (or
     # never, if both hang: run_mx's timeout). They left by themselves. (Not a wall-clock bound: under load the
     # framework's start alone can take longer than the grace period.)
@@ -182,8 +204,20 @@ def test_out_of_memory_in_two_rank_run_is_reported_and_ends(mx_python, tmp_path)
 def test_tensor_beyond_the_int32_build_is_unsupported(mx_python, tmp_path):
     """Batch 400000 at 224 px: the PyPI build (no USE_INT64_TENSOR_SIZE) refuses tensors of 2^31+ elements."""
     log = tmp_path / "run.jsonl"
-    _, entries = run_mx(mx_python, log, "--topology", "1x1", "--image-size", "224", "--batch-size", "400000",
-                        "--warmup-steps", "1", "--measured-steps", "1")
+    _, entries = run_mx(
+        mx_python,
+        log,
+        "--topology",
+        "1x1",
+        "--image-size",
+        "224",
+        "--batch-size",
+        "400000",
+        "--warmup-steps",
+        "1",
+        "--measured-steps",
+        "1",
+    )
     summary = entries["summary"][-1]
     assert summary["status"] == "unsupported"
     assert "larger than 2^31 elements" in summary["error"] and "USE_INT64_TENSOR_SIZE" in summary["error"]
@@ -197,13 +231,40 @@ def test_two_nodes_get_a_ps_lite_server_each(mx_python, tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cmd = [str(mx_python), "-m", "dlbench.harness.rank", "--framework", "mxnet", "--model", "resnet50",
-           "--log", str(log), "--topology", "2x1", *TINY]
-    ranks = [subprocess.Popen(cmd, env=dict(harness_env(), DLBENCH_RANK=str(rank), DLBENCH_WORLD_SIZE="2",
-                                            DLBENCH_LOCAL_RANK="0", DLBENCH_LOCAL_WORLD_SIZE="1",
-                                            DLBENCH_RANK_DIR=str(tmp_path / "ranks"), DLBENCH_CPUS=str(rank % 2),
-                                            MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)),
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for rank in range(2)]
+    cmd = [
+        str(mx_python),
+        "-m",
+        "dlbench.harness.rank",
+        "--framework",
+        "mxnet",
+        "--model",
+        "resnet50",
+        "--log",
+        str(log),
+        "--topology",
+        "2x1",
+        *TINY,
+    ]
+    ranks = [
+        subprocess.Popen(
+            cmd,
+            env=dict(
+                harness_env(),
+                DLBENCH_RANK=str(rank),
+                DLBENCH_WORLD_SIZE="2",
+                DLBENCH_LOCAL_RANK="0",
+                DLBENCH_LOCAL_WORLD_SIZE="1",
+                DLBENCH_RANK_DIR=str(tmp_path / "ranks"),
+                DLBENCH_CPUS=str(rank % 2),
+                MASTER_ADDR="127.0.0.1",
+                MASTER_PORT=str(port),
+            ),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for rank in range(2)
+    ]
     outputs = [rank.communicate(timeout=300)[0] for rank in ranks]
     assert [rank.returncode for rank in ranks] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
     entries = read_log(log)
@@ -283,10 +344,21 @@ def test_same_weights_give_the_pytorch_model_s_outputs(mx_python, torch_python, 
     """PyTorch weights (state_dict names and layouts) loaded into the Gluon model: same logits, same loss."""
     reference = tmp_path / "reference.npz"
     threads = dict(harness_env(), OMP_NUM_THREADS="1")
-    subprocess.run([str(torch_python), "-c", TORCH_REFERENCE, str(reference)], env=threads, check=True,
-                   capture_output=True, timeout=300)
-    out = subprocess.run([str(mx_python), "-c", MXNET_CHECK, str(reference)], env=threads, check=True,
-                         capture_output=True, text=True, timeout=300).stdout
+    subprocess.run(
+        [str(torch_python), "-c", TORCH_REFERENCE, str(reference)],
+        env=threads,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    out = subprocess.run(
+        [str(mx_python), "-c", MXNET_CHECK, str(reference)],
+        env=threads,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    ).stdout
     result = json.loads(out.strip().splitlines()[-1])
     assert result["logits_scale"] > 1.0  # randomised BN statistics and gammas: a non-trivial output
     assert result["logits_rel_error"] <= 1e-4, result
@@ -315,7 +387,7 @@ def test_load_torch_state_rejects_a_mismatched_state(mx_python):
         "        errors.append(type(exc).__name__)\n"
         "print(len(state) - 1, errors)\n"
     )
-    out = subprocess.run([str(mx_python), "-c", code], env=harness_env(), capture_output=True, text=True,
-                         check=True).stdout.strip()
+    out = subprocess.run(
+        [str(mx_python), "-c", code], env=harness_env(), capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert out == "267 ['KeyError', 'ValueError']"
-

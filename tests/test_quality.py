@@ -33,16 +33,38 @@ MLPERF_STUDY = REPO / "workflow/studies/time-to-quality-mlperf.yaml"
 
 def compliance(log: Path, tmp_path: Path) -> subprocess.CompletedProcess:
     """mlperf-logging's own compliance checker on a log (training ruleset mlperf.RULESET)."""
-    return subprocess.run([sys.executable, "-m", "mlperf_logging.compliance_checker", "--usage", "training",
-                           "--ruleset", mlperf.RULESET, "--log_output", str(tmp_path / "checker.log"), str(log)],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mlperf_logging.compliance_checker",
+            "--usage",
+            "training",
+            "--ruleset",
+            mlperf.RULESET,
+            "--log_output",
+            str(tmp_path / "checker.log"),
+            str(log),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 # ---------------------------------------------------------------- real convergence runs
 RESNET_TINY_PARAMETERS = 1_019_384  # harness/resnet.py's resnet_tiny with 1000 classes (fc: 513,000 of them)
 TARGET = 0.4  # top-1 over 10 classes (chance 0.1) on the 100 held-out images
-QUALITY = {"target": TARGET, "eval_every_steps": 25, "base_lr": 0.05, "warmup_steps": 5, "decay": "cosine",
-           "decay_steps": 300, "max_steps": 300, "max_minutes": 8}
+QUALITY = {
+    "target": TARGET,
+    "eval_every_steps": 25,
+    "base_lr": 0.05,
+    "warmup_steps": 5,
+    "decay": "cosine",
+    "decay_steps": 300,
+    "max_steps": 300,
+    "max_minutes": 8,
+}
 
 
 @pytest.fixture(scope="module")
@@ -52,13 +74,47 @@ def learnable(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("learnable")
     wheels, tree, dataprep = root / "wheels", root / "tree", env_python("dataprep")
     run_tool(sys.executable, "dlbench.sample_wheels", "--dest", str(wheels), "--manifest", str(wheels / "w.json"))
-    run_tool(dataprep, "dlbench.dataprep.sample_imagenet", "--wheels", str(wheels), "--out", str(tree),
-             "--classes", "10", "--train-per-class", "40", "--validation-per-class", "10", "--long-side", "64", "96",
-             "--photo-per-class", "--workers", "1")
-    run_tool(dataprep, "dlbench.dataprep.imagenet", "convert", "--train-dir", str(tree / "train"),
-             "--validation-dir", str(tree / "validation"), "--validation-labels", str(tree / "validation_labels.txt"),
-             "--synsets", str(tree / "synsets.txt"), "--out", str(root / "imagenet"), "--train-shards", "2",
-             "--validation-shards", "1", "--workers", "1")
+    run_tool(
+        dataprep,
+        "dlbench.dataprep.sample_imagenet",
+        "--wheels",
+        str(wheels),
+        "--out",
+        str(tree),
+        "--classes",
+        "10",
+        "--train-per-class",
+        "40",
+        "--validation-per-class",
+        "10",
+        "--long-side",
+        "64",
+        "96",
+        "--photo-per-class",
+        "--workers",
+        "1",
+    )
+    run_tool(
+        dataprep,
+        "dlbench.dataprep.imagenet",
+        "convert",
+        "--train-dir",
+        str(tree / "train"),
+        "--validation-dir",
+        str(tree / "validation"),
+        "--validation-labels",
+        str(tree / "validation_labels.txt"),
+        "--synsets",
+        str(tree / "synsets.txt"),
+        "--out",
+        str(root / "imagenet"),
+        "--train-shards",
+        "2",
+        "--validation-shards",
+        "1",
+        "--workers",
+        "1",
+    )
     return root / "imagenet"
 
 
@@ -66,9 +122,19 @@ def test_learnable_sample_cuts_each_class_from_its_own_photo(learnable, tmp_path
     info = json.loads((learnable.parent / "tree" / "sample.json").read_text())
     photos = info["photo_per_class"]
     assert sorted(photos) == sorted(info["synsets"]) and len(set(photos.values())) == 10
-    too_many = run_env(env_python("dataprep"), "-m", "dlbench.dataprep.sample_imagenet", "--wheels",
-                       str(learnable.parent / "wheels"), "--out", str(tmp_path / "t"), "--classes", "17",
-                       "--photo-per-class", check=False)
+    too_many = run_env(
+        env_python("dataprep"),
+        "-m",
+        "dlbench.dataprep.sample_imagenet",
+        "--wheels",
+        str(learnable.parent / "wheels"),
+        "--out",
+        str(tmp_path / "t"),
+        "--classes",
+        "17",
+        "--photo-per-class",
+        check=False,
+    )
     assert too_many.returncode != 0 and "--photo-per-class: at most 16 classes" in too_many.stderr
 
 
@@ -76,10 +142,32 @@ def train_to_target(framework: str, data: Path, log: Path, topology: str = "1x1"
     """A real time-to-quality run of resnet_tiny at 32x32, one core per rank (two threads on a loaded 2-core machine
     are far slower than one); its record."""
     ranks = int(topology.split("x")[1])
-    result = run_harness(env_python(framework), log, "--framework", framework, "--model", "resnet_tiny",
-                         "--topology", topology, "--batch-size", str(32 // ranks), "--data", "real",
-                         "--data-dir", str(data), "--image-size", "32", "--device", "cpu", "--cpus", str(ranks),
-                         "--quality", json.dumps(QUALITY | quality), framework=framework, model="resnet_tiny")
+    result = run_harness(
+        env_python(framework),
+        log,
+        "--framework",
+        framework,
+        "--model",
+        "resnet_tiny",
+        "--topology",
+        topology,
+        "--batch-size",
+        str(32 // ranks),
+        "--data",
+        "real",
+        "--data-dir",
+        str(data),
+        "--image-size",
+        "32",
+        "--device",
+        "cpu",
+        "--cpus",
+        str(ranks),
+        "--quality",
+        json.dumps(QUALITY | quality),
+        framework=framework,
+        model="resnet_tiny",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return dlbench_format.parse(log)
 
@@ -103,8 +191,9 @@ def test_real_run_converges_and_its_mlperf_log_is_compliant(framework, learnable
     checked = compliance(out, tmp_path)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     theirs = mlperf.parse(out, {"framework": framework, "topology": "1x1", "batch_size": 32})
-    assert theirs["status"] == "ok" and theirs["time_to_train_min"] == pytest.approx(record["time_to_train_min"],
-                                                                                     abs=1e-4)
+    assert theirs["status"] == "ok" and theirs["time_to_train_min"] == pytest.approx(
+        record["time_to_train_min"], abs=1e-4
+    )
 
 
 def test_real_two_rank_run_evaluates_the_whole_split_once(learnable, tmp_path):
@@ -134,8 +223,16 @@ def test_real_run_with_too_small_a_budget_did_not_converge(learnable, tmp_path):
 # batch 16, lr 0.005), so a target meaningfully above it is not reached within a test's minutes: these runs end at
 # their step budget, as MLPerf's aborted runs, and check the evaluation itself.
 BERT_TARGET = 0.10
-BERT_QUALITY = {"target": BERT_TARGET, "eval_every_steps": 30, "base_lr": 0.005, "warmup_steps": 10,
-                "decay": "linear", "decay_steps": 500, "max_steps": 60, "max_minutes": 8}
+BERT_QUALITY = {
+    "target": BERT_TARGET,
+    "eval_every_steps": 30,
+    "base_lr": 0.005,
+    "warmup_steps": 10,
+    "decay": "linear",
+    "decay_steps": 500,
+    "max_steps": 60,
+    "max_minutes": 8,
+}
 HELD_OUT = """
 import collections, glob, json, sys
 import h5py, numpy as np
@@ -164,9 +261,26 @@ def test_real_bert_run_evaluates_masked_lm_accuracy_on_the_held_out_shard(framew
     facts = held_out_facts(data)
     assert BERT_TARGET >= 1.5 * facts["baseline"]  # the target is well above the trivial predictor
     log = tmp_path / "rep1.jsonl"
-    result = run_harness(env_python(framework), log, "--topology", "1x1", "--data", "real", "--data-dir", str(data),
-                         "--batch-size", "16", "--device", "cpu", "--cpus", "1", "--quality", json.dumps(BERT_QUALITY),
-                         framework=framework, model="bert_tiny")
+    result = run_harness(
+        env_python(framework),
+        log,
+        "--topology",
+        "1x1",
+        "--data",
+        "real",
+        "--data-dir",
+        str(data),
+        "--batch-size",
+        "16",
+        "--device",
+        "cpu",
+        "--cpus",
+        "1",
+        "--quality",
+        json.dumps(BERT_QUALITY),
+        framework=framework,
+        model="bert_tiny",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     record = dlbench_format.parse(log)
     lines = read_log(log)
@@ -192,9 +306,24 @@ def test_real_bert_run_evaluates_masked_lm_accuracy_on_the_held_out_shard(framew
 
 def test_mxnet_time_to_quality_is_unsupported(real_data, tmp_path):
     log = tmp_path / "rep1.jsonl"
-    result = run_harness(env_python("mxnet"), log, "--topology", "1x1", "--data", "real", "--data-dir",
-                         str(real_data["bert128"]), "--batch-size", "4", "--device", "cpu",
-                         "--quality", json.dumps(BERT_QUALITY), framework="mxnet", model="bert_tiny")
+    result = run_harness(
+        env_python("mxnet"),
+        log,
+        "--topology",
+        "1x1",
+        "--data",
+        "real",
+        "--data-dir",
+        str(real_data["bert128"]),
+        "--batch-size",
+        "4",
+        "--device",
+        "cpu",
+        "--quality",
+        json.dumps(BERT_QUALITY),
+        framework="mxnet",
+        model="bert_tiny",
+    )
     record = dlbench_format.parse(log)
     assert record["status"] == "unsupported", result.stderr[-3000:]
     assert "time to quality is not implemented for mxnet" in record["error"]
@@ -207,11 +336,19 @@ def olympic(times: list[float]) -> float:
     return sum(ordered[1:-1]) / (len(ordered) - 2)
 
 
-def quality_set(tmp_path: Path, name: str, times: list[float], converged: list[bool],
-                batch_size: int = 32) -> list[Path]:
-    return [write_quality_log(tmp_path / name / f"rep{i}.jsonl", batch_size=batch_size, repeat=i,
-                              accuracies=(0.3, 0.8 if ok else 0.6), time_to_train_s=t)
-            for i, (t, ok) in enumerate(zip(times, converged, strict=True), start=1)]
+def quality_set(
+    tmp_path: Path, name: str, times: list[float], converged: list[bool], batch_size: int = 32
+) -> list[Path]:
+    return [
+        write_quality_log(
+            tmp_path / name / f"rep{i}.jsonl",
+            batch_size=batch_size,
+            repeat=i,
+            accuracies=(0.3, 0.8 if ok else 0.6),
+            time_to_train_s=t,
+        )
+        for i, (t, ok) in enumerate(zip(times, converged, strict=True), start=1)
+    ]
 
 
 def test_scoring_all_converged_is_the_olympic_mean(tmp_path):
@@ -231,8 +368,9 @@ def test_scoring_all_converged_is_the_olympic_mean(tmp_path):
 
 def test_a_run_that_did_not_converge_is_failed_and_infinitely_slow(tmp_path):
     times = [60.0, 50.0, 70.0]
-    records = mlperf.score_records([dlbench_format.parse(p)
-                                    for p in quality_set(tmp_path, "b", times, [True, True, False])])
+    records = mlperf.score_records(
+        [dlbench_format.parse(p) for p in quality_set(tmp_path, "b", times, [True, True, False])]
+    )
     failed = records[2]
     assert failed["status"] == "failed" and failed["converged"] is False
     assert "did not converge" in failed["error"] and failed["samples_to_converge"] is None
@@ -244,8 +382,9 @@ def test_a_run_that_did_not_converge_is_failed_and_infinitely_slow(tmp_path):
     assert row["median"] == pytest.approx(60.0 / 60)
 
     # two failures: more than MLPerf may drop, no score; half or more failed: the median is infinite
-    records = mlperf.score_records([dlbench_format.parse(p)
-                                    for p in quality_set(tmp_path, "c", times, [True, False, False])])
+    records = mlperf.score_records(
+        [dlbench_format.parse(p) for p in quality_set(tmp_path, "c", times, [True, False, False])]
+    )
     assert records[0]["score_min"] is None
     row = summarise(pd.DataFrame(records)).iloc[0]
     assert row["median"] == float("inf") and pd.isna(row["score_min"])
@@ -254,8 +393,9 @@ def test_a_run_that_did_not_converge_is_failed_and_infinitely_slow(tmp_path):
 # ---------------------------------------------------------------- the MLPerf log
 @pytest.mark.parametrize("converged", [True, False])
 def test_mlperf_log_passes_the_compliance_checker_and_reads_back(tmp_path, converged):
-    run = write_quality_log(tmp_path / "rep1.jsonl", accuracies=(0.2, 0.5, 0.9 if converged else 0.6),
-                            time_to_train_s=42.0)
+    run = write_quality_log(
+        tmp_path / "rep1.jsonl", accuracies=(0.2, 0.5, 0.9 if converged else 0.6), time_to_train_s=42.0
+    )
     out = mlperf.write_log(run, tmp_path / "rep1.mlperf.log")
     assert out.name == "rep1.mlperf.log" and out.read_text().startswith(":::MLLOG ")
     checked = compliance(out, tmp_path)
@@ -275,8 +415,9 @@ def test_closed_division_rules_that_do_not_apply(tmp_path):
     run = write_quality_log(tmp_path / "rep1.jsonl", accuracies=(0.5, 0.8))
     text = mlperf.write_log(run, tmp_path / "rep1.mlperf.log").read_text()
     closed = tmp_path / "closed.log"
-    closed.write_text(text.replace('"key": "submission_division", "value": "open"',
-                                   '"key": "submission_division", "value": "closed"'))
+    closed.write_text(
+        text.replace('"key": "submission_division", "value": "open"', '"key": "submission_division", "value": "closed"')
+    )
     assert compliance(closed, tmp_path).returncode != 0
     failed = set(re.findall(r"CHECK for '(\w+)' failed", (tmp_path / "checker.log").read_text()))
     assert failed == {"sgd_opt_end_learning_rate"}
@@ -292,9 +433,11 @@ def test_mlperf_log_refuses_a_throughput_run(tmp_path):
 
 # ---------------------------------------------------------------- the report
 def test_report_has_the_time_to_quality_table_and_plots(tmp_path):
-    logs = (quality_set(tmp_path, "ok", [60.0, 50.0, 70.0], [True] * 3, batch_size=32)
-            + quality_set(tmp_path, "big", [40.0, 45.0, 48.0], [True] * 3, batch_size=128)
-            + quality_set(tmp_path, "never", [20.0, 21.0, 22.0], [False] * 3, batch_size=4))
+    logs = (
+        quality_set(tmp_path, "ok", [60.0, 50.0, 70.0], [True] * 3, batch_size=32)
+        + quality_set(tmp_path, "big", [40.0, 45.0, 48.0], [True] * 3, batch_size=128)
+        + quality_set(tmp_path, "never", [20.0, 21.0, 22.0], [False] * 3, batch_size=4)
+    )
     records = pd.DataFrame(mlperf.score_records([dlbench_format.parse(p) for p in logs]))
     summary = summarise(records)
     records.to_csv(tmp_path / "records.csv", index=False)
@@ -307,8 +450,9 @@ def test_report_has_the_time_to_quality_table_and_plots(tmp_path):
     table = readme.split("## Time to quality")[1].split("\n## ")[0]
     assert "did not converge (0/3)" in table and f"{olympic([60.0, 50.0, 70.0]) / 60:.2f}" in table
     never = next(line for line in table.splitlines() if "bs4-" in line)
-    assert re.match(r"\| 1x1 +\| resnet_tiny +\| pytorch +\| 4 +\| 0\.7 +\| 0/3 +\| did not converge \(0/3\) +\| ∞",
-                    never)
+    assert re.match(
+        r"\| 1x1 +\| resnet_tiny +\| pytorch +\| 4 +\| 0\.7 +\| 0/3 +\| did not converge \(0/3\) +\| ∞", never
+    )
     for plot in ("convergence.png", "samples_to_converge.png"):
         assert (out / plot).stat().st_size > 10_000
         assert plot in (out / "index.html").read_text()
@@ -367,9 +511,17 @@ def test_quality_settings_errors_name_the_key():
 
 def test_bert_time_to_quality_has_its_own_id_and_the_linear_decay():
     config = yaml.safe_load(CPU_STUDY.read_text())
-    config["include"] = [{"framework": "tensorflow", "model": "bert_tiny", "topology": "1x1", "batch_size": 16,
-                          "data": "real", "metric": "time_to_quality",
-                          "quality": {"target": 0.1, "decay": "linear", "base_lr": 0.005}}]
+    config["include"] = [
+        {
+            "framework": "tensorflow",
+            "model": "bert_tiny",
+            "topology": "1x1",
+            "batch_size": 16,
+            "data": "real",
+            "metric": "time_to_quality",
+            "quality": {"target": 0.1, "decay": "linear", "base_lr": 0.005},
+        }
+    ]
     bert = [c for c in study(config).configurations if c.startswith("bert_tiny/")]
     assert len(bert) == 1 and "/1x1/bs16-fp32-nocompile-real-seq128-adam-noclip-ttq10_" in bert[0]
     assert json.loads(study(config).configurations[bert[0]].quality)["decay"] == "linear"

@@ -22,7 +22,6 @@ def mx_python() -> Path:
     return env_python("mxnet")
 
 
-
 # ---- what the records hold, read without DALI or h5py: the workflow's own TFRecord reader
 
 RECORDS = """
@@ -53,8 +52,9 @@ RECORDS = """
 @pytest.fixture(scope="module")
 def records(real_data: dict[str, Path], tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("mx_records") / "bert.npz"
-    labels = run_python(env_python("dataprep"), RECORDS, str(real_data["imagenet"]), str(real_data["bert128"]),
-                        str(out))
+    labels = run_python(
+        env_python("dataprep"), RECORDS, str(real_data["imagenet"]), str(real_data["bert128"]), str(out)
+    )
     synsets = sorted((real_data["tree"] / "synsets.txt").read_text().split())  # labels 1..1000 in this order
     return {"labels": json.loads(labels), "synsets": synsets, "bert": out}
 
@@ -148,8 +148,9 @@ PIPELINE_FACTS = """
 
 @pytest.fixture(scope="module")
 def facts(mx_python: Path, real_data: dict[str, Path], records: dict) -> dict:
-    out = run_python(mx_python, PIPELINE_FACTS, str(real_data["imagenet"]), str(real_data["bert128"]),
-                     str(records["bert"]))
+    out = run_python(
+        mx_python, PIPELINE_FACTS, str(real_data["imagenet"]), str(real_data["bert128"]), str(records["bert"])
+    )
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -184,7 +185,7 @@ def test_imagenet_batches(facts, records):
     expected = expected_labels(records)
     shuffled = facts["shuffled"]
     assert set(shuffled) <= set(expected) and len(set(shuffled)) > 1
-    assert shuffled[:len(expected)] != expected
+    assert shuffled[: len(expected)] != expected
     for rank in facts["shuffled_world2"]:
         assert len(rank) == 16 and set(rank) <= set(expected)
     assert facts["description"].startswith("DALI 2.4") and "CPU decode" in facts["description"]
@@ -212,9 +213,28 @@ RUNS = {
 
 
 def harness(python: Path, log: Path, model: str, topology: str, data_dir: Path) -> dict[str, list[dict]]:
-    result = run_harness(python, log, "--topology", topology, "--batch-size", "4", "--warmup-steps", "1",
-                         "--measured-steps", "3", "--device", "cpu", "--data", "real", "--data-dir", str(data_dir),
-                         *RUNS[model], framework="mxnet", model=model, timeout=300)
+    result = run_harness(
+        python,
+        log,
+        "--topology",
+        topology,
+        "--batch-size",
+        "4",
+        "--warmup-steps",
+        "1",
+        "--measured-steps",
+        "3",
+        "--device",
+        "cpu",
+        "--data",
+        "real",
+        "--data-dir",
+        str(data_dir),
+        *RUNS[model],
+        framework="mxnet",
+        model=model,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     entries = read_log(log)
     assert entries["summary"][-1]["status"] == "ok", (entries["summary"][-1], result.stderr[-3000:])

@@ -154,8 +154,14 @@ PIPELINE_FACTS = """
 
 @pytest.fixture(scope="module")
 def facts(torch_python: Path, real_data: dict[str, Path], records: dict) -> dict:
-    out = run_python(torch_python, PIPELINE_FACTS, str(real_data["imagenet"]), str(real_data["bert128"]),
-                     records["bert_npz"], str(len(records["labels"])))
+    out = run_python(
+        torch_python,
+        PIPELINE_FACTS,
+        str(real_data["imagenet"]),
+        str(real_data["bert128"]),
+        records["bert_npz"],
+        str(len(records["labels"])),
+    )
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -236,8 +242,16 @@ def run_real(python: Path, log: Path, model: str, data_dir: Path, *args: str) ->
 
 
 def test_harness_resnet50_real_one_rank(torch_python, real_data, tmp_path):
-    entries = run_real(torch_python, tmp_path / "rn.jsonl", "resnet50", real_data["imagenet"], "--topology", "1x1",
-                       "--image-size", "32")
+    entries = run_real(
+        torch_python,
+        tmp_path / "rn.jsonl",
+        "resnet50",
+        real_data["imagenet"],
+        "--topology",
+        "1x1",
+        "--image-size",
+        "32",
+    )
     env, summary = entries["environment"][0], entries["summary"][-1]
     assert env["input_pipeline"].startswith("DALI 2.4.0 tfrecord reader") and "CPU decode" in env["input_pipeline"]
     assert summary["samples"] == 12 and summary["loss_final"] > 0
@@ -245,8 +259,16 @@ def test_harness_resnet50_real_one_rank(torch_python, real_data, tmp_path):
 
 
 def test_harness_bert_tiny_real_one_rank(torch_python, real_data, tmp_path):
-    entries = run_real(torch_python, tmp_path / "bt.jsonl", "bert_tiny", real_data["bert128"], "--topology", "1x1",
-                       "--seq-length", "128")
+    entries = run_real(
+        torch_python,
+        tmp_path / "bt.jsonl",
+        "bert_tiny",
+        real_data["bert128"],
+        "--topology",
+        "1x1",
+        "--seq-length",
+        "128",
+    )
     env, summary = entries["environment"][0], entries["summary"][-1]
     assert env["input_pipeline"].startswith("h5py") and env["seq_length"] == 128 and env["max_predictions"] == 20
     assert summary["samples"] == 12 and summary["loss_final"] > 0
@@ -254,8 +276,16 @@ def test_harness_bert_tiny_real_one_rank(torch_python, real_data, tmp_path):
 
 def test_harness_resnet50_real_two_ranks(torch_python, real_data, tmp_path):
     """Two ranks (gloo DDP), each reading its half of the records through its own DALI pipeline."""
-    entries = run_real(torch_python, tmp_path / "rn2.jsonl", "resnet50", real_data["imagenet"], "--topology", "1x2",
-                       "--image-size", "32")
+    entries = run_real(
+        torch_python,
+        tmp_path / "rn2.jsonl",
+        "resnet50",
+        real_data["imagenet"],
+        "--topology",
+        "1x2",
+        "--image-size",
+        "32",
+    )
     assert_ranks_counted(entries["summary"][-1], ranks=2, batch_size=4, steps=3)
     assert entries["environment"][0]["input_pipeline"].startswith("DALI")
 
@@ -263,7 +293,18 @@ def test_harness_resnet50_real_two_ranks(torch_python, real_data, tmp_path):
 def test_harness_bert_real_needs_matching_shards(torch_python, real_data, tmp_path):
     """Shards of 128 tokens for a run of 64: unsupported, saying why (datasets.bert_shards reads the manifest)."""
     log = tmp_path / "bt64.jsonl"
-    run_harness(torch_python, log, *REAL, "--data-dir", str(real_data["bert128"]), "--topology", "1x1",
-                "--seq-length", "64", model="bert_tiny", timeout=600)
+    run_harness(
+        torch_python,
+        log,
+        *REAL,
+        "--data-dir",
+        str(real_data["bert128"]),
+        "--topology",
+        "1x1",
+        "--seq-length",
+        "64",
+        model="bert_tiny",
+        timeout=600,
+    )
     summary = read_log(log)["summary"][-1]
     assert summary["status"] == "unsupported" and "128 tokens" in summary["error"], summary

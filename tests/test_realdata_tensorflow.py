@@ -154,9 +154,12 @@ class Processes:
         if name not in self.results:
             process = self.started[name]
             process.wait(timeout=600)
-            self.results[name] = subprocess.CompletedProcess(process.args, process.returncode,
-                                                             (self.root / f"{name}.out").read_text(),
-                                                             (self.root / f"{name}.err").read_text())
+            self.results[name] = subprocess.CompletedProcess(
+                process.args,
+                process.returncode,
+                (self.root / f"{name}.out").read_text(),
+                (self.root / f"{name}.err").read_text(),
+            )
         return self.results[name]
 
     def stop(self) -> None:
@@ -169,13 +172,41 @@ class Processes:
 @pytest.fixture(scope="module")
 def processes(tf_python: Path, real_data: dict[str, Path], tmp_path_factory):
     processes = Processes(tmp_path_factory.mktemp("tf_real"))
-    processes.start("facts", [str(tf_python), "-c", textwrap.dedent(FACTS), str(real_data["imagenet"]),
-                              str(real_data["bert128"]), str(real_data["tree"])])
+    processes.start(
+        "facts",
+        [
+            str(tf_python),
+            "-c",
+            textwrap.dedent(FACTS),
+            str(real_data["imagenet"]),
+            str(real_data["bert128"]),
+            str(real_data["tree"]),
+        ],
+    )
     for name, (model, topology, args) in RUNS.items():
         data_dir = real_data["imagenet" if model == "resnet50" else "bert128"]
-        processes.start(name, [str(tf_python), "-m", "dlbench.harness", "--framework", "tensorflow", "--model",
-                               model, "--log", str(processes.root / f"{name}.jsonl"), "--topology", topology,
-                               "--data", "real", "--data-dir", str(data_dir), *STEPS, *args])
+        processes.start(
+            name,
+            [
+                str(tf_python),
+                "-m",
+                "dlbench.harness",
+                "--framework",
+                "tensorflow",
+                "--model",
+                model,
+                "--log",
+                str(processes.root / f"{name}.jsonl"),
+                "--topology",
+                topology,
+                "--data",
+                "real",
+                "--data-dir",
+                str(data_dir),
+                *STEPS,
+                *args,
+            ],
+        )
     yield processes
     processes.stop()
 
@@ -242,6 +273,7 @@ def test_bert_batches_are_the_records(facts):
 
 
 # ---- the backend with real data, and harness runs
+
 
 def test_backend_steps_take_batches_from_the_pipeline_without_retracing(facts):
     """setup() builds the pipeline; the steps (each on the next batch) train through one trace of the step

@@ -28,10 +28,19 @@ SETTINGS = "oneDNN on (AVX2), 2 intra-op / 1 inter-op threads (OpenMP), channels
 def _config(framework: str, nodes: int, dpn: int) -> dict:
     return {
         "config_id": f"{framework}-resnet50-{nodes}x{dpn}-bs32-fp32",
-        "framework": framework, "model": "resnet50", "topology": f"{nodes}x{dpn}",
-        "nodes": nodes, "devices_per_node": dpn, "devices": nodes * dpn, "batch_size": 32,
-        "precision": "fp32", "compiler": False, "data": "synthetic", "image_size": 64,
-        "seq_length": None, "unit": "images/s",
+        "framework": framework,
+        "model": "resnet50",
+        "topology": f"{nodes}x{dpn}",
+        "nodes": nodes,
+        "devices_per_node": dpn,
+        "devices": nodes * dpn,
+        "batch_size": 32,
+        "precision": "fp32",
+        "compiler": False,
+        "data": "synthetic",
+        "image_size": 64,
+        "seq_length": None,
+        "unit": "images/s",
     }
 
 
@@ -40,8 +49,7 @@ RUNS = {
     ("jax", 1, 1): [("ok", 1100.0, None), ("ok", 1110.0, None), ("ok", 1090.0, None)],
     ("jax", 1, 2): [("oom", None, "RESOURCE_EXHAUSTED: out of memory <alloc>")] * 3,
     ("torch", 1, 1): [("ok", 1000.0, None), ("ok", 990.0, None), ("ok", 1010.0, None)],
-    ("torch", 1, 2): [("ok", 1900.0, None), ("error", None, "NCCL error | rank 1"),
-                      ("ok", 1900.0, None)],
+    ("torch", 1, 2): [("ok", 1900.0, None), ("error", None, "NCCL error | rank 1"), ("ok", 1900.0, None)],
 }
 
 
@@ -51,48 +59,89 @@ def _write_inputs(tmp_path: Path, runs: dict = RUNS) -> tuple[Path, Path, Path]:
     for (fw, nodes, dpn), reps in sorted(runs.items(), key=lambda kv: (kv[0][1], kv[0][2])):
         cfg = _config(fw, nodes, dpn)
         for i, (status, thr, err) in enumerate(reps):
-            records.append({
-                "run_id": f"{cfg['config_id']}-r{i}", **cfg, "global_batch_size": 32 * nodes * dpn,
-                "warmup_steps": 5, "measured_steps": 20, "repeat": i, "status": status,
-                "error": err, "throughput": thr, "elapsed_s": 1.5, "samples": 640,
-                "step_time_median_s": 0.03 if thr else None, "loss_final": 6.9 if thr else None,
-                "hosts": "node1", "framework_version": "1.0", "device_name": "H100",
-                "cpu_model": "Xeon", "threads_per_rank": 4, "git_commit": COMMIT,
-                "started_at": "2024-01-01T00:00:00Z", "log_path": f"logs/{cfg['config_id']}-r{i}.log",
-            })
+            records.append(
+                {
+                    "run_id": f"{cfg['config_id']}-r{i}",
+                    **cfg,
+                    "global_batch_size": 32 * nodes * dpn,
+                    "warmup_steps": 5,
+                    "measured_steps": 20,
+                    "repeat": i,
+                    "status": status,
+                    "error": err,
+                    "throughput": thr,
+                    "elapsed_s": 1.5,
+                    "samples": 640,
+                    "step_time_median_s": 0.03 if thr else None,
+                    "loss_final": 6.9 if thr else None,
+                    "hosts": "node1",
+                    "framework_version": "1.0",
+                    "device_name": "H100",
+                    "cpu_model": "Xeon",
+                    "threads_per_rank": 4,
+                    "git_commit": COMMIT,
+                    "started_at": "2024-01-01T00:00:00Z",
+                    "log_path": f"logs/{cfg['config_id']}-r{i}.log",
+                }
+            )
         ok = pd.Series([t for s, t, _ in reps if s == "ok"], dtype=float)
         counts: dict[str, int] = {}
         for s, _, _ in reps:
             counts[s] = counts.get(s, 0) + 1
-        row = {**cfg, "n_total": len(reps), "n_ok": len(ok), "n_failed": len(reps) - len(ok),
-               "statuses": ";".join(f"{s}:{c}" for s, c in counts.items()),
-               "error": next((e for _, _, e in reps if e), None)}
+        row = {
+            **cfg,
+            "n_total": len(reps),
+            "n_ok": len(ok),
+            "n_failed": len(reps) - len(ok),
+            "statuses": ";".join(f"{s}:{c}" for s, c in counts.items()),
+            "error": next((e for _, _, e in reps if e), None),
+        }
         if len(ok):
             med = float(ok.median())
             if (nodes, dpn) == (1, 1):
                 baselines[fw] = med
             speedup = med / baselines[fw] if fw in baselines else None
-            row.update(median=med, min=ok.min(), max=ok.max(), q25=ok.quantile(0.25),
-                       q75=ok.quantile(0.75), iqr=ok.quantile(0.75) - ok.quantile(0.25),
-                       cv=ok.std() / ok.mean(), speedup=speedup,
-                       efficiency=speedup / (nodes * dpn) if speedup else None)
+            row.update(
+                median=med,
+                min=ok.min(),
+                max=ok.max(),
+                q25=ok.quantile(0.25),
+                q75=ok.quantile(0.75),
+                iqr=ok.quantile(0.75) - ok.quantile(0.25),
+                cv=ok.std() / ok.mean(),
+                speedup=speedup,
+                efficiency=speedup / (nodes * dpn) if speedup else None,
+            )
             if fw == "torch" and (nodes, dpn) == (1, 1):  # as if it had enough repeats for an interval
                 row.update(ci_low=990.0, ci_high=1010.0, ci_level=0.95)
         summary.append(row)
-    rec_csv, sum_csv, env_json = (tmp_path / "records.csv", tmp_path / "summary.csv",
-                                  tmp_path / "environment.json")
+    rec_csv, sum_csv, env_json = (tmp_path / "records.csv", tmp_path / "summary.csv", tmp_path / "environment.json")
     pd.DataFrame(records).to_csv(rec_csv, index=False)
     pd.DataFrame(summary).to_csv(sum_csv, index=False)
     env = {
-        "study": "smoke", "generated_at": "2024-01-01T12:00:00+00:00", "git_commit": COMMIT,
+        "study": "smoke",
+        "generated_at": "2024-01-01T12:00:00+00:00",
+        "git_commit": COMMIT,
         "config": {"study": "smoke", "models": ["resnet50"], "topologies": ["1x1", "1x2"]},
-        "hosts": ["node1"], "cpu_models": ["Xeon"], "devices": ["H100"],
+        "hosts": ["node1"],
+        "cpu_models": ["Xeon"],
+        "devices": ["H100"],
         "frameworks": {
-            "torch": {"version": "2.3.0", "python": "3.11.9", "cuda": "12.1", "cudnn": "8.9",
-                      "packages": ["torch==2.3.0", "numpy==1.26.4"],
-                      "settings": {"summary": SETTINGS, "intra_op_threads": 2}},
-            "jax": {"version": "0.4.30", "python": "3.11.9", "cuda": "12.3", "cudnn": "8.9",
-                    "packages": ["jax==0.4.30"]},
+            "torch": {
+                "version": "2.3.0",
+                "python": "3.11.9",
+                "cuda": "12.1",
+                "cudnn": "8.9",
+                "packages": ["torch==2.3.0", "numpy==1.26.4"],
+                "settings": {"summary": SETTINGS, "intra_op_threads": 2},
+            },
+            "jax": {
+                "version": "0.4.30",
+                "python": "3.11.9",
+                "cuda": "12.3",
+                "cudnn": "8.9",
+                "packages": ["jax==0.4.30"],
+            },
         },
         "notes": [NOTE, "Escaping check: <script>alert(1)</script>"],
     }
@@ -178,8 +227,17 @@ def test_invalid_version_names_rejected(tmp_path, inputs, name):
 def test_report_content(tmp_path, inputs):
     out = publish_report(*inputs, tmp_path / "reports", "auto")
     names = {p.name for p in out.iterdir()}
-    assert names == {"index.html", "README.md", "records.csv", "summary.csv", "records.parquet",
-                     "summary.parquet", "environment.json", "throughput.png", "speedup.png"}
+    assert names == {
+        "index.html",
+        "README.md",
+        "records.csv",
+        "summary.csv",
+        "records.parquet",
+        "summary.parquet",
+        "environment.json",
+        "throughput.png",
+        "speedup.png",
+    }
     html = (out / "index.html").read_text(encoding="utf-8")
 
     # Failed cell shows its status, partial cell its median plus k/n ok marker.
@@ -227,8 +285,7 @@ def test_all_failed_still_renders(tmp_path):
     runs = {
         ("torch", 1, 1): [("oom", None, "CUDA out of memory")] * 3,
         ("torch", 1, 2): [("unsupported", None, "no multi-device support")] * 3,
-        ("jax", 1, 1): [("timeout", None, "timed out"), ("error", None, "boom"),
-                        ("timeout", None, "timed out")],
+        ("jax", 1, 1): [("timeout", None, "timed out"), ("error", None, "boom"), ("timeout", None, "timed out")],
     }
     inputs = _write_inputs(tmp_path, runs)
     out = tmp_path / "report"
@@ -266,11 +323,26 @@ def test_render_refuses_non_empty_directory(tmp_path, inputs):
 def test_flags_and_published_references_sections(tmp_path):
     """Aggregated for real from run logs: three repeats are too few for an interval (flagged), and an 8-GPU
     PyTorch AMP configuration at 224x224 is set against NVIDIA's published figures with its ratio."""
-    logs = [str(write_run_log(tmp_path / f"runs/rep{i}.jsonl", framework="pytorch", topology="1x8", batch_size=256,
-                              precision="amp", data="real", repeat=i, throughput=value))
-            for i, value in enumerate((16000.0, 16621.0, 17000.0), start=1)]
-    config = {"study": "refs", "references": [str(REPO / "workflow/references/published.yaml")],
-              "report": {"confidence": 0.95}}
+    logs = [
+        str(
+            write_run_log(
+                tmp_path / f"runs/rep{i}.jsonl",
+                framework="pytorch",
+                topology="1x8",
+                batch_size=256,
+                precision="amp",
+                data="real",
+                repeat=i,
+                throughput=value,
+            )
+        )
+        for i, value in enumerate((16000.0, 16621.0, 17000.0), start=1)
+    ]
+    config = {
+        "study": "refs",
+        "references": [str(REPO / "workflow/references/published.yaml")],
+        "report": {"confidence": 0.95},
+    }
     out = tmp_path / "agg"
     out.mkdir()
     write_all(logs, [], config, out / "records.csv", out / "summary.csv", out / "environment.json")
@@ -284,8 +356,10 @@ def test_flags_and_published_references_sections(tmp_path):
 
 
 def _aggregated(root: Path, throughputs: list[float], config: dict) -> tuple[Path, Path, Path]:
-    logs = [str(write_run_log(root / f"runs/rep{i}.jsonl", repeat=i, throughput=value))
-            for i, value in enumerate(throughputs, start=1)]
+    logs = [
+        str(write_run_log(root / f"runs/rep{i}.jsonl", repeat=i, throughput=value))
+        for i, value in enumerate(throughputs, start=1)
+    ]
     root.mkdir(parents=True, exist_ok=True)
     paths = (root / "records.csv", root / "summary.csv", root / "environment.json")
     write_all(logs, [], config, *paths)
@@ -296,11 +370,16 @@ def test_compare_to_previous_gives_a_verdict(tmp_path):
     """report.compare_to: previous: the new version holds the comparison with the one before it."""
     reports = tmp_path / "reports"
     config = {"study": "cmp", "report": {"confidence": 0.95, "compare_to": "previous"}}
-    first = publish_report(*_aggregated(tmp_path / "a", [100.0, 101.0, 99.0, 100.5, 99.5, 100.2, 99.8], config),
-                           reports, "auto", "previous")
+    first = publish_report(
+        *_aggregated(tmp_path / "a", [100.0, 101.0, 99.0, 100.5, 99.5, 100.2, 99.8], config),
+        reports,
+        "auto",
+        "previous",
+    )
     assert "## Compared with" not in (first / "README.md").read_text()  # nothing published before it
-    second = publish_report(*_aggregated(tmp_path / "b", [90.0, 91.0, 89.0, 90.5, 89.5, 90.2, 89.8], config),
-                            reports, "auto", "previous")
+    second = publish_report(
+        *_aggregated(tmp_path / "b", [90.0, 91.0, 89.0, 90.5, 89.5, 90.2, 89.8], config), reports, "auto", "previous"
+    )
     readme = (second / "README.md").read_text()
     assert "## Compared with v1" in readme
     row = next(line for line in readme.splitlines() if line.startswith("| resnet50/pytorch/1x1"))
@@ -312,8 +391,14 @@ def _study(root: Path, runs: list[dict], config: dict | None = None) -> Path:
     logs = [str(write_run_log(root / f"runs/{i}.jsonl", **run)) for i, run in enumerate(runs)]
     agg = root / "agg"
     agg.mkdir(parents=True)
-    write_all(logs, [], config or {"study": "t", "report": {"confidence": 0.95}}, agg / "records.csv",
-              agg / "summary.csv", agg / "environment.json")
+    write_all(
+        logs,
+        [],
+        config or {"study": "t", "report": {"confidence": 0.95}},
+        agg / "records.csv",
+        agg / "summary.csv",
+        agg / "environment.json",
+    )
     render_report(agg / "records.csv", agg / "summary.csv", agg / "environment.json", root / "report")
     return root / "report"
 
@@ -328,8 +413,11 @@ def test_real_over_synthetic_in_a_table_and_a_plot(tmp_path):
     report = _study(tmp_path, runs)
     readme = (report / "README.md").read_text()
     assert "## Real ÷ synthetic data" in readme and "![Real ÷ synthetic data](real_vs_synthetic.png)" in readme
-    rows = [line for line in readme.split("## Real ÷ synthetic data")[1].split("\n## ")[0].splitlines()
-            if line.startswith("| pytorch")]
+    rows = [
+        line
+        for line in readme.split("## Real ÷ synthetic data")[1].split("\n## ")[0].splitlines()
+        if line.startswith("| pytorch")
+    ]
     assert len(rows) == 1 and "1x1" in rows[0]  # the 1x2 configuration has no real-data twin
     expected = pd.Series(real).median() / pd.Series(synthetic).median()
     ratio, low, high = map(float, re.search(r"\| ([0-9.]+) \[([0-9.]+)–([0-9.]+)\]", rows[0]).groups())
@@ -345,12 +433,29 @@ def test_strategies_get_their_own_tables_and_the_auto_baseline(tmp_path):
     """A non-auto strategy is a configuration of its own (own table, own id) whose speedup is against the auto 1x1
     run; its unsupported 1x1 run does not replace that baseline; the read-back strategy reaches the records."""
     runs = [dict(topology="1x1", repeat=i, throughput=100.0, strategy_in_effect="none (one rank)") for i in (1, 2, 3)]
-    runs += [dict(topology="1x2", repeat=i, throughput=180.0, strategy_in_effect="DDP over gloo, 25 MiB")
-             for i in (1, 2, 3)]
-    runs += [dict(topology="1x2", repeat=i, throughput=150.0, strategy="ddp_fp16",
-                  strategy_in_effect="DDP over gloo, 25 MiB, comm hook fp16_compress_hook") for i in (1, 2, 3)]
-    runs += [dict(topology="1x1", repeat=1, throughput=None, status="unsupported", strategy="ddp_fp16",
-                  error="strategy 'ddp_fp16' exchanges gradients between ranks and this run has one")]
+    runs += [
+        dict(topology="1x2", repeat=i, throughput=180.0, strategy_in_effect="DDP over gloo, 25 MiB") for i in (1, 2, 3)
+    ]
+    runs += [
+        dict(
+            topology="1x2",
+            repeat=i,
+            throughput=150.0,
+            strategy="ddp_fp16",
+            strategy_in_effect="DDP over gloo, 25 MiB, comm hook fp16_compress_hook",
+        )
+        for i in (1, 2, 3)
+    ]
+    runs += [
+        dict(
+            topology="1x1",
+            repeat=1,
+            throughput=None,
+            status="unsupported",
+            strategy="ddp_fp16",
+            error="strategy 'ddp_fp16' exchanges gradients between ranks and this run has one",
+        )
+    ]
     report = _study(tmp_path, runs)
     summary = pd.read_csv(report / "summary.csv").set_index("config_id")
     fp16 = summary.loc["resnet50/pytorch/1x2/bs32-fp32-nocompile-synthetic-via_ddp_fp16"]
@@ -368,8 +473,19 @@ def test_bert_notes_survive_a_sequence_length_without_masked_positions():
     from dlbench.records import FIELDS
     from dlbench.report.notes import caveats
 
-    records = pd.DataFrame([{**dict.fromkeys(FIELDS), "framework": "pytorch", "model": "bert_base",
-                             "compiler": False, "seq_length": 128, "warmup_steps": 10, "measured_steps": 100,
-                             "device_name": "NVIDIA A100-SXM4-80GB"}])
+    records = pd.DataFrame(
+        [
+            {
+                **dict.fromkeys(FIELDS),
+                "framework": "pytorch",
+                "model": "bert_base",
+                "compiler": False,
+                "seq_length": 128,
+                "warmup_steps": 10,
+                "measured_steps": 100,
+                "device_name": "NVIDIA A100-SXM4-80GB",
+            }
+        ]
+    )
     notes = " ".join(caveats(records))
     assert "bert_base at 128 tokens with masked positions not recorded" in notes

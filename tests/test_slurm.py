@@ -42,11 +42,11 @@ def submitted(result: subprocess.CompletedProcess) -> list[str]:
 def job_steps(job: str) -> list[tuple[str, int, str]]:
     """The numbered srun steps of a job as (step, tasks, state). The ranks' step and the telemetry sampler's
     one-task-per-node step start together, so which of them SLURM numbers 0 is a race."""
-    out = subprocess.run(["sacct", "-n", "-P", "-j", job, "-o", "JobID,NTasks,State"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["sacct", "-n", "-P", "-j", job, "-o", "JobID,NTasks,State"], capture_output=True, text=True, check=True
+    ).stdout
     rows = [line.split("|") for line in out.splitlines() if line.strip()]
-    return [(step, int(tasks), state) for step, tasks, state in rows
-            if re.fullmatch(rf"{job}\.\d+", step) and tasks]
+    return [(step, int(tasks), state) for step, tasks, state in rows if re.fullmatch(rf"{job}\.\d+", step) and tasks]
 
 
 def ranks_step_completed(job: str, world_size: int) -> bool:
@@ -139,8 +139,25 @@ def test_cancelled_job_is_recorded_with_its_slurm_state(slurm_cluster, torch_pyt
     config["defaults"].update(repeats=1, measured_steps=10**6, timeout_minutes=10)
     path = write_config(tmp_path / "long.yaml", config)
     (tmp_path / "slurm").symlink_to(REPO / "profiles" / "slurm")
-    cmd = ["timeout", "-k", "10", str(HARD_TIMEOUT_S), sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"),
-           "--profile", "slurm", "--cores", "all", "--retries", "1", "--configfile", str(path)]
+    cmd = [
+        "timeout",
+        "-k",
+        "10",
+        str(HARD_TIMEOUT_S),
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "Snakefile"),
+        "--profile",
+        "slurm",
+        "--cores",
+        "all",
+        "--retries",
+        "1",
+        "--configfile",
+        str(path),
+    ]
     workflow = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     log = tmp_path / RUN.format("1x1", 1)
     partial = log.with_name(log.name + ".partial")  # the log's name until the run is complete
@@ -162,12 +179,33 @@ def test_killed_supervisor_takes_its_srun_step_along(slurm_cluster, torch_python
     """SIGKILL of the supervisor inside a job: srun gets SIGTERM (parent-death signal) and cancels the ranks' step."""
     log = tmp_path / "run.jsonl"
     script = tmp_path / "job.sh"
-    script.write_text(f"#!/bin/bash\nPYTHONPATH={REPO / 'workflow'} {torch_python} -m dlbench.harness"
-                      f" --framework pytorch --model resnet50 --log {log} --topology 1x2 --image-size 32"
-                      " --batch-size 2 --device cpu --warmup-steps 100000 --measured-steps 1\nsleep 120\n")
-    job = subprocess.run(["sbatch", "--parsable", "-p", "debug", "--nodes=1", "--ntasks=2", "--cpus-per-task=1",
-                          "--mem=1500", "-o", str(tmp_path / "slurm.out"), str(script)],
-                         capture_output=True, text=True, check=True).stdout.strip().split(";")[0]
+    script.write_text(
+        f"#!/bin/bash\nPYTHONPATH={REPO / 'workflow'} {torch_python} -m dlbench.harness"
+        f" --framework pytorch --model resnet50 --log {log} --topology 1x2 --image-size 32"
+        " --batch-size 2 --device cpu --warmup-steps 100000 --measured-steps 1\nsleep 120\n"
+    )
+    job = (
+        subprocess.run(
+            [
+                "sbatch",
+                "--parsable",
+                "-p",
+                "debug",
+                "--nodes=1",
+                "--ntasks=2",
+                "--cpus-per-task=1",
+                "--mem=1500",
+                "-o",
+                str(tmp_path / "slurm.out"),
+                str(script),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        .stdout.strip()
+        .split(";")[0]
+    )
     try:
         partial = log.with_name(log.name + ".partial")
         deadline = time.monotonic() + 300
@@ -191,8 +229,13 @@ def test_killed_supervisor_takes_its_srun_step_along(slurm_cluster, torch_python
         os.kill(ours("dlbench.harness")[0], signal.SIGKILL)
         deadline = time.monotonic() + 30
         step = f"{job}.0"
-        while ours("dlbench.harness.rank") or step in subprocess.run(["squeue", "-h", "-s", "-j", job, "-o", "%i"],
-                                                                    capture_output=True, text=True).stdout.split():
+        while (
+            ours("dlbench.harness.rank")
+            or step
+            in subprocess.run(
+                ["squeue", "-h", "-s", "-j", job, "-o", "%i"], capture_output=True, text=True
+            ).stdout.split()
+        ):
             assert time.monotonic() < deadline, "the ranks' step outlived its supervisor"
             time.sleep(0.5)
     finally:

@@ -16,9 +16,23 @@ SCRIPT = str(REPO / "tests/runners/train_resnet50.py")
 
 def script_runner(log_format: str, source: str, launcher: str = "none", *extra: str) -> dict:
     prefix = [] if launcher == "torchrun" else ["{python}"]
-    return {"command": [*prefix, SCRIPT, "--log-format", log_format, "--batch-size", "{batch_size}",
-                        "--image-size", "{image_size}", *extra],
-            "format": source, "models": ["resnet50"], "env": "pytorch", "launcher": launcher}
+    return {
+        "command": [
+            *prefix,
+            SCRIPT,
+            "--log-format",
+            log_format,
+            "--batch-size",
+            "{batch_size}",
+            "--image-size",
+            "{image_size}",
+            *extra,
+        ],
+        "format": source,
+        "models": ["resnet50"],
+        "env": "pytorch",
+        "launcher": launcher,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -27,32 +41,60 @@ def study(tmp_path_factory, torch_python):
     mlperf_set = work / "archive" / "mlperf_set"
     for i, minutes in enumerate((31.0, 30.0, 29.5, 30.5, 33.0)):
         synthetic.write_mllog(mlperf_set / f"result_{i}.log", ttt_min=minutes)
-    imports = [{"name": "own_mlperf", "format": "mlperf", "paths": [str(mlperf_set)],
-                "labels": {"framework": "mlperf_archive", "model": "resnet50"}}]
+    imports = [
+        {
+            "name": "own_mlperf",
+            "format": "mlperf",
+            "paths": [str(mlperf_set)],
+            "labels": {"framework": "mlperf_archive", "model": "resnet50"},
+        }
+    ]
     if EXTERNAL_LOGS.is_dir():
         imports += [
-            {"name": "mlperf_v07", "format": "mlperf",
-             "paths": [str(EXTERNAL_LOGS / "mllog/v0.7_google_gpu-v100-8_resnet")],
-             "labels": {"framework": "tf2_mlperf", "model": "resnet50", "topology": "1x8"}},
-            {"name": "ngc_pytorch_rn50", "format": "dllogger",
-             "paths": [str(EXTERNAL_LOGS / "dllogger/ngc-pyt-rn50_v100_8gpu_amp_bs256.log")],
-             "labels": {"framework": "ngc_pytorch", "model": "resnet50", "topology": "1x8", "batch_size": 256,
-                        "precision": "amp", "skip_steps": 8, "statistic": "mean_of_steps"}},
+            {
+                "name": "mlperf_v07",
+                "format": "mlperf",
+                "paths": [str(EXTERNAL_LOGS / "mllog/v0.7_google_gpu-v100-8_resnet")],
+                "labels": {"framework": "tf2_mlperf", "model": "resnet50", "topology": "1x8"},
+            },
+            {
+                "name": "ngc_pytorch_rn50",
+                "format": "dllogger",
+                "paths": [str(EXTERNAL_LOGS / "dllogger/ngc-pyt-rn50_v100_8gpu_amp_bs256.log")],
+                "labels": {
+                    "framework": "ngc_pytorch",
+                    "model": "resnet50",
+                    "topology": "1x8",
+                    "batch_size": 256,
+                    "precision": "amp",
+                    "skip_steps": 8,
+                    "statistic": "mean_of_steps",
+                },
+            },
         ]
     config = tiny_config(
         runners={
             "dll_script": script_runner("dllogger", "dllogger", "torchrun", "--steps", "{steps}"),
-            "tfcnn_script": script_runner("tf_cnn", "tf_cnn_benchmarks", "none", "--steps", "{steps}",
-                                          "--warmup", "{warmup_steps}"),
-            "mllog_script": script_runner("mllog", "mlperf", "none", "--steps", "24", "--eval-every", "4",
-                                          "--target", "0.5"),
+            "tfcnn_script": script_runner(
+                "tf_cnn", "tf_cnn_benchmarks", "none", "--steps", "{steps}", "--warmup", "{warmup_steps}"
+            ),
+            "mllog_script": script_runner(
+                "mllog", "mlperf", "none", "--steps", "24", "--eval-every", "4", "--target", "0.5"
+            ),
         },
         imports=imports,
-        include=[{"framework": "dll_script", "model": "resnet50", "topology": "1x1", "batch_size": 2,
-                  "compiler": True, "repeats": 1},
-                 # time to quality: a batch of 8 learns the task within the step budget
-                 {"framework": "mllog_script", "model": "resnet50", "topology": "1x1", "batch_size": 8,
-                  "repeats": 1}],
+        include=[
+            {
+                "framework": "dll_script",
+                "model": "resnet50",
+                "topology": "1x1",
+                "batch_size": 2,
+                "compiler": True,
+                "repeats": 1,
+            },
+            # time to quality: a batch of 8 learns the task within the step budget
+            {"framework": "mllog_script", "model": "resnet50", "topology": "1x1", "batch_size": 8, "repeats": 1},
+        ],
         exclude=[{"framework": "tfcnn_script", "topology": "1x2"}],
         overrides=[{"match": {"framework": "tfcnn_script"}, "set": {"repeats": 1}}],
     )

@@ -71,8 +71,9 @@ def test_median_interval_is_distribution_free():
     rng = np.random.default_rng(SEED + 1)
     trials, n = 4000, 9
     sets = 1000.0 * np.exp(0.03 * rng.standard_normal((trials, n)) - 0.05 * rng.exponential(size=(trials, n)))
-    true_median = np.median(1000.0 * np.exp(0.03 * rng.standard_normal(2_000_000)
-                                            - 0.05 * rng.exponential(size=2_000_000)))
+    true_median = np.median(
+        1000.0 * np.exp(0.03 * rng.standard_normal(2_000_000) - 0.05 * rng.exponential(size=2_000_000))
+    )
     cis = [stats.median_ci(s, 0.95) for s in sets]
     covered = np.mean([c.low <= true_median <= c.high for c in cis])
     report(f"median interval coverage, skewed, n={n} (stated {cis[0].coverage:.3f})", covered, trials)
@@ -144,8 +145,10 @@ def test_tolerance_separates_practical_from_statistical_significance():
     report("2% slowdown, CV 1%, 7 vs 7: called slower without tolerance", plain.count("slower") / trials, trials)
     assert plain.count("slower") / trials >= 0.8
     assert "slower" not in tolerant and tolerant.count("within tolerance") / trials >= 0.8
-    big = [stats.compare_repeats(x, y * 0.9 / 0.98, tolerance=0.05, resamples=50).verdict
-           for x, y in zip(a[:100], b[:100], strict=True)]  # a 10% slowdown is beyond a 5% tolerance
+    big = [
+        stats.compare_repeats(x, y * 0.9 / 0.98, tolerance=0.05, resamples=50).verdict
+        for x, y in zip(a[:100], b[:100], strict=True)
+    ]  # a 10% slowdown is beyond a 5% tolerance
     assert big.count("slower") >= 95
 
 
@@ -218,8 +221,19 @@ def test_steady_state_edge_cases():
 
 # ------------------------------------------------------------------------------------------ plausibility
 def test_plausibility_flags_name_a_likely_cause():
-    quiet = {"n_ok": 7, "median": 100, "q25": 99, "q75": 101, "cv": 0.01, "ci_level": 0.95,
-             "efficiency": 0.9, "efficiency_low": 0.85, "efficiency_high": 0.95, "steady_runs": 7, "nonsteady_runs": 0}
+    quiet = {
+        "n_ok": 7,
+        "median": 100,
+        "q25": 99,
+        "q75": 101,
+        "cv": 0.01,
+        "ci_level": 0.95,
+        "efficiency": 0.9,
+        "efficiency_low": 0.85,
+        "efficiency_high": 0.95,
+        "steady_runs": 7,
+        "nonsteady_runs": 0,
+    }
     assert stats.plausibility_flags(quiet) == []
     codes = lambda row: [f.code for f in stats.plausibility_flags(quiet | row)]  # noqa: E731
     assert codes({"q25": 60, "q75": 101, "cv": 0.25}) == ["wide_spread"]
@@ -230,8 +244,12 @@ def test_plausibility_flags_name_a_likely_cause():
     assert codes({"steady_runs": 5, "nonsteady_runs": 2}) == ["not_steady"]
     assert codes({"steady_runs": 6, "nonsteady_runs": 1}) == []  # one in seven: a false alarm is likely
     assert codes({"warmup_unstable_runs": 2}) == ["warmup_unstable"]
-    assert all(";" not in f.text for f in stats.plausibility_flags(
-        quiet | {"n_ok": 3, "cv": 0.3, "efficiency": 1.3, "nonsteady_runs": 3, "warmup_unstable_runs": 1}))
+    assert all(
+        ";" not in f.text
+        for f in stats.plausibility_flags(
+            quiet | {"n_ok": 3, "cv": 0.3, "efficiency": 1.3, "nonsteady_runs": 3, "warmup_unstable_runs": 1}
+        )
+    )
 
 
 # ------------------------------------------------------------------------------- records and the summary
@@ -271,8 +289,17 @@ def test_summary_has_intervals_steady_counts_and_flags(tmp_path):
         for rep, value in enumerate(base, start=1):
             drift = 0.05 if (topology == "1x2" and rep <= 3) else 0.0  # three of seven 1x2 runs drift
             path = tmp_path / f"{topology}/rep{rep}.jsonl"
-            logs.append(str(log_with_steps(path, step_series(rng, 100, 0.005, drift=drift), topology=topology,
-                                           repeat=rep, throughput=value * scale)))
+            logs.append(
+                str(
+                    log_with_steps(
+                        path,
+                        step_series(rng, 100, 0.005, drift=drift),
+                        topology=topology,
+                        repeat=rep,
+                        throughput=value * scale,
+                    )
+                )
+            )
     summary = summarise(records_frame(logs)).set_index("topology")
     one, two = summary.loc["1x1"], summary.loc["1x2"]
     assert (one["ci_low"], one["ci_high"], one["ci_level"]) == (98, 102, 0.95)
@@ -313,8 +340,20 @@ def test_warmed_up_criterion():
 def test_harness_accepts_auto_and_the_run_id_does_not_change():
     from dlbench.harness.spec import parser, spec_from_args
 
-    args = ["--framework", "pytorch", "--model", "bert_tiny", "--topology", "1x1", "--batch-size", "2",
-            "--log", "x.jsonl", "--config-id", "c"]
+    args = [
+        "--framework",
+        "pytorch",
+        "--model",
+        "bert_tiny",
+        "--topology",
+        "1x1",
+        "--batch-size",
+        "2",
+        "--log",
+        "x.jsonl",
+        "--config-id",
+        "c",
+    ]
     auto = spec_from_args(parser("t").parse_args([*args, "--warmup-steps", "auto", "--max-warmup-steps", "50"]))
     fixed = spec_from_args(parser("t").parse_args([*args, "--warmup-steps", "20"]))
     assert (auto.warmup_steps, auto.max_warmup_steps, fixed.warmup_steps) == ("auto", 50, 20)
@@ -327,15 +366,27 @@ def test_harness_accepts_auto_and_the_run_id_does_not_change():
 BERT_TINY = ["--seq-length", "32", "--batch-size", "2", "--measured-steps", "12", "--device", "cpu"]
 
 
-@pytest.mark.parametrize(("framework", "topology"),
-                         [("pytorch", "1x1"), ("pytorch", "1x2"), ("tensorflow", "1x2"), ("mxnet", "1x2")])
+@pytest.mark.parametrize(
+    ("framework", "topology"), [("pytorch", "1x1"), ("pytorch", "1x2"), ("tensorflow", "1x2"), ("mxnet", "1x2")]
+)
 def test_auto_warm_up_in_a_real_run(torch_python, tmp_path, framework, topology):
     """bert_tiny: warm-up runs until the step times settle, the log says how many steps it took, and with two
     ranks both stop at the same step (their collectives would hang otherwise), in every framework."""
     python = torch_python if framework == "pytorch" else env_python(framework)
     log = tmp_path / "run.jsonl"
-    result = run_harness(python, log, "--topology", topology, *BERT_TINY, "--warmup-steps", "auto",
-                         "--max-warmup-steps", "80", model="bert_tiny", framework=framework)
+    result = run_harness(
+        python,
+        log,
+        "--topology",
+        topology,
+        *BERT_TINY,
+        "--warmup-steps",
+        "auto",
+        "--max-warmup-steps",
+        "80",
+        model="bert_tiny",
+        framework=framework,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     entries = read_log(log)
     summary = entries["summary"][0]
@@ -352,11 +403,27 @@ def test_auto_warm_up_in_a_real_run(torch_python, tmp_path, framework, topology)
 
 def test_auto_warm_up_that_does_not_settle_is_flagged(torch_python, tmp_path):
     log = tmp_path / "results/runs/bert_tiny/pytorch/1x1/bs2-fp32-nocompile-synthetic-seq32-adam-noclip/rep1.jsonl"
-    result = run_harness(torch_python, log, "--topology", "1x1", *BERT_TINY, "--warmup-steps", "auto",
-                         "--max-warmup-steps", "3", model="bert_tiny")
+    result = run_harness(
+        torch_python,
+        log,
+        "--topology",
+        "1x1",
+        *BERT_TINY,
+        "--warmup-steps",
+        "auto",
+        "--max-warmup-steps",
+        "3",
+        model="bert_tiny",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert read_log(log)["summary"][0]["warmup"] == {"mode": "auto", "steps": 3, "stable": False, "max_steps": 3,
-                                                     "window": 10, "tolerance": 0.05}
+    assert read_log(log)["summary"][0]["warmup"] == {
+        "mode": "auto",
+        "steps": 3,
+        "stable": False,
+        "max_steps": 3,
+        "window": 10,
+        "tolerance": 0.05,
+    }
     assert "not settled within 3 steps" in result.stderr
     summary = summarise(records_frame([str(log)])).iloc[0]
     assert summary["warmup_unstable_runs"] == 1
@@ -366,9 +433,17 @@ def test_auto_warm_up_that_does_not_settle_is_flagged(torch_python, tmp_path):
 def test_study_carries_auto_warm_up_to_the_run_command(tmp_path):
     """warmup_steps: auto reaches the harness with its bound; the configuration's id (and so its paths) does not
     change, and runs with a fixed warm-up keep their command line."""
-    config = tiny_config(defaults={"repeats": 1, "warmup_steps": "auto", "max_warmup_steps": 50, "measured_steps": 2,
-                                   "image_size": 32, "timeout_minutes": 10},
-                         overrides=[{"match": {"topology": "1x2"}, "set": {"warmup_steps": 4}}])
+    config = tiny_config(
+        defaults={
+            "repeats": 1,
+            "warmup_steps": "auto",
+            "max_warmup_steps": 50,
+            "measured_steps": 2,
+            "image_size": 32,
+            "timeout_minutes": 10,
+        },
+        overrides=[{"match": {"topology": "1x2"}, "set": {"warmup_steps": 4}}],
+    )
     result = snakemake(tmp_path, "-n", "-p", "--configfile", str(write_config(tmp_path / "s.yaml", config)))
     out = result.stdout + result.stderr
     assert result.returncode == 0, out[-3000:]
@@ -387,9 +462,19 @@ def result_set(root, values: dict[tuple[str, str], list[float | str]]) -> Path:
         for rep, value in enumerate(throughputs, start=1):
             path = root / f"runs/{topology}-{precision}/rep{rep}.jsonl"
             failed = isinstance(value, str)
-            logs.append(str(write_run_log(path, topology=topology, precision=precision, repeat=rep,
-                                          throughput=None if failed else value, status=value if failed else "ok",
-                                          error="OOM" if failed else "")))
+            logs.append(
+                str(
+                    write_run_log(
+                        path,
+                        topology=topology,
+                        precision=precision,
+                        repeat=rep,
+                        throughput=None if failed else value,
+                        status=value if failed else "ok",
+                        error="OOM" if failed else "",
+                    )
+                )
+            )
     out = root / "report"
     out.mkdir(parents=True)
     write_all(logs, [], {}, out / "records.csv", out / "summary.csv", out / "environment.json")
@@ -404,14 +489,25 @@ def compare_cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_compare_cli_finds_the_regression_and_lists_one_sided_configurations(tmp_path):
-    a = result_set(tmp_path / "a", {("1x1", "fp32"): list(1000 * (1 + JITTER)),
-                                    ("1x2", "fp32"): list(1900 * (1 + JITTER)),
-                                    ("1x4", "fp32"): list(3500 * (1 + JITTER))})
-    b = result_set(tmp_path / "b", {("1x1", "fp32"): list(1000 * (1 + JITTER[::-1])),
-                                    ("1x2", "fp32"): list(1700 * (1 + JITTER[::-1])),  # 10.5% slower
-                                    ("1x1", "amp"): list(2500 * (1 + JITTER))})
-    result = compare_cli(a, b / "records.csv", "--tolerance", "0.05", "--csv", tmp_path / "c.csv",
-                         "--plot", tmp_path / "c.png")
+    a = result_set(
+        tmp_path / "a",
+        {
+            ("1x1", "fp32"): list(1000 * (1 + JITTER)),
+            ("1x2", "fp32"): list(1900 * (1 + JITTER)),
+            ("1x4", "fp32"): list(3500 * (1 + JITTER)),
+        },
+    )
+    b = result_set(
+        tmp_path / "b",
+        {
+            ("1x1", "fp32"): list(1000 * (1 + JITTER[::-1])),
+            ("1x2", "fp32"): list(1700 * (1 + JITTER[::-1])),  # 10.5% slower
+            ("1x1", "amp"): list(2500 * (1 + JITTER)),
+        },
+    )
+    result = compare_cli(
+        a, b / "records.csv", "--tolerance", "0.05", "--csv", tmp_path / "c.csv", "--plot", tmp_path / "c.png"
+    )
     assert result.returncode == 1, result.stdout + result.stderr
     lines = {line.split()[0]: line for line in result.stdout.splitlines() if line.startswith("resnet50/")}
     assert lines["resnet50/pytorch/1x2/bs32-fp32-nocompile-synthetic"].endswith("slower")
@@ -454,10 +550,16 @@ def test_compare_function_and_plot_for_the_report(tmp_path):
 
     from dlbench.compare import compare, load_records, plot_comparison, regressions
 
-    a = load_records(result_set(tmp_path / "a", {("1x1", "fp32"): list(1000 * (1 + JITTER)),
-                                                 ("1x2", "fp32"): list(1900 * (1 + JITTER))}))
-    b = load_records(result_set(tmp_path / "b", {("1x1", "fp32"): list(1100 * (1 + JITTER)),
-                                                 ("1x2", "fp32"): list(1900 * (1 + JITTER))}))
+    a = load_records(
+        result_set(
+            tmp_path / "a", {("1x1", "fp32"): list(1000 * (1 + JITTER)), ("1x2", "fp32"): list(1900 * (1 + JITTER))}
+        )
+    )
+    b = load_records(
+        result_set(
+            tmp_path / "b", {("1x1", "fp32"): list(1100 * (1 + JITTER)), ("1x2", "fp32"): list(1900 * (1 + JITTER))}
+        )
+    )
     result = compare(a, b)
     assert list(result["verdict"]) == ["faster", "no significant change"] and regressions(result).empty
     assert result.loc[0, "ratio"] == pytest.approx(1.1) and result.loc[0, "ratio_low"] > 1.0
@@ -485,22 +587,39 @@ def test_published_references_are_complete():
     assert (ngc_pytorch["published"], ngc_pytorch["published_speedup"]) == (10917.09, 29.72)
     lambda_range = refs[refs["label"].str.startswith("PyTorch (Lambda")].iloc[0]
     assert (lambda_range["published_low"], lambda_range["published_high"], lambda_range["published"]) == (
-        2616, 2800, 2708)
+        2616,
+        2800,
+        2708,
+    )
 
 
 def test_match_references_gives_our_median_over_published(tmp_path):
     from dlbench.references import match_references
 
-    values = {("4x8", "fp32", "real", "pytorch", 128): 10917.09 * 0.9 * (1 + JITTER),
-              ("1x1", "amp", "synthetic", "pytorch", 256): 2000 * (1 + JITTER),
-              ("4x8", "fp32", "real", "tensorflow", 128): 9000 * (1 + JITTER),
-              ("1x2", "fp32", "synthetic", "pytorch", 64): 500 * (1 + JITTER)}
+    values = {
+        ("4x8", "fp32", "real", "pytorch", 128): 10917.09 * 0.9 * (1 + JITTER),
+        ("1x1", "amp", "synthetic", "pytorch", 256): 2000 * (1 + JITTER),
+        ("4x8", "fp32", "real", "tensorflow", 128): 9000 * (1 + JITTER),
+        ("1x2", "fp32", "synthetic", "pytorch", 64): 500 * (1 + JITTER),
+    }
     logs = []
     for (topology, precision, data, framework, batch), series in values.items():
         for rep, value in enumerate(series, start=1):
             path = tmp_path / f"{framework}-{topology}-{precision}/rep{rep}.jsonl"
-            logs.append(str(write_run_log(path, framework=framework, topology=topology, precision=precision,
-                                          data=data, batch_size=batch, repeat=rep, throughput=value)))
+            logs.append(
+                str(
+                    write_run_log(
+                        path,
+                        framework=framework,
+                        topology=topology,
+                        precision=precision,
+                        data=data,
+                        batch_size=batch,
+                        repeat=rep,
+                        throughput=value,
+                    )
+                )
+            )
     out = tmp_path / "agg"
     out.mkdir()
     write_all(logs, [], {}, out / "records.csv", out / "summary.csv", out / "environment.json")

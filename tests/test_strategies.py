@@ -20,8 +20,17 @@ MIB = 2**20
 
 def run(framework: str, log: Path, strategy: str, *args: str, topology: str = "1x2") -> dict:
     """One run of the harness; the run log's lines by type. The harness itself must succeed (a record either way)."""
-    result = run_harness(env_python(framework), log, "--topology", topology, "--strategy", strategy,
-                         *(args or TINY), framework=framework, timeout=600)
+    result = run_harness(
+        env_python(framework),
+        log,
+        "--topology",
+        topology,
+        "--strategy",
+        strategy,
+        *(args or TINY),
+        framework=framework,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return {"entries": read_log(log), "stderr": result.stderr}
 
@@ -90,28 +99,50 @@ def test_mxnet_kvstore_allreduce_and_parameter_server(tmp_path):
     assert len({worker["summary"], server["summary"], device["summary"]}) == 3
 
 
-@pytest.mark.parametrize(("framework", "strategy", "topology", "reason"), [
-    ("pytorch", "mwms_ring", "1x2", "not one of pytorch's"),  # another framework's
-    ("pytorch", "ddp_fp16", "1x1", "exchanges gradients between ranks and this run has one"),
-    ("tensorflow", "mirrored_nccl", "1x2", "one process per device"),
-    ("tensorflow", "parameter_server", "1x2", "coordinator"),
-    ("mxnet", "local", "1x2", "one process per device"),
-    ("pytorch", "ddp_bucket0mb", "1x2", "at least 1 MiB"),
-])
+@pytest.mark.parametrize(
+    ("framework", "strategy", "topology", "reason"),
+    [
+        ("pytorch", "mwms_ring", "1x2", "not one of pytorch's"),  # another framework's
+        ("pytorch", "ddp_fp16", "1x1", "exchanges gradients between ranks and this run has one"),
+        ("tensorflow", "mirrored_nccl", "1x2", "one process per device"),
+        ("tensorflow", "parameter_server", "1x2", "coordinator"),
+        ("mxnet", "local", "1x2", "one process per device"),
+        ("pytorch", "ddp_bucket0mb", "1x2", "at least 1 MiB"),
+    ],
+)
 def test_supervisor_refuses_before_starting_ranks(tmp_path, framework, strategy, topology, reason):
     record = unsupported(framework, tmp_path, strategy, topology=topology)
     assert reason in record["error"]
 
 
-@pytest.mark.parametrize(("framework", "strategy", "reason", "args"), [
-    ("pytorch", "ddp_nccl", "runs on GPUs only: it needs NCCL", ()),
-    ("pytorch", "ddp_powersgd", "runs on GPUs only: PowerSGD over Gloo", ()),
-    ("tensorflow", "mwms_nccl", "runs on GPUs only: it needs NCCL", ()),
-    ("mxnet", "horovod", "needs Horovod (horovod.mxnet), which is not installed", ()),
-    ("mxnet", "dist_async", "BERT's learning-rate schedule", ("--model", "bert_tiny", "--seq-length", "32",
-                                                              "--batch-size", "2", "--warmup-steps", "1",
-                                                              "--measured-steps", "2", "--device", "cpu")),
-])
+@pytest.mark.parametrize(
+    ("framework", "strategy", "reason", "args"),
+    [
+        ("pytorch", "ddp_nccl", "runs on GPUs only: it needs NCCL", ()),
+        ("pytorch", "ddp_powersgd", "runs on GPUs only: PowerSGD over Gloo", ()),
+        ("tensorflow", "mwms_nccl", "runs on GPUs only: it needs NCCL", ()),
+        ("mxnet", "horovod", "needs Horovod (horovod.mxnet), which is not installed", ()),
+        (
+            "mxnet",
+            "dist_async",
+            "BERT's learning-rate schedule",
+            (
+                "--model",
+                "bert_tiny",
+                "--seq-length",
+                "32",
+                "--batch-size",
+                "2",
+                "--warmup-steps",
+                "1",
+                "--measured-steps",
+                "2",
+                "--device",
+                "cpu",
+            ),
+        ),
+    ],
+)
 def test_backend_refuses_before_building_the_model(tmp_path, framework, strategy, reason, args):
     # run_harness passes --model resnet50 first; a later --model (BERT's case) wins
     record = unsupported(framework, tmp_path, strategy, *(args or TINY))

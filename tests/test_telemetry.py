@@ -30,8 +30,20 @@ def rapl_readable() -> bool:
 
 def sample(pids: list[int], out: Path, seconds: float, interval_ms: int = 50) -> list[dict]:
     """Run the sampler for `seconds` on `pids`; its lines."""
-    sampler = subprocess.Popen([sys.executable, "-m", "dlbench.telemetry.sampler", "--pids", ",".join(map(str, pids)),
-                                "--interval-ms", str(interval_ms), "--out", str(out)], env=harness_env())
+    sampler = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "dlbench.telemetry.sampler",
+            "--pids",
+            ",".join(map(str, pids)),
+            "--interval-ms",
+            str(interval_ms),
+            "--out",
+            str(out),
+        ],
+        env=harness_env(),
+    )
     time.sleep(seconds)
     sampler.send_signal(signal.SIGTERM)
     assert sampler.wait(timeout=15) == 0
@@ -40,8 +52,12 @@ def sample(pids: list[int], out: Path, seconds: float, interval_ms: int = 50) ->
 
 def window_inside(lines: list[dict], margin: float = 0.3) -> dict:
     ts = [e["t"] for e in lines if e["kind"] == "sample"]
-    return {"warmup_start": ts[0], "warmup_end": ts[0] + margin, "measure_start": ts[0] + margin,
-            "measure_end": ts[-1] - 0.1}
+    return {
+        "warmup_start": ts[0],
+        "warmup_end": ts[0] + margin,
+        "measure_start": ts[0] + margin,
+        "measure_end": ts[-1] - 0.1,
+    }
 
 
 def test_sampler_samples_this_machine_and_says_what_it_cannot_read(tmp_path):
@@ -63,6 +79,7 @@ def test_sampler_samples_this_machine_and_says_what_it_cannot_read(tmp_path):
     assert fields["rapl"].startswith("readable" if rapl_readable() else "unavailable: ")
     try:
         import pynvml
+
         pynvml.nvmlInit()
         gpus = pynvml.nvmlDeviceGetCount()
     except Exception:  # noqa: BLE001 - any NVML failure means no GPU telemetry
@@ -100,20 +117,46 @@ def test_counter_arithmetic_with_wrap_around_and_power_integration():
 
 def fake_lines(counter: bool) -> list[dict]:
     """A driven source (arithmetic only): one GPU at 200 W, RAPL package +50 J/s with a wrap, 1 s apart."""
-    start = {"kind": "start", "host": "n1", "interval_ms": 1000,
-             "cpu": {"governor": "performance", "turbo": True},
-             "rapl": {"available": True, "why_missing": "", "zones": {"intel-rapl:0:package-0": 99_999_999}},
-             "gpu": {"available": True, "why_missing": "", "devices": [{"app_clock_sm_mhz": 1410,
-                                                                      "app_clock_mem_mhz": 1215,
-                                                                      "persistence_mode": 1, "other_processes": []}]}}
+    start = {
+        "kind": "start",
+        "host": "n1",
+        "interval_ms": 1000,
+        "cpu": {"governor": "performance", "turbo": True},
+        "rapl": {"available": True, "why_missing": "", "zones": {"intel-rapl:0:package-0": 99_999_999}},
+        "gpu": {
+            "available": True,
+            "why_missing": "",
+            "devices": [
+                {"app_clock_sm_mhz": 1410, "app_clock_mem_mhz": 1215, "persistence_mode": 1, "other_processes": []}
+            ],
+        },
+    }
     samples = []
     for i in range(6):
-        gpu = {"util": 90, "mem_util": 40, "mem_used": 1e9, "sm_mhz": 1410, "mem_mhz": 1215, "power_w": 200.0,
-               "temp_c": 60, "throttle": 0x4 if i == 3 else 0, "energy_mj": 1e6 + 200_000 * i if counter else None}
-        samples.append({"kind": "sample", "t": 100.0 + i, "node_busy_s": 10.0 * i, "node_total_s": 20.0 * i,
-                        "run_s": {"7": 1.0 * i}, "sampler_s": 0.01 * i, "freq_mhz": None,
-                        "rapl_uj": {"intel-rapl:0:package-0": (99_900_000 + 50_000_000 * i) % 100_000_000},
-                        "gpus": [gpu]})
+        gpu = {
+            "util": 90,
+            "mem_util": 40,
+            "mem_used": 1e9,
+            "sm_mhz": 1410,
+            "mem_mhz": 1215,
+            "power_w": 200.0,
+            "temp_c": 60,
+            "throttle": 0x4 if i == 3 else 0,
+            "energy_mj": 1e6 + 200_000 * i if counter else None,
+        }
+        samples.append(
+            {
+                "kind": "sample",
+                "t": 100.0 + i,
+                "node_busy_s": 10.0 * i,
+                "node_total_s": 20.0 * i,
+                "run_s": {"7": 1.0 * i},
+                "sampler_s": 0.01 * i,
+                "freq_mhz": None,
+                "rapl_uj": {"intel-rapl:0:package-0": (99_900_000 + 50_000_000 * i) % 100_000_000},
+                "gpus": [gpu],
+            }
+        )
     return [start, *samples, {"kind": "end", "sampler_cpu_s": 0.05, "sampler_wall_s": 5.0}]
 
 
@@ -122,8 +165,9 @@ def test_energy_per_sample_from_a_driven_source(counter):
     window = {"warmup_start": 100.0, "warmup_end": 101.0, "measure_start": 101.0, "measure_end": 104.0}
     fields = tsum.summarise(fake_lines(counter), window, samples=600)
     assert fields["gpu_energy_j"] == pytest.approx(600)  # 200 W x 3 s either way
-    assert fields["gpu_energy_source"] == ("nvml energy counter" if counter else
-                                           "nvml power integrated (no energy counter)")
+    assert fields["gpu_energy_source"] == (
+        "nvml energy counter" if counter else "nvml power integrated (no energy counter)"
+    )
     assert fields["cpu_energy_j"] == pytest.approx(150)  # 50 J/s x 3 s across the wrap
     assert fields["energy_j"] == pytest.approx(750) and fields["energy_per_sample_j"] == pytest.approx(1.25)
     assert fields["samples_per_j"] == pytest.approx(0.8) and fields["power_mean_w"] == pytest.approx(250)
@@ -142,10 +186,33 @@ def test_a_real_run_records_telemetry_and_is_flagged_under_contention(torch_pyth
     other = subprocess.Popen([sys.executable, "-c", BUSY])  # another process on the machine
     try:
         env = dict(harness_env(), DLBENCH_TELEMETRY_PYTHON=sys.executable)
-        cmd = [str(torch_python), "-m", "dlbench.harness", "--framework", "pytorch", "--model", "resnet50",
-               "--log", str(log), "--topology", "1x1", "--image-size", "32", "--batch-size", "2",
-               "--warmup-steps", "2", "--measured-steps", "20", "--device", "cpu", "--cpus", "1",
-               "--telemetry-ms", "50"]
+        cmd = [
+            str(torch_python),
+            "-m",
+            "dlbench.harness",
+            "--framework",
+            "pytorch",
+            "--model",
+            "resnet50",
+            "--log",
+            str(log),
+            "--topology",
+            "1x1",
+            "--image-size",
+            "32",
+            "--batch-size",
+            "2",
+            "--warmup-steps",
+            "2",
+            "--measured-steps",
+            "20",
+            "--device",
+            "cpu",
+            "--cpus",
+            "1",
+            "--telemetry-ms",
+            "50",
+        ]
         result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=REPO)
     finally:
         other.kill()
@@ -165,8 +232,6 @@ def test_a_real_run_records_telemetry_and_is_flagged_under_contention(torch_pyth
     assert section is not None and "⚑" in section.rows[0]["Others (cores, max)"]
 
 
-
-
 def test_energy_reaches_the_summary_the_flags_the_section_and_the_plot(tmp_path):
     """A log with driven telemetry lines -> record -> summary (median energy per sample with its interval,
     contention and throttle flags) -> report section and energy.png."""
@@ -177,8 +242,17 @@ def test_energy_reaches_the_summary_the_flags_the_section_and_the_plot(tmp_path)
     for repeat in range(1, 7):  # enough repeats for an interval of the median at 95%
         log = write_run_log(tmp_path / f"rep{repeat}.jsonl", repeat=repeat)
         lines = log.read_text().splitlines()
-        extra = [json.dumps({"type": "window", "warmup_start": 100.0, "warmup_end": 101.0, "measure_start": 101.0,
-                             "measure_end": 104.0})]
+        extra = [
+            json.dumps(
+                {
+                    "type": "window",
+                    "warmup_start": 100.0,
+                    "warmup_end": 101.0,
+                    "measure_start": 101.0,
+                    "measure_end": 104.0,
+                }
+            )
+        ]
         extra += [json.dumps({"type": "telemetry", "host": "n1", **e}) for e in fake_lines(counter=True)]
         log.write_text("\n".join([*lines[:-1], *extra, lines[-1]]) + "\n")
         logs.append(str(log))

@@ -11,8 +11,7 @@ import pytest
 
 from conftest import assert_ranks_counted, env_python, ok_or_unsupported, read_log, run_harness, run_python
 
-TINY = ["--image-size", "32", "--batch-size", "2", "--warmup-steps", "1", "--measured-steps", "3",
-        "--device", "cpu"]
+TINY = ["--image-size", "32", "--batch-size", "2", "--warmup-steps", "1", "--measured-steps", "3", "--device", "cpu"]
 
 
 @pytest.fixture(scope="module")
@@ -25,17 +24,18 @@ def pytorch_python() -> Path:
     return env_python("pytorch")
 
 
-
-
-
 def last_json(stdout: str):
     return json.loads(stdout.strip().splitlines()[-1])
 
 
 # ---- the model
 
+
 def test_resnet50_v1_5_has_the_pytorch_parameters_layers_and_strides(tf_python, pytorch_python):
-    tf_facts = last_json(run_python(tf_python, """
+    tf_facts = last_json(
+        run_python(
+            tf_python,
+            """
         import json
         import numpy as np
         from dlbench.harness.backends.tensorflow import resnet as tf_models
@@ -49,15 +49,22 @@ def test_resnet50_v1_5_has_the_pytorch_parameters_layers_and_strides(tf_python, 
             "trainable": [list(w.shape) for w in m.trainable_weights],
             "strides": [[b.conv1.strides[0] for b in down], [b.conv2.strides[0] for b in down]],
         }))
-    """))
-    torch_facts = last_json(run_python(pytorch_python, """
+    """,
+        )
+    )
+    torch_facts = last_json(
+        run_python(
+            pytorch_python,
+            """
         import json
         from dlbench.harness.backends.pytorch.resnet import ResNet50
         m = ResNet50()
         state = {k: list(v.shape) for k, v in m.state_dict().items() if not k.endswith("num_batches_tracked")}
         print(json.dumps({"names": list(state), "shapes": list(state.values()),
                           "parameters": [list(p.shape) for p in m.parameters()]}))
-    """))
+    """,
+        )
+    )
     assert tf_facts["parameters"] == 25_557_032
     # v1.5: the stride of a downsampling bottleneck sits on its 3x3 convolution, not the first 1x1
     assert tf_facts["strides"] == [[1, 1, 1, 1], [1, 2, 2, 2]]
@@ -149,7 +156,9 @@ def test_same_weights_give_the_pytorch_outputs(tf_python, pytorch_python, tmp_pa
 
 
 def test_load_torch_state_rejects_a_state_that_does_not_fit(tf_python):
-    out = run_python(tf_python, """
+    out = run_python(
+        tf_python,
+        """
         import numpy as np
         from dlbench.harness.backends.tensorflow import resnet as tf_models
         m = tf_models.build(tf_models.ResNet50(num_classes=10))
@@ -157,11 +166,13 @@ def test_load_torch_state_rejects_a_state_that_does_not_fit(tf_python):
             tf_models.load_torch_state(m, {"conv1.weight": np.zeros((64, 3, 7, 7), np.float32)})
         except KeyError as e:
             print("KeyError", e)
-    """)
+    """,
+    )
     assert "KeyError" in out and "missing" in out
 
 
 # ---- the harness with the TensorFlow backend
+
 
 def test_throughput_is_samples_over_measured_wall_time(tf_python, tmp_path):
     log = tmp_path / "run.jsonl"
@@ -196,7 +207,10 @@ def test_fused_sgd_is_pytorchs_update(tf_python, pytorch_python):
     rng = np.random.default_rng(3)
     start, grads = rng.standard_normal((2, 5)).tolist(), rng.standard_normal((3, 2, 5)).tolist()
     schedule = [0.1, 0.1, 0.05]
-    tf_out = last_json(run_python(tf_python, f"""
+    tf_out = last_json(
+        run_python(
+            tf_python,
+            f"""
         import json, tensorflow as tf
         from dlbench.harness.backends.tensorflow.resnet import FusedSGD
         w = tf.Variable({start!r})
@@ -206,8 +220,13 @@ def test_fused_sgd_is_pytorchs_update(tf_python, pytorch_python):
             sgd.learning_rate.assign(lr)
             step(tf.constant(g))
         print(json.dumps(w.numpy().tolist()))
-    """))
-    torch_out = last_json(run_python(pytorch_python, f"""
+    """,
+        )
+    )
+    torch_out = last_json(
+        run_python(
+            pytorch_python,
+            f"""
         import json, torch
         w = torch.nn.Parameter(torch.tensor({start!r}))
         sgd = torch.optim.SGD([w], lr=0.1, momentum=0.9, weight_decay=0.01)
@@ -216,7 +235,9 @@ def test_fused_sgd_is_pytorchs_update(tf_python, pytorch_python):
             w.grad = torch.tensor(g)
             sgd.step()
         print(json.dumps(w.detach().numpy().tolist()))
-    """))
+    """,
+        )
+    )
     assert np.abs(np.array(tf_out) - np.array(start)).max() > 0.1  # it moved
     np.testing.assert_allclose(tf_out, torch_out, rtol=1e-6, atol=1e-6)
 
@@ -257,8 +278,23 @@ def test_compiler_on_uses_xla(tf_python, tmp_path):
 def test_out_of_memory_is_a_record(tf_python, tmp_path):
     """A batch far larger than the machine's memory: a real allocation failure, classified oom."""
     log = tmp_path / "run.jsonl"
-    result = run_harness(tf_python, log, "--topology", "1x1", "--image-size", "224", "--batch-size", "400000",
-                         "--warmup-steps", "1", "--measured-steps", "1", "--device", "cpu", framework="tensorflow")
+    result = run_harness(
+        tf_python,
+        log,
+        "--topology",
+        "1x1",
+        "--image-size",
+        "224",
+        "--batch-size",
+        "400000",
+        "--warmup-steps",
+        "1",
+        "--measured-steps",
+        "1",
+        "--device",
+        "cpu",
+        framework="tensorflow",
+    )
     assert result.returncode == 0
     summary = read_log(log)["summary"][-1]
     assert summary["status"] == "oom", summary

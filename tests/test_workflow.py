@@ -63,8 +63,10 @@ def test_changing_one_configuration_reruns_only_it(study):
 
 def test_changing_one_batch_size_reruns_only_it(study):
     work, _ = study
-    config = tiny_config(exclude=[{"topology": "1x2"}],
-                         include=[{"framework": "pytorch", "model": "resnet50", "topology": "1x2", "batch_size": 3}])
+    config = tiny_config(
+        exclude=[{"topology": "1x2"}],
+        include=[{"framework": "pytorch", "model": "resnet50", "topology": "1x2", "batch_size": 3}],
+    )
     jobs = planned_jobs(work, write_config(work / "bs.yaml", config))
     runs = sorted(out for rule, out in jobs if rule == "benchmark_run")
     assert runs == [RUN.format("1x2", r).replace("bs2-", "bs3-") for r in (1, 2)]
@@ -73,8 +75,9 @@ def test_changing_one_batch_size_reruns_only_it(study):
 
 def test_adding_a_configuration_runs_only_it(study):
     work, _ = study
-    config = tiny_config(include=[{"framework": "pytorch", "model": "resnet50", "topology": "1x1",
-                                   "batch_size": 2, "precision": "amp"}])
+    config = tiny_config(
+        include=[{"framework": "pytorch", "model": "resnet50", "topology": "1x1", "batch_size": 2, "precision": "amp"}]
+    )
     jobs = planned_jobs(work, write_config(work / "added.yaml", config))
     runs = sorted(out for rule, out in jobs if rule == "benchmark_run")
     assert runs == [RUN.format("1x1", r).replace("-fp32-", "-amp-") for r in (1, 2)]
@@ -88,8 +91,9 @@ def test_adding_a_strategy_runs_only_its_configurations(study):
     config["matrix"]["strategy"] = {"pytorch": ["auto", "ddp_fp16"]}
     jobs = planned_jobs(work, write_config(work / "strategy.yaml", config))
     runs = sorted(out for rule, out in jobs if rule == "benchmark_run")
-    assert runs == sorted(RUN.format(t, r).replace("-img32/", "-img32-via_ddp_fp16/") for t in ("1x1", "1x2")
-                          for r in (1, 2))
+    assert runs == sorted(
+        RUN.format(t, r).replace("-img32/", "-img32-via_ddp_fp16/") for t in ("1x1", "1x2") for r in (1, 2)
+    )
     assert rules(jobs) == {"benchmark_run": 4, "aggregate": 1, "report": 1, "all": 1}
 
 
@@ -126,8 +130,9 @@ def test_new_results_publish_a_new_version_and_never_overwrite(study):
     work, _ = study
     v1_index = (work / "results/reports/v1/index.html").read_bytes()
     # A fixed version name that already exists, with new results to publish: refused before any job.
-    config = tiny_config(report={"version": "v1"},
-                         overrides=[{"match": {"topology": "1x1"}, "set": {"measured_steps": 3}}])
+    config = tiny_config(
+        report={"version": "v1"}, overrides=[{"match": {"topology": "1x1"}, "set": {"measured_steps": 3}}]
+    )
     result = snakemake(work, "--cores", "2", "--configfile", str(write_config(work / "clash.yaml", config)))
     assert result.returncode != 0
     assert "report.version: 'v1' is published already (results/reports/v1)" in result.stdout + result.stderr
@@ -147,11 +152,22 @@ def real_data_config(work) -> dict:
     """MXNet (its real-data pipelines read DALI and HDF5) on real ImageNet and BERT samples made by the DAG."""
     return tiny_config(
         defaults={"repeats": 1, "warmup_steps": 1, "measured_steps": 2, "image_size": 32, "timeout_minutes": 10},
-        matrix={"framework": ["mxnet"], "model": ["resnet50", "bert_tiny"], "topology": ["1x1"],
-                "data": ["real"], "batch_size": [2]},
-        datasets={"imagenet": {"sample": {"classes": 3, "train_per_class": 6, "validation_per_class": 2},
-                               "train_shards": 2, "validation_shards": 1},
-                  "bert": {"dupe_factor": 1, "shards": 2, "jobs": 2}})
+        matrix={
+            "framework": ["mxnet"],
+            "model": ["resnet50", "bert_tiny"],
+            "topology": ["1x1"],
+            "data": ["real"],
+            "batch_size": [2],
+        },
+        datasets={
+            "imagenet": {
+                "sample": {"classes": 3, "train_per_class": 6, "validation_per_class": 2},
+                "train_shards": 2,
+                "validation_shards": 1,
+            },
+            "bert": {"dupe_factor": 1, "shards": 2, "jobs": 2},
+        },
+    )
 
 
 def test_real_data_is_prepared_verified_and_read(tmp_path):
@@ -160,8 +176,10 @@ def test_real_data_is_prepared_verified_and_read(tmp_path):
     result = snakemake(tmp_path, "--cores", "2", "--configfile", str(config))
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     imagenet = json.loads((tmp_path / "results/data/imagenet/manifest.json").read_text())
-    assert [s["file"] for s in imagenet["splits"]["train"]["shards"]] == ["train-00000-of-00002",
-                                                                         "train-00001-of-00002"]
+    assert [s["file"] for s in imagenet["splits"]["train"]["shards"]] == [
+        "train-00000-of-00002",
+        "train-00001-of-00002",
+    ]
     assert (tmp_path / "results/data/bert/seq128/verified.txt").exists()
     assert len(list((tmp_path / "results/data/bert/seq128").glob("manifest.group-*-of-00002.json"))) == 2
     records = pd.read_csv(tmp_path / "results/reports/v1/records.csv")
@@ -174,8 +192,22 @@ def test_real_data_is_prepared_verified_and_read(tmp_path):
     shard = tmp_path / "results/data/imagenet/train-00001-of-00002"
     shard.write_bytes(shard.read_bytes()[:-100])
     log = tmp_path / "after-change.jsonl"
-    run_harness(Path(sys.executable), log, "--topology", "1x1", "--batch-size", "2", "--data", "real",
-                "--data-dir", str(shard.parent), "--image-size", "32", "--device", "cpu")
+    run_harness(
+        Path(sys.executable),
+        log,
+        "--topology",
+        "1x1",
+        "--batch-size",
+        "2",
+        "--data",
+        "real",
+        "--data-dir",
+        str(shard.parent),
+        "--image-size",
+        "32",
+        "--device",
+        "cpu",
+    )
     summary = read_log(log)["summary"][-1]
     assert summary["status"] == "error", summary
     assert f"{shard}: changed after verification" in summary["error"]

@@ -32,7 +32,7 @@ def batch(size: int, image: int, generator: torch.Generator) -> tuple[torch.Tens
     half = image // 2
     for i, label in enumerate(y.tolist()):
         r, c = divmod(label, 2)
-        x[i, :, r * half:(r + 1) * half, c * half:(c + 1) * half] += 1.5
+        x[i, :, r * half : (r + 1) * half, c * half : (c + 1) * half] += 1.5
     return x, y
 
 
@@ -86,9 +86,12 @@ def main() -> None:
             mllog.end(key=c.INIT_STOP)
             mllog.start(key=c.RUN_START)
     if args.log_format == "tf_cnn" and log:
-        print(f"Model:       resnet50\nBatch size:  {args.batch_size * world} global\n"
-              f"             {args.batch_size} per device\nNum GPUs:    {world}\n"
-              f"Variable update: {'replicated' if world > 1 else 'parameter_server'}\n", flush=True)
+        print(
+            f"Model:       resnet50\nBatch size:  {args.batch_size * world} global\n"
+            f"             {args.batch_size} per device\nNum GPUs:    {world}\n"
+            f"Variable update: {'replicated' if world > 1 else 'parameter_server'}\n",
+            flush=True,
+        )
         print("Step\tImg/sec\ttotal_loss", flush=True)
 
     ips: list[float] = []
@@ -106,8 +109,10 @@ def main() -> None:
         if not log:
             pass
         elif args.log_format == "dllogger":
-            dll(f"Epoch: 0 Iteration: {step}", **{"train.loss": f"{loss.item():.5f}",
-                                                  "train.total_ips": f"{rate:.2f} images/s"})
+            dll(
+                f"Epoch: 0 Iteration: {step}",
+                **{"train.loss": f"{loss.item():.5f}", "train.total_ips": f"{rate:.2f} images/s"},
+            )
         elif args.log_format == "tf_cnn" and step > args.warmup:
             print(f"{step - args.warmup}\timages/sec: {rate:.1f} +/- 0.0 (jitter = 0.0)\t{loss.item():.3f}", flush=True)
         if mllog is not None and step % args.eval_every == 0:
@@ -122,7 +127,7 @@ def main() -> None:
     if log and args.log_format == "dllogger":
         dll("Summary:", **{"train.total_ips": f"{sum(ips) / len(ips):.2f} images/s"})
     if log and args.log_format == "tf_cnn":
-        timed = ips[args.warmup:] or ips
+        timed = ips[args.warmup :] or ips
         print("-" * 64 + f"\ntotal images/sec: {sum(timed) / len(timed):.2f}\n" + "-" * 64, flush=True)
     if log and mllog is not None:
         mllog.end(key=mllog_module.constants.RUN_STOP, metadata={"status": status})

@@ -26,33 +26,102 @@ from .logformats import mlperf
 from .logformats.dlbench import read_header
 from .records import FIELDS
 
-CONFIG_COLUMNS = ["config_id", "framework", "model", "topology", "nodes", "devices_per_node", "devices",
-                  "batch_size", "precision", "compiler", "compiler_mode",
-                  "data", "image_size", "seq_length", "max_predictions",
-                  "optimizer", "grad_clip", "strategy"]
+CONFIG_COLUMNS = [
+    "config_id",
+    "framework",
+    "model",
+    "topology",
+    "nodes",
+    "devices_per_node",
+    "devices",
+    "batch_size",
+    "precision",
+    "compiler",
+    "compiler_mode",
+    "data",
+    "image_size",
+    "seq_length",
+    "max_predictions",
+    "optimizer",
+    "grad_clip",
+    "strategy",
+]
 # Configurations whose speedups are comparable: everything but the topology and the strategy (every strategy's
 # speedup is over the same single-device auto run: one device exchanges no gradients).
-BASELINE_KEY = ["framework", "model", "batch_size", "precision", "compiler", "compiler_mode",
-                "data", "image_size", "seq_length",
-                "max_predictions", "optimizer", "grad_clip", "metric"]
-SUMMARY_COLUMNS = [*CONFIG_COLUMNS, "strategy_in_effect",  # how the ranks exchanged gradients (read back)
-                   "unit", "metric", "n_total", "n_ok", "n_failed", "statuses", "error",
-                   "median", "min", "max", "q25", "q75", "iqr", "cv",
-                   "ci_low", "ci_high", "ci_level", "ci_coverage", "ci_note",  # the median's interval
-                   "speedup", "efficiency", "speedup_low", "speedup_high", "efficiency_low", "efficiency_high",
-                   "tflops",
-                   # MFU: tflops / devices / peak_tflops (dlbench.devices); mfu_note: the peak's source, or why none
-                   "mfu", "peak_tflops", "mfu_note",
-                   "peak_memory_gb",  # median over ok runs of the highest rank's peak memory (GiB; the device's)
-                   "steady_runs", "nonsteady_runs", "warmup_unstable_runs",
-                   # telemetry (dlbench.telemetry): medians over the ok runs; energy per sample with its interval
-                   "energy_per_sample_j", "energy_ci_low", "energy_ci_high", "samples_per_j", "power_mean_w",
-                   "gpu_util_mean", "cpu_run_cores", "cpu_node_util", "contention_cores", "contended_runs",
-                   "throttled_runs", "energy_scope", "flags",
-                   # time to train (MLPerf logs, time_to_quality runs): median/min/max/ci are minutes, a failed run
-                   # counting as infinitely slow; the set's olympic score (MLPerf's result summarizer)
-                   "target_accuracy", "score_min", "samples_to_converge", "eval_share",
-                   "batch_label"]  # "max (96)": the size a batch_size max search found (batch_labels)
+BASELINE_KEY = [
+    "framework",
+    "model",
+    "batch_size",
+    "precision",
+    "compiler",
+    "compiler_mode",
+    "data",
+    "image_size",
+    "seq_length",
+    "max_predictions",
+    "optimizer",
+    "grad_clip",
+    "metric",
+]
+SUMMARY_COLUMNS = [
+    *CONFIG_COLUMNS,
+    "strategy_in_effect",  # how the ranks exchanged gradients (read back)
+    "unit",
+    "metric",
+    "n_total",
+    "n_ok",
+    "n_failed",
+    "statuses",
+    "error",
+    "median",
+    "min",
+    "max",
+    "q25",
+    "q75",
+    "iqr",
+    "cv",
+    "ci_low",
+    "ci_high",
+    "ci_level",
+    "ci_coverage",
+    "ci_note",  # the median's interval
+    "speedup",
+    "efficiency",
+    "speedup_low",
+    "speedup_high",
+    "efficiency_low",
+    "efficiency_high",
+    "tflops",
+    # MFU: tflops / devices / peak_tflops (dlbench.devices); mfu_note: the peak's source, or why none
+    "mfu",
+    "peak_tflops",
+    "mfu_note",
+    "peak_memory_gb",  # median over ok runs of the highest rank's peak memory (GiB; the device's)
+    "steady_runs",
+    "nonsteady_runs",
+    "warmup_unstable_runs",
+    # telemetry (dlbench.telemetry): medians over the ok runs; energy per sample with its interval
+    "energy_per_sample_j",
+    "energy_ci_low",
+    "energy_ci_high",
+    "samples_per_j",
+    "power_mean_w",
+    "gpu_util_mean",
+    "cpu_run_cores",
+    "cpu_node_util",
+    "contention_cores",
+    "contended_runs",
+    "throttled_runs",
+    "energy_scope",
+    "flags",
+    # time to train (MLPerf logs, time_to_quality runs): median/min/max/ci are minutes, a failed run
+    # counting as infinitely slow; the set's olympic score (MLPerf's result summarizer)
+    "target_accuracy",
+    "score_min",
+    "samples_to_converge",
+    "eval_share",
+    "batch_label",
+]  # "max (96)": the size a batch_size max search found (batch_labels)
 
 
 def _true_count(values: list[Any]) -> tuple[int, int]:
@@ -79,7 +148,9 @@ def _summarise(group: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> dict[
         "unit": next((u for u in group["unit"] if isinstance(u, str)), None),
         "strategy_in_effect": next((s for s in group["strategy_in_effect"] if isinstance(s, str)), None),
         "metric": "time_to_train" if by_time else "throughput",
-        "n_total": len(group), "n_ok": len(group) - len(failed), "n_failed": len(failed),
+        "n_total": len(group),
+        "n_ok": len(group) - len(failed),
+        "n_failed": len(failed),
         "statuses": ";".join(f"{s}:{n}" for s, n in sorted(statuses.items())),
         "error": failed["error"].iloc[0] if len(failed) else "",
         "ci_level": level,
@@ -94,8 +165,15 @@ def _summarise(group: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> dict[
         ci = stats.median_ci(ok, level)
         row |= {"ci_low": ci.low, "ci_high": ci.high, "ci_coverage": ci.coverage, "ci_note": ci.note}
         q25, q75 = ok.quantile(0.25), ok.quantile(0.75)
-        row |= {"median": ok.median(), "min": ok.min(), "max": ok.max(), "q25": q25, "q75": q75,
-                "iqr": q75 - q25, "cv": ok.std(ddof=1) / ok.mean() if len(ok) > 1 else 0.0}
+        row |= {
+            "median": ok.median(),
+            "min": ok.min(),
+            "max": ok.max(),
+            "q25": q25,
+            "q75": q75,
+            "iqr": q75 - q25,
+            "cv": ok.std(ddof=1) / ok.mean() if len(ok) > 1 else 0.0,
+        }
         flops = group["train_flops_per_sample"].dropna()
         if len(flops):  # achieved model TFLOP/s at the median throughput, all devices together
             row["tflops"] = row["median"] * float(flops.iloc[0]) / 1e12
@@ -115,8 +193,9 @@ def _mfu(ok_runs: pd.DataFrame, row: dict[str, Any]) -> dict[str, Any]:
     device or precision the table lacks) or no model FLOPs."""
     names = sorted({str(n) for n in ok_runs["device_name"].dropna()})
     if len(names) != 1:
-        return {"mfu_note": f"mixed devices ({'; '.join(names)}): no single peak" if names
-                else "no device name recorded"}
+        return {
+            "mfu_note": f"mixed devices ({'; '.join(names)}): no single peak" if names else "no device name recorded"
+        }
     maths = sorted({str(m) for m in ok_runs["math_dtype"].dropna()}) if "math_dtype" in ok_runs else []
     if len(maths) > 1:
         return {"mfu_note": f"runs differ in their math ({', '.join(maths)}): no single peak"}
@@ -135,9 +214,14 @@ def _mfu_flags(row: dict[str, Any]) -> list[stats.Flag]:
     mfu = row.get("mfu")
     if mfu is None or pd.isna(mfu) or mfu <= 1.0:
         return []
-    return [stats.Flag("mfu_above_peak", f"MFU {mfu:.2f} > 1, more model FLOP/s per device than its dense peak of "
-                                         f"{row['peak_tflops']:g} TFLOP/s: model FLOPs or samples overcounted, or "
-                                         "the device or its math misrecorded (a lower peak than it ran at)")]
+    return [
+        stats.Flag(
+            "mfu_above_peak",
+            f"MFU {mfu:.2f} > 1, more model FLOP/s per device than its dense peak of "
+            f"{row['peak_tflops']:g} TFLOP/s: model FLOPs or samples overcounted, or "
+            "the device or its math misrecorded (a lower peak than it ran at)",
+        )
+    ]
 
 
 def _time_to_train(group: pd.DataFrame, level: float) -> dict[str, Any]:
@@ -148,11 +232,18 @@ def _time_to_train(group: pd.DataFrame, level: float) -> dict[str, Any]:
     ok = group["status"] == "ok"
     times = group.loc[ok, "time_to_train_min"].astype(float).dropna()
     ci = stats.time_to_train_ci(times, len(group) - len(times), level)
-    row = {"unit": "min (time to train)", "median": ci.median,
-           "ci_low": ci.low, "ci_high": ci.high, "ci_coverage": ci.coverage, "ci_note": ci.note,
-           "min": times.min() if len(times) else None, "max": times.max() if len(times) == len(group) else np.inf,
-           "score_min": next(iter(group["score_min"].dropna()), None),
-           "target_accuracy": next(iter(group["target_accuracy"].dropna()), None)}
+    row = {
+        "unit": "min (time to train)",
+        "median": ci.median,
+        "ci_low": ci.low,
+        "ci_high": ci.high,
+        "ci_coverage": ci.coverage,
+        "ci_note": ci.note,
+        "min": times.min() if len(times) else None,
+        "max": times.max() if len(times) == len(group) else np.inf,
+        "score_min": next(iter(group["score_min"].dropna()), None),
+        "target_accuracy": next(iter(group["target_accuracy"].dropna()), None),
+    }
     samples = group.loc[ok, "samples_to_converge"].astype(float).dropna()
     if len(samples):
         row["samples_to_converge"] = samples.median()
@@ -171,9 +262,13 @@ def _telemetry(ok_runs: pd.DataFrame, level: float) -> dict[str, Any]:
     energy = ok_runs["energy_per_sample_j"].astype(float).dropna()
     if len(energy):
         ci = stats.median_ci(energy, level)
-        row |= {"energy_per_sample_j": energy.median(), "energy_ci_low": ci.low, "energy_ci_high": ci.high,
-                "samples_per_j": ok_runs["samples_per_j"].astype(float).median(),
-                "energy_scope": next(iter(ok_runs["energy_scope"].dropna()), None)}
+        row |= {
+            "energy_per_sample_j": energy.median(),
+            "energy_ci_low": ci.low,
+            "energy_ci_high": ci.high,
+            "samples_per_j": ok_runs["samples_per_j"].astype(float).median(),
+            "energy_scope": next(iter(ok_runs["energy_scope"].dropna()), None),
+        }
     for column in ("power_mean_w", "gpu_util_mean", "cpu_run_cores", "cpu_node_util"):
         values = ok_runs[column].astype(float).dropna()
         if len(values):
@@ -191,8 +286,9 @@ def summarise(records: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> pd.D
     groups = list(records.groupby("config_id", sort=False))
     rows = [_summarise(group, level) for _, group in groups]
     summary = pd.DataFrame(rows).reindex(columns=SUMMARY_COLUMNS)
-    key = pd.Series(["|".join(map(str, row)) for row in summary[BASELINE_KEY].itertuples(index=False)],
-                    index=summary.index)
+    key = pd.Series(
+        ["|".join(map(str, row)) for row in summary[BASELINE_KEY].itertuples(index=False)], index=summary.index
+    )
     single = (summary["topology"] == "1x1") & summary["strategy"].fillna("auto").eq("auto")  # imports: null
     baseline = dict(zip(key[single], summary.loc[single, "median"], strict=True))
     summary["speedup"] = summary["median"] / key.map(baseline).astype(float)
@@ -212,8 +308,10 @@ def summarise(records: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> pd.D
     devices = summary["devices"].astype(float).to_numpy()
     summary["speedup_low"], summary["speedup_high"] = lows, highs
     summary["efficiency_low"], summary["efficiency_high"] = lows / devices, highs / devices
-    summary["flags"] = [stats.format_flags([*stats.plausibility_flags(row), *_mfu_flags(row)])
-                        for row in summary.to_dict(orient="records")]
+    summary["flags"] = [
+        stats.format_flags([*stats.plausibility_flags(row), *_mfu_flags(row)])
+        for row in summary.to_dict(orient="records")
+    ]
     return summary
 
 
@@ -245,18 +343,36 @@ def environment(records: pd.DataFrame, env_markers: list[str], config: dict) -> 
     frameworks: dict[str, Any] = {}
     for marker in env_markers:
         info = json.loads(Path(marker).read_text())
-        frameworks[Path(marker).parent.name.rsplit("-", 1)[0]] = {"packages": info["packages"],
-                                                                   "python": info["python"]}
+        frameworks[Path(marker).parent.name.rsplit("-", 1)[0]] = {
+            "packages": info["packages"],
+            "python": info["python"],
+        }
     ordered = records.sort_values("status", key=lambda s: s != "ok", kind="stable")  # ok runs first
     for framework, runs in ordered.groupby("framework", sort=True):
         for path in runs["log_path"]:
             head = read_header(path)
             if head and head["environment"]:
                 env = head["environment"]
-                frameworks.setdefault(framework, {}).update({
-                    k: env.get(k) for k in ("framework_version", "cuda", "cudnn", "nccl", "driver", "threads",
-                                            "memory_format", "amp_dtype", "compiler", "parameters", "settings",
-                                            "interpreter", "interpreter_identity")})
+                frameworks.setdefault(framework, {}).update(
+                    {
+                        k: env.get(k)
+                        for k in (
+                            "framework_version",
+                            "cuda",
+                            "cudnn",
+                            "nccl",
+                            "driver",
+                            "threads",
+                            "memory_format",
+                            "amp_dtype",
+                            "compiler",
+                            "parameters",
+                            "settings",
+                            "interpreter",
+                            "interpreter_identity",
+                        )
+                    }
+                )
                 frameworks[framework]["python_runtime"] = head.get("python")
                 break
     commits = _values(records["git_commit"])
@@ -275,9 +391,16 @@ def environment(records: pd.DataFrame, env_markers: list[str], config: dict) -> 
     }
 
 
-def write_all(log_paths: list[str], env_markers: list[str], config: dict,
-              records_csv: Path, summary_csv: Path, environment_json: Path, import_paths: list[str] = (),
-              search_paths: list[str] = ()) -> None:
+def write_all(
+    log_paths: list[str],
+    env_markers: list[str],
+    config: dict,
+    records_csv: Path,
+    summary_csv: Path,
+    environment_json: Path,
+    import_paths: list[str] = (),
+    search_paths: list[str] = (),
+) -> None:
     records = records_frame(log_paths, import_paths)
     summary = summarise(records, (config.get("report") or {}).get("confidence", stats.DEFAULT_LEVEL))
     searches = read_searches(list(search_paths))
@@ -293,8 +416,20 @@ def write_all(log_paths: list[str], env_markers: list[str], config: dict,
 # Configurations that differ in their data only: real ÷ synthetic is the input pipeline's cost (reading, decoding,
 # augmenting inside the step; dlbench.harness.backends.base).
 PAIR_KEY = [c for c in CONFIG_COLUMNS if c not in ("config_id", "data")]
-PAIR_COLUMNS = [*PAIR_KEY, "config_real", "config_synthetic", "unit", "n_real", "n_synthetic", "median_real",
-                "median_synthetic", "ratio", "ratio_low", "ratio_high", "ratio_note"]
+PAIR_COLUMNS = [
+    *PAIR_KEY,
+    "config_real",
+    "config_synthetic",
+    "unit",
+    "n_real",
+    "n_synthetic",
+    "median_real",
+    "median_synthetic",
+    "ratio",
+    "ratio_low",
+    "ratio_high",
+    "ratio_note",
+]
 
 
 def alike(records: pd.DataFrame, columns: list[str]) -> pd.Series:
@@ -315,27 +450,50 @@ def real_vs_synthetic(records: pd.DataFrame, level: float = stats.DEFAULT_LEVEL)
         sides = {data: runs for data, runs in group.groupby("data") if data in ("real", "synthetic")}
         if len(sides) < 2:
             continue
-        ok = {data: runs.loc[runs["status"] == "ok", "throughput"].astype(float).dropna().to_numpy()
-              for data, runs in sides.items()}
+        ok = {
+            data: runs.loc[runs["status"] == "ok", "throughput"].astype(float).dropna().to_numpy()
+            for data, runs in sides.items()
+        }
         ci = stats.ratio_ci(ok["real"], ok["synthetic"], level)
         first = group.iloc[0]
-        rows.append({**{k: first.get(k) for k in PAIR_KEY},
-                     "config_real": sides["real"]["config_id"].iloc[0],
-                     "config_synthetic": sides["synthetic"]["config_id"].iloc[0],
-                     "unit": next((u for u in group["unit"] if isinstance(u, str)), None),
-                     "n_real": len(ok["real"]), "n_synthetic": len(ok["synthetic"]),
-                     "median_real": float(np.median(ok["real"])) if len(ok["real"]) else None,
-                     "median_synthetic": float(np.median(ok["synthetic"])) if len(ok["synthetic"]) else None,
-                     "ratio": ci.ratio, "ratio_low": ci.low, "ratio_high": ci.high, "ratio_note": ci.note})
+        rows.append(
+            {
+                **{k: first.get(k) for k in PAIR_KEY},
+                "config_real": sides["real"]["config_id"].iloc[0],
+                "config_synthetic": sides["synthetic"]["config_id"].iloc[0],
+                "unit": next((u for u in group["unit"] if isinstance(u, str)), None),
+                "n_real": len(ok["real"]),
+                "n_synthetic": len(ok["synthetic"]),
+                "median_real": float(np.median(ok["real"])) if len(ok["real"]) else None,
+                "median_synthetic": float(np.median(ok["synthetic"])) if len(ok["synthetic"]) else None,
+                "ratio": ci.ratio,
+                "ratio_low": ci.low,
+                "ratio_high": ci.high,
+                "ratio_note": ci.note,
+            }
+        )
     return pd.DataFrame(rows, columns=PAIR_COLUMNS)
 
 
 # Configurations with the same devices split differently over nodes (1x2 against 2x1, 2x4 against 1x8): the ratio
 # is what crossing the interconnect costs instead of the node's own links (DLPerf's 1n8g against 2n4g... cases).
 NODES_KEY = [c for c in CONFIG_COLUMNS if c not in ("config_id", "topology", "nodes", "devices_per_node")]
-NODES_COLUMNS = [*NODES_KEY, "topology_one_node", "topology_nodes", "config_one_node", "config_nodes", "unit",
-                 "n_one_node", "n_nodes", "median_one_node", "median_nodes", "ratio", "ratio_low", "ratio_high",
-                 "ratio_note"]
+NODES_COLUMNS = [
+    *NODES_KEY,
+    "topology_one_node",
+    "topology_nodes",
+    "config_one_node",
+    "config_nodes",
+    "unit",
+    "n_one_node",
+    "n_nodes",
+    "median_one_node",
+    "median_nodes",
+    "ratio",
+    "ratio_low",
+    "ratio_high",
+    "ratio_note",
+]
 
 
 def across_nodes(records: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> pd.DataFrame:
@@ -350,16 +508,28 @@ def across_nodes(records: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> p
         if one.empty:
             continue
         for _, several in group[group["nodes"] > 1].groupby("nodes", sort=True):
-            ok_one, ok_several = (runs.loc[runs["status"] == "ok", "throughput"].astype(float).dropna().to_numpy()
-                                  for runs in (one, several))
+            ok_one, ok_several = (
+                runs.loc[runs["status"] == "ok", "throughput"].astype(float).dropna().to_numpy()
+                for runs in (one, several)
+            )
             ci = stats.ratio_ci(ok_several, ok_one, level)
             first = group.iloc[0]
-            rows.append({**{k: first.get(k) for k in NODES_KEY},
-                         "topology_one_node": one["topology"].iloc[0], "topology_nodes": several["topology"].iloc[0],
-                         "config_one_node": one["config_id"].iloc[0], "config_nodes": several["config_id"].iloc[0],
-                         "unit": next((u for u in group["unit"] if isinstance(u, str)), None),
-                         "n_one_node": len(ok_one), "n_nodes": len(ok_several),
-                         "median_one_node": float(np.median(ok_one)) if len(ok_one) else None,
-                         "median_nodes": float(np.median(ok_several)) if len(ok_several) else None,
-                         "ratio": ci.ratio, "ratio_low": ci.low, "ratio_high": ci.high, "ratio_note": ci.note})
+            rows.append(
+                {
+                    **{k: first.get(k) for k in NODES_KEY},
+                    "topology_one_node": one["topology"].iloc[0],
+                    "topology_nodes": several["topology"].iloc[0],
+                    "config_one_node": one["config_id"].iloc[0],
+                    "config_nodes": several["config_id"].iloc[0],
+                    "unit": next((u for u in group["unit"] if isinstance(u, str)), None),
+                    "n_one_node": len(ok_one),
+                    "n_nodes": len(ok_several),
+                    "median_one_node": float(np.median(ok_one)) if len(ok_one) else None,
+                    "median_nodes": float(np.median(ok_several)) if len(ok_several) else None,
+                    "ratio": ci.ratio,
+                    "ratio_low": ci.low,
+                    "ratio_high": ci.high,
+                    "ratio_note": ci.note,
+                }
+            )
     return pd.DataFrame(rows, columns=NODES_COLUMNS)

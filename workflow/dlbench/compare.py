@@ -24,8 +24,23 @@ from . import stats
 KEY = "config_id"
 # Shown with each configuration (taken from whichever side has it).
 DESCRIBE = ["framework", "model", "topology", "batch_size", "precision", "compiler", "data", "unit"]
-COLUMNS = [KEY, *DESCRIBE, "present", "n_a", "n_b", "median_a", "median_b", "ratio", "ratio_low", "ratio_high",
-           "p_value", "verdict", "level", "tolerance", "note"]
+COLUMNS = [
+    KEY,
+    *DESCRIBE,
+    "present",
+    "n_a",
+    "n_b",
+    "median_a",
+    "median_b",
+    "ratio",
+    "ratio_low",
+    "ratio_high",
+    "p_value",
+    "verdict",
+    "level",
+    "tolerance",
+    "note",
+]
 NOISE_MODEL = (
     "Noise model: the repeats of a configuration are independent draws from one distribution of unknown shape "
     "(no normality assumed); a change is a multiplicative shift of that distribution. The ratio is median(B) / "
@@ -66,8 +81,13 @@ def _descriptions(records: pd.DataFrame) -> dict[str, dict]:
     return {str(k): row for k, row in first.to_dict(orient="index").items()}
 
 
-def compare(records_a: pd.DataFrame, records_b: pd.DataFrame, level: float = stats.DEFAULT_LEVEL,
-            tolerance: float = 0.0, resamples: int = stats.DEFAULT_RESAMPLES) -> pd.DataFrame:
+def compare(
+    records_a: pd.DataFrame,
+    records_b: pd.DataFrame,
+    level: float = stats.DEFAULT_LEVEL,
+    tolerance: float = 0.0,
+    resamples: int = stats.DEFAULT_RESAMPLES,
+) -> pd.DataFrame:
     """One row per configuration of either set: B against A where both have it (verdict per
     dlbench.stats.compare_repeats), `present` = both | A only | B only. Configurations in both come first, in A's
     order, then those of A only, then those of B only."""
@@ -80,17 +100,39 @@ def compare(records_a: pd.DataFrame, records_b: pd.DataFrame, level: float = sta
     for key in [k for k in keys_a if k in in_b]:
         a, b = runs_a.get(key, np.array([])), runs_b.get(key, np.array([]))
         result = stats.compare_repeats(a, b, level, tolerance, resamples)
-        rows.append({KEY: key, **about.get(key, {}), "present": "both", "n_a": len(a), "n_b": len(b),
-                     "median_a": np.median(a) if len(a) else None, "median_b": np.median(b) if len(b) else None,
-                     "ratio": result.ratio, "ratio_low": result.low, "ratio_high": result.high,
-                     "p_value": result.p_value, "verdict": result.verdict, "note": result.note})
-    for key, side, runs in [*((k, "A only", runs_a) for k in keys_a if k not in in_b),
-                            *((k, "B only", runs_b) for k in keys_b if k not in in_a)]:
+        rows.append(
+            {
+                KEY: key,
+                **about.get(key, {}),
+                "present": "both",
+                "n_a": len(a),
+                "n_b": len(b),
+                "median_a": np.median(a) if len(a) else None,
+                "median_b": np.median(b) if len(b) else None,
+                "ratio": result.ratio,
+                "ratio_low": result.low,
+                "ratio_high": result.high,
+                "p_value": result.p_value,
+                "verdict": result.verdict,
+                "note": result.note,
+            }
+        )
+    for key, side, runs in [
+        *((k, "A only", runs_a) for k in keys_a if k not in in_b),
+        *((k, "B only", runs_b) for k in keys_b if k not in in_a),
+    ]:
         values = runs.get(key, np.array([]))
         median = np.median(values) if len(values) else None
-        rows.append({KEY: key, **about.get(key, {}), "present": side, "verdict": f"only in {side[0]}",
-                     "n_a" if side == "A only" else "n_b": len(values),
-                     "median_a" if side == "A only" else "median_b": median})
+        rows.append(
+            {
+                KEY: key,
+                **about.get(key, {}),
+                "present": side,
+                "verdict": f"only in {side[0]}",
+                "n_a" if side == "A only" else "n_b": len(values),
+                "median_a" if side == "A only" else "median_b": median,
+            }
+        )
     out = pd.DataFrame(rows).reindex(columns=COLUMNS)
     out["level"], out["tolerance"] = level, tolerance
     return out
@@ -101,8 +143,13 @@ def regressions(result: pd.DataFrame) -> pd.DataFrame:
     return result[result["verdict"] == "slower"]
 
 
-VERDICT_COLOURS = {"slower": "#c0392b", "faster": "#1e8449", "within tolerance": "#b9770e",
-                   "no significant change": "#566573", "too few repeats": "#aab7b8"}
+VERDICT_COLOURS = {
+    "slower": "#c0392b",
+    "faster": "#1e8449",
+    "within tolerance": "#b9770e",
+    "no significant change": "#566573",
+    "too few repeats": "#aab7b8",
+}
 
 
 def plot_comparison(result: pd.DataFrame, title: str | None = None) -> Figure:
@@ -148,8 +195,11 @@ def format_table(result: pd.DataFrame) -> str:
     lines = []
     for row in result.itertuples(index=False):
         n = f"{_fmt(row.n_a, '.0f')}/{_fmt(row.n_b, '.0f')}"
-        interval = (f"{_fmt(row.ratio, '.3f')} [{_fmt(row.ratio_low, '.3f')}, {_fmt(row.ratio_high, '.3f')}]"
-                    if row.present == "both" else "")
+        interval = (
+            f"{_fmt(row.ratio, '.3f')} [{_fmt(row.ratio_low, '.3f')}, {_fmt(row.ratio_high, '.3f')}]"
+            if row.present == "both"
+            else ""
+        )
         lines.append([row.config_id, n, _fmt(row.median_a, ".4g"), _fmt(row.median_b, ".4g"), interval, row.verdict])
     widths = [max(len(str(r[i])) for r in [header, *lines]) for i in range(len(header))]
     text = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [header, *lines]]
@@ -171,14 +221,23 @@ def _level(text: str) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m dlbench.compare", description=__doc__.split("\n\n")[0],
-                                epilog=NOISE_MODEL)
+    p = argparse.ArgumentParser(
+        prog="python -m dlbench.compare", description=__doc__.split("\n\n")[0], epilog=NOISE_MODEL
+    )
     p.add_argument("a", help="baseline: report directory, aggregate directory or records.csv")
     p.add_argument("b", help="candidate, the same kinds")
-    p.add_argument("--tolerance", type=_fraction, default=0.0,
-                   help="relative change that does not matter, e.g. 0.05: only slower than 0.95 x A fails (default 0)")
-    p.add_argument("--level", type=_level, default=stats.DEFAULT_LEVEL,
-                   help="interval level; the test's threshold is 1 - level (default 0.95)")
+    p.add_argument(
+        "--tolerance",
+        type=_fraction,
+        default=0.0,
+        help="relative change that does not matter, e.g. 0.05: only slower than 0.95 x A fails (default 0)",
+    )
+    p.add_argument(
+        "--level",
+        type=_level,
+        default=stats.DEFAULT_LEVEL,
+        help="interval level; the test's threshold is 1 - level (default 0.95)",
+    )
     p.add_argument("--csv", type=Path, help="also write the table as CSV")
     p.add_argument("--plot", type=Path, help="also write the ratio plot (PNG, SVG, PDF by extension)")
     args = p.parse_args(argv)
@@ -187,8 +246,10 @@ def main(argv: list[str] | None = None) -> int:
     except (InputError, OSError, pd.errors.ParserError) as error:
         print(f"dlbench.compare: {error}", file=sys.stderr)
         return 2
-    print(f"B = {args.b} against A = {args.a}: ratio of medians B/A with {args.level:.0%} intervals; verdict at "
-          f"two-sided p < {1 - args.level:.3g}" + (f", tolerance ±{args.tolerance:.1%}" if args.tolerance else ""))
+    print(
+        f"B = {args.b} against A = {args.a}: ratio of medians B/A with {args.level:.0%} intervals; verdict at "
+        f"two-sided p < {1 - args.level:.3g}" + (f", tolerance ±{args.tolerance:.1%}" if args.tolerance else "")
+    )
     print(format_table(result))
     if args.csv:
         result.to_csv(args.csv, index=False)
@@ -199,8 +260,11 @@ def main(argv: list[str] | None = None) -> int:
     slower = regressions(result)
     band = f" by more than {args.tolerance:.1%}" if args.tolerance else ""
     if len(slower):
-        print(f"dlbench.compare: {len(slower)} configuration(s) significantly slower{band} "
-              f"(two-sided p < {1 - args.level:.3g})", file=sys.stderr)
+        print(
+            f"dlbench.compare: {len(slower)} configuration(s) significantly slower{band} "
+            f"(two-sided p < {1 - args.level:.3g})",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

@@ -37,8 +37,12 @@ class _StrictLoader(yaml.SafeLoader):
             if isinstance(key, Hashable) and key in seen:  # an unhashable key: SafeLoader's own error below
                 first = seen[key].start_mark.line + 1
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"the key {key!r} is given twice in this mapping (first on line {first}); "
-                    "YAML keeps only the last one", key_node.start_mark)
+                    None,
+                    None,
+                    f"the key {key!r} is given twice in this mapping (first on line {first}); "
+                    "YAML keeps only the last one",
+                    key_node.start_mark,
+                )
             seen[key] = key_node
         return super().construct_mapping(node, deep=deep)
 
@@ -70,8 +74,11 @@ class StudyFile:
             self.data = loader.construct_document(self.root) if self.root is not None else None
         except yaml.MarkedYAMLError as error:
             problem = error.problem or "invalid YAML"
-            context = f" ({error.context} at line {error.context_mark.line + 1})" if (
-                error.context and error.context_mark and error.context_mark != error.problem_mark) else ""
+            context = (
+                f" ({error.context} at line {error.context_mark.line + 1})"
+                if (error.context and error.context_mark and error.context_mark != error.problem_mark)
+                else ""
+            )
             hint = ""
             if "\t" in text and "tab" in problem.lower() + context.lower():
                 hint = "; indent with spaces, not tabs"
@@ -84,8 +91,10 @@ class StudyFile:
             raise StudyFileError(f"{self.path}: the file is empty; a study needs at least `matrix:` or `imports:`")
         if not isinstance(self.data, dict):
             kind = {list: "a list", str: "a single text value"}.get(type(self.data), type(self.data).__name__)
-            raise StudyFileError(f"{_mark(self.path, self.root.start_mark)}: the study is {kind}; it must be a "
-                                 "mapping of keys at the top level (study:, matrix:, defaults:, ...)")
+            raise StudyFileError(
+                f"{_mark(self.path, self.root.start_mark)}: the study is {kind}; it must be a "
+                "mapping of keys at the top level (study:, matrix:, defaults:, ...)"
+            )
 
     def line(self, where: tuple[str | int, ...]) -> int | None:
         """The 1-based line of the deepest part of `where` (a key path) found in this file."""
@@ -116,7 +125,7 @@ def key_path(problem: str) -> tuple[str | int, ...]:
     while m := _PATH_PART.match(problem, position):
         parts.append(m.group(1) if m.group(1) is not None else int(m.group(2)))
         position = m.end()
-    return tuple(parts) if problem[position:position + 1] in (":", " ", "") else ()
+    return tuple(parts) if problem[position : position + 1] in (":", " ", "") else ()
 
 
 def locate(problem: str, files: list[StudyFile]) -> str:
@@ -129,8 +138,9 @@ def locate(problem: str, files: list[StudyFile]) -> str:
     return f"{files[-1].path}: {problem}" if files else problem
 
 
-def load_study_files(config: dict[str, Any], paths: list[str | Path], schema_path: Path, envs_dir: Path,
-                     base_dir: Path) -> Study:
+def load_study_files(
+    config: dict[str, Any], paths: list[str | Path], schema_path: Path, envs_dir: Path, base_dir: Path
+) -> Study:
     """dlbench.study.load_study with every problem and warning placed in the study files it comes from
     ("my.yaml, line 7: matrix.topology[0]: ..."). Raises StudyFileError for a file that is not a study,
     ConfigError for a configuration that is wrong."""

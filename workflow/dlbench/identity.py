@@ -160,19 +160,29 @@ def parse_topology(topology: str) -> tuple[int, int]:
 def parse_variant(model: str, text: str) -> dict[str, Any]:
     """The axes a variant encodes (the inverse of `variant`)."""
     parts = text.split("-")
-    if (len(parts) < 4 or not re.fullmatch(r"bs([0-9]+|max)", parts[0])
-            or parse_compiler_part(parts[2]) is None):
-        raise IdentityError(f"variant {text!r} is not bs<B|max>-<precision>-<compile|nocompile|compile_<mode>>-"
-                            "<data>[-...]")
+    if len(parts) < 4 or not re.fullmatch(r"bs([0-9]+|max)", parts[0]) or parse_compiler_part(parts[2]) is None:
+        raise IdentityError(
+            f"variant {text!r} is not bs<B|max>-<precision>-<compile|nocompile|compile_<mode>>-<data>[-...]"
+        )
     bs, precision, compiler, data, *rest = parts
-    axes: dict[str, Any] = {"batch_size": MAX if bs == f"bs{MAX}" else int(bs[2:]), "precision": precision,
-                            "compiler": parse_compiler_part(compiler), "data": data}
+    axes: dict[str, Any] = {
+        "batch_size": MAX if bs == f"bs{MAX}" else int(bs[2:]),
+        "precision": precision,
+        "compiler": parse_compiler_part(compiler),
+        "data": data,
+    }
     # Axes that do not apply to the model are None (as in the study's configurations).
-    axes |= {"image_size": None if is_bert(model) else DEFAULT_IMAGE_SIZE, "seq_length": None, "optimizer": None,
-             "grad_clip": None, "strategy": DEFAULT_STRATEGY, "metric": THROUGHPUT}
+    axes |= {
+        "image_size": None if is_bert(model) else DEFAULT_IMAGE_SIZE,
+        "seq_length": None,
+        "optimizer": None,
+        "grad_clip": None,
+        "strategy": DEFAULT_STRATEGY,
+        "metric": THROUGHPUT,
+    }
     for part in rest:
         if part.startswith(STRATEGY_PREFIX) and len(part) > len(STRATEGY_PREFIX):
-            axes["strategy"] = part[len(STRATEGY_PREFIX):]
+            axes["strategy"] = part[len(STRATEGY_PREFIX) :]
         elif re.fullmatch(r"ttq[0-9.]+_[0-9a-f]{6}", part):
             axes["metric"], axes["quality_id"] = TIME_TO_QUALITY, part
         elif part.startswith("img") and part[3:].isdigit():
@@ -193,8 +203,15 @@ def parse_config_id(text: str) -> dict[str, Any]:
         raise IdentityError(f"config id {text!r} is not <model>/<framework>/<topology>/<variant>")
     model, framework, topology, variant_text = parts
     nodes, per_node = parse_topology(topology)
-    return {"model": model, "framework": framework, "topology": topology, "nodes": nodes,
-            "devices_per_node": per_node, "config_id": text, **parse_variant(model, variant_text)}
+    return {
+        "model": model,
+        "framework": framework,
+        "topology": topology,
+        "nodes": nodes,
+        "devices_per_node": per_node,
+        "config_id": text,
+        **parse_variant(model, variant_text),
+    }
 
 
 def parse_run_log(path: str | PurePath) -> dict[str, Any]:
@@ -209,9 +226,17 @@ def parse_run_log(path: str | PurePath) -> dict[str, Any]:
     return {**axes, "repeat": repeat, "run_id": run_id(axes["config_id"], repeat)}
 
 
-AXIS_DEFAULTS = {"precision": "fp32", "compiler": False, "data": "synthetic", "image_size": DEFAULT_IMAGE_SIZE,
-                 "seq_length": 128, "optimizer": "adam", "grad_clip": False, "strategy": DEFAULT_STRATEGY,
-                 "repeat": 1}
+AXIS_DEFAULTS = {
+    "precision": "fp32",
+    "compiler": False,
+    "data": "synthetic",
+    "image_size": DEFAULT_IMAGE_SIZE,
+    "seq_length": 128,
+    "optimizer": "adam",
+    "grad_clip": False,
+    "strategy": DEFAULT_STRATEGY,
+    "repeat": 1,
+}
 REQUIRED_LABELS = ("framework", "model", "topology", "batch_size")
 
 

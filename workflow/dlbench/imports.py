@@ -20,8 +20,17 @@ from . import logformats
 from .records import LogError
 
 # Labels that are whole numbers wherever they come from (a path pattern gives text).
-INTEGER_LABELS = ("batch_size", "nodes", "devices_per_node", "repeat", "image_size", "seq_length",
-                  "max_predictions", "measured_steps", "warmup_steps")
+INTEGER_LABELS = (
+    "batch_size",
+    "nodes",
+    "devices_per_node",
+    "repeat",
+    "image_size",
+    "seq_length",
+    "max_predictions",
+    "measured_steps",
+    "warmup_steps",
+)
 
 
 class ImportProblem(ValueError):
@@ -59,8 +68,10 @@ def labels_from_path(path: Path, pattern: str | None) -> dict[str, Any]:
     match = pattern_regex(pattern).search(path.as_posix())
     if not match:
         raise ImportProblem(f"{path}: does not match path_pattern {pattern!r}")
-    return {key: int(value) if key in INTEGER_LABELS and value.isdigit() else value
-            for key, value in match.groupdict().items()}
+    return {
+        key: int(value) if key in INTEGER_LABELS and value.isdigit() else value
+        for key, value in match.groupdict().items()
+    }
 
 
 def file_labels(path: Path, entry: dict[str, Any]) -> dict[str, Any]:
@@ -83,8 +94,10 @@ def check_entries(entries: list[dict[str, Any]], base_dir: Path = Path(".")) -> 
             problems.append(f"{where}: the name {entry['name']!r} is used twice")
         seen.add(entry["name"])
         if entry["format"] not in logformats.FORMATS:
-            problems.append(f"{where}.format: {entry['format']!r} is not a known log format "
-                            f"(known: {', '.join(logformats.FORMATS)})")
+            problems.append(
+                f"{where}.format: {entry['format']!r} is not a known log format "
+                f"(known: {', '.join(logformats.FORMATS)})"
+            )
         try:
             for path in expand_paths(entry["paths"], base_dir):
                 labels_from_path(path, entry.get("path_pattern"))

@@ -41,8 +41,13 @@ def probe(framework: str, python: str, package_dir: str | Path, timeout_s: float
     where = f"software.python.{framework}"
     env = dict(os.environ, PYTHONPATH=str(package_dir))
     try:
-        result = subprocess.run([python, "-m", "dlbench.harness.probe", "--framework", framework], env=env,
-                                capture_output=True, text=True, timeout=timeout_s)
+        result = subprocess.run(
+            [python, "-m", "dlbench.harness.probe", "--framework", framework],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
     except subprocess.TimeoutExpired:
         raise ConfigError(f"{where}: {python} did not answer within {timeout_s:g} s (importing {framework})") from None
     except OSError as error:
@@ -56,13 +61,15 @@ def probe(framework: str, python: str, package_dir: str | Path, timeout_s: float
         raise ConfigError(f"{where}: {python}: {found['error']}")
     if result.returncode != 0 or "framework_version" not in found:
         output = (result.stderr.strip().splitlines() or lines or ["no output"])[-1]
-        raise ConfigError(f"{where}: {python} is not a Python that can run dlbench's harness "
-                          f"(exit {result.returncode}: {output})")
+        raise ConfigError(
+            f"{where}: {python} is not a Python that can run dlbench's harness (exit {result.returncode}: {output})"
+        )
     return found
 
 
-def check(software_python: dict[str, str], frameworks: list[str], device: str,
-          package_dir: str | Path) -> tuple[dict[str, Interpreter], list[str]]:
+def check(
+    software_python: dict[str, str], frameworks: list[str], device: str, package_dir: str | Path
+) -> tuple[dict[str, Interpreter], list[str]]:
     """The study's interpreters for the frameworks it runs, probed (ConfigError for any that cannot run the
     harness), and with device cuda what each that sees no GPU here says: an error when the runs are on this
     machine, a warning when they run on other nodes (SLURM), which only the caller knows."""
@@ -79,8 +86,10 @@ def check(software_python: dict[str, str], frameworks: list[str], device: str,
         found[framework] = Interpreter(framework, python, facts)
         if device == "cuda" and not facts["gpus"]:
             cuda = facts["cuda"] or "none, a CPU build"
-            no_gpu.append(f"software.python.{framework}: platform.device is cuda but {python}'s {framework} "
-                          f"{facts['framework_version']} sees no GPU here (its CUDA: {cuda})")
+            no_gpu.append(
+                f"software.python.{framework}: platform.device is cuda but {python}'s {framework} "
+                f"{facts['framework_version']} sees no GPU here (its CUDA: {cuda})"
+            )
     if problems:
         raise ConfigError("\n".join(problems))
     return found, no_gpu

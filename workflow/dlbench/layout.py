@@ -47,7 +47,7 @@ def shard_files(directory: Path, prefixes: tuple[str, ...] | None = None, suffix
         return []
     found = []
     for path in directory.iterdir():
-        parsed = path.name.endswith(suffix) and parse_shard_name(path.name[:len(path.name) - len(suffix)])
+        parsed = path.name.endswith(suffix) and parse_shard_name(path.name[: len(path.name) - len(suffix)])
         if parsed and (prefixes is None or parsed[0] in prefixes):
             found.append(path)
     return sorted(found)
@@ -99,8 +99,11 @@ _NOT_DATA = (MANIFEST, VERIFIED_FILES, "verified.txt")
 
 def data_files(root: Path) -> list[Path]:
     """Every file of a prepared dataset that runs read (shards, indexes, RecordIO), not its bookkeeping."""
-    return sorted(p for p in Path(root).rglob("*") if p.is_file() and not p.name.startswith(".")
-                  and p.name not in _NOT_DATA and not p.name.startswith("manifest."))
+    return sorted(
+        p
+        for p in Path(root).rglob("*")
+        if p.is_file() and not p.name.startswith(".") and p.name not in _NOT_DATA and not p.name.startswith("manifest.")
+    )
 
 
 def snapshot(root: Path) -> dict[str, list[int]]:

@@ -27,6 +27,8 @@ def field_types() -> dict[str, str]:
         declared = [declared] if isinstance(declared, str) else declared
         types[name] = next((t for t in declared if t != "null"), "string")
     return types
+
+
 _VALIDATOR = jsonschema.Draft202012Validator(yaml.safe_load(SCHEMA_PATH.read_text()))
 
 
@@ -38,13 +40,22 @@ def model_inputs(cfg: dict[str, Any]) -> dict[str, Any]:
     """The input shape and training settings that identify a configuration besides its axes: image size for
     ResNet-50; sequence length, masked positions, optimizer and clipping for BERT (None where n/a)."""
     if not is_bert(cfg["model"]):
-        return {"image_size": cfg.get("image_size"), "seq_length": None, "max_predictions": None,
-                "optimizer": None, "grad_clip": None}
+        return {
+            "image_size": cfg.get("image_size"),
+            "seq_length": None,
+            "max_predictions": None,
+            "optimizer": None,
+            "grad_clip": None,
+        }
     seq_length = cfg.get("seq_length") or 128
     optimizer = cfg.get("optimizer") or "adam"
-    return {"image_size": None, "seq_length": seq_length,
-            "max_predictions": cfg.get("max_predictions") or default_max_predictions(seq_length),
-            "optimizer": "adam" if optimizer == "auto" else optimizer, "grad_clip": bool(cfg.get("grad_clip"))}
+    return {
+        "image_size": None,
+        "seq_length": seq_length,
+        "max_predictions": cfg.get("max_predictions") or default_max_predictions(seq_length),
+        "optimizer": "adam" if optimizer == "auto" else optimizer,
+        "grad_clip": bool(cfg.get("grad_clip")),
+    }
 
 
 def complete(record: dict[str, Any]) -> dict[str, Any]:
@@ -56,5 +67,3 @@ def complete(record: dict[str, Any]) -> dict[str, Any]:
     if errors:
         raise LogError(f"{record['log_path']}: record does not match the record schema: {errors[0].message}")
     return record
-
-

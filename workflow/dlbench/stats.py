@@ -95,11 +95,25 @@ def median_ci(values: Iterable[float], level: float = DEFAULT_LEVEL) -> MedianCI
     found = order_statistic_rank(n, float(level))
     if found is None:
         need = min_repeats(level)
-        return MedianCI(median, None, None, level, None, n,
-                        f"not enough repeats: {n} < {need} for a {level:.0%} interval of the median")
+        return MedianCI(
+            median,
+            None,
+            None,
+            level,
+            None,
+            n,
+            f"not enough repeats: {n} < {need} for a {level:.0%} interval of the median",
+        )
     rank, coverage = found
-    return MedianCI(median, float(x[rank - 1]), float(x[n - rank]), level, coverage, n,
-                    f"order statistics {rank} and {n + 1 - rank} of {n}: coverage {coverage:.1%}")
+    return MedianCI(
+        median,
+        float(x[rank - 1]),
+        float(x[n - rank]),
+        level,
+        coverage,
+        n,
+        f"order statistics {rank} and {n + 1 - rank} of {n}: coverage {coverage:.1%}",
+    )
 
 
 def time_to_train_ci(times: Iterable[float], failed: int, level: float = DEFAULT_LEVEL) -> MedianCI:
@@ -110,12 +124,25 @@ def time_to_train_ci(times: Iterable[float], failed: int, level: float = DEFAULT
     median = float(np.median(x)) if n else None  # inf when half the runs or more failed
     found = order_statistic_rank(n, float(level))
     if found is None:
-        return MedianCI(median, None, None, level, None, n,
-                        f"not enough repeats: {n} < {min_repeats(level)} for a {level:.0%} interval of the median")
+        return MedianCI(
+            median,
+            None,
+            None,
+            level,
+            None,
+            n,
+            f"not enough repeats: {n} < {min_repeats(level)} for a {level:.0%} interval of the median",
+        )
     rank, coverage = found
-    return MedianCI(median, float(x[rank - 1]), float(x[n - rank]), level, coverage, n,
-                    f"order statistics {rank} and {n + 1 - rank} of {n} ({failed} failed = inf): "
-                    f"coverage {coverage:.1%}")
+    return MedianCI(
+        median,
+        float(x[rank - 1]),
+        float(x[n - rank]),
+        level,
+        coverage,
+        n,
+        f"order statistics {rank} and {n + 1 - rank} of {n} ({failed} failed = inf): coverage {coverage:.1%}",
+    )
 
 
 # ------------------------------------------------------------------------------------------- ratio interval
@@ -143,8 +170,13 @@ def _bootstrap_medians(x: np.ndarray, resamples: int, rng: np.random.Generator) 
     return 0.5 * (rows[:, (n - 1) // 2] + rows[:, n // 2])
 
 
-def ratio_ci(numerator: Iterable[float], denominator: Iterable[float], level: float = DEFAULT_LEVEL,
-             resamples: int = DEFAULT_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> RatioCI:
+def ratio_ci(
+    numerator: Iterable[float],
+    denominator: Iterable[float],
+    level: float = DEFAULT_LEVEL,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> RatioCI:
     """Interval for a ratio of medians (speedup, efficiency, B vs A): the two sets are resampled independently,
     vectorised, with a fixed seed so a report is reproducible. Percentile interval; its coverage at 7 repeats
     per side is checked by simulation in tests/test_stats.py."""
@@ -153,14 +185,22 @@ def ratio_ci(numerator: Iterable[float], denominator: Iterable[float], level: fl
         return RatioCI(None, None, None, level, len(num), len(den), "no ok runs on one side")
     ratio = float(np.median(num) / np.median(den))
     if min(len(num), len(den)) < MIN_RATIO_REPEATS:
-        return RatioCI(ratio, None, None, level, len(num), len(den),
-                       f"not enough repeats: {len(num)} and {len(den)}, an interval needs >= {MIN_RATIO_REPEATS} each")
+        return RatioCI(
+            ratio,
+            None,
+            None,
+            level,
+            len(num),
+            len(den),
+            f"not enough repeats: {len(num)} and {len(den)}, an interval needs >= {MIN_RATIO_REPEATS} each",
+        )
     rng = np.random.default_rng(seed)
     ratios = _bootstrap_medians(num, resamples, rng) / _bootstrap_medians(den, resamples, rng)
     alpha = 1.0 - level
     low, high = np.quantile(ratios, [alpha / 2, 1 - alpha / 2])
-    return RatioCI(ratio, float(low), float(high), level, len(num), len(den),
-                   f"percentile bootstrap, {resamples} resamples")
+    return RatioCI(
+        ratio, float(low), float(high), level, len(num), len(den), f"percentile bootstrap, {resamples} resamples"
+    )
 
 
 # -------------------------------------------------------------------------------------------- comparison
@@ -218,8 +258,14 @@ def min_attainable_p(n_a: int, n_b: int) -> float:
     return min(1.0, 2.0 / math.comb(n_a + n_b, n_a))
 
 
-def compare_repeats(a: Iterable[float], b: Iterable[float], level: float = DEFAULT_LEVEL, tolerance: float = 0.0,
-                    resamples: int = DEFAULT_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> Comparison:
+def compare_repeats(
+    a: Iterable[float],
+    b: Iterable[float],
+    level: float = DEFAULT_LEVEL,
+    tolerance: float = 0.0,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> Comparison:
     """Is B faster or slower than A (throughputs of repeats, higher = faster)?
 
     "slower" means: B is significantly below (1 - tolerance) x A, i.e. the rank test of log B against
@@ -230,8 +276,18 @@ def compare_repeats(a: Iterable[float], b: Iterable[float], level: float = DEFAU
     na, nb = len(xa), len(xb)
     ci = ratio_ci(xb, xa, level, resamples, seed)
     if na < 2 or nb < 2 or np.any(xa <= 0) or np.any(xb <= 0):
-        return Comparison(ci.ratio, ci.low, ci.high, None, "too few repeats", level, tolerance, na, nb,
-                          f"{na} vs {nb} ok repeats: a comparison needs >= 2 positive values on each side")
+        return Comparison(
+            ci.ratio,
+            ci.low,
+            ci.high,
+            None,
+            "too few repeats",
+            level,
+            tolerance,
+            na,
+            nb,
+            f"{na} vs {nb} ok repeats: a comparison needs >= 2 positive values on each side",
+        )
     alpha = 1.0 - level
     la, lb = np.log(xa), np.log(xb)
     p_slower = _rank_test_p(lb, la + math.log1p(-tolerance), "less")
@@ -319,7 +375,7 @@ def mann_kendall(x: np.ndarray) -> tuple[float, float, float]:
     factor = 1.0
     if denominator > 0:
         lags = np.arange(1, max(1, n // 4) + 1)
-        rho = np.correlate(ranks, ranks, mode="full")[n: n + len(lags)] / denominator
+        rho = np.correlate(ranks, ranks, mode="full")[n : n + len(lags)] / denominator
         keep = np.abs(rho) > 1.96 / math.sqrt(n)
         k = lags[keep]
         factor += float((2.0 * (n - k) * (n - k - 1) * (n - k - 2) * rho[keep]).sum()) / (n * (n - 1) * (n - 2))
@@ -356,16 +412,18 @@ def warmup_like(x: np.ndarray, alpha: float = WARMUP_ALPHA, min_drift: float = S
     return mser_truncation(x) or head_len
 
 
-def steady_state(step_times: Sequence[float], alpha: float = STEADY_ALPHA,
-                 min_drift: float = STEADY_MIN_DRIFT) -> SteadyState:
+def steady_state(
+    step_times: Sequence[float], alpha: float = STEADY_ALPHA, min_drift: float = STEADY_MIN_DRIFT
+) -> SteadyState:
     """Check one run's measured step times for a trend and a warm-up-like start (see SteadyState).
 
     Rank methods: a measured step that absorbs a device sync, or one garbage-collection pause, barely moves them."""
     x = _finite(step_times)
     n = len(x)
     if n < STEADY_MIN_STEPS:
-        return SteadyState(None, None, None, None, None, n,
-                           f"{n} measured steps: too few to judge (< {STEADY_MIN_STEPS})")
+        return SteadyState(
+            None, None, None, None, None, n, f"{n} measured steps: too few to judge (< {STEADY_MIN_STEPS})"
+        )
     series, notes = x, []
     if n > STEADY_MAX_POINTS:
         size = math.ceil(n / STEADY_MAX_POINTS)
@@ -414,40 +472,75 @@ def plausibility_flags(row: Mapping[str, Any]) -> list[Flag]:
     median, q25, q75, cv = (_number(row, k) for k in ("median", "q25", "q75", "cv"))
     if n_ok and median is not None:
         if n_ok < min_repeats(_number(row, "ci_level") or DEFAULT_LEVEL):
-            out.append(Flag("few_repeats", f"{n_ok} ok repeats: too few for an interval of the median, "
-                                           "add repeats before reading differences of a few percent"))
+            out.append(
+                Flag(
+                    "few_repeats",
+                    f"{n_ok} ok repeats: too few for an interval of the median, "
+                    "add repeats before reading differences of a few percent",
+                )
+            )
         ratio = q75 / q25 if q25 and q75 else None
         if (ratio is not None and ratio > SPREAD_MAX_Q75_Q25) or (cv is not None and cv > SPREAD_MAX_CV):
-            out.append(Flag("wide_spread", f"repeats spread too far for the median to be a finding "
-                                           f"(q75/q25 {ratio or float('nan'):.2f}, CV {cv or 0:.0%}): another "
-                                           "process on the machine, throttling, or runs on different hosts"))
+            out.append(
+                Flag(
+                    "wide_spread",
+                    f"repeats spread too far for the median to be a finding "
+                    f"(q75/q25 {ratio or float('nan'):.2f}, CV {cv or 0:.0%}): another "
+                    "process on the machine, throttling, or runs on different hosts",
+                )
+            )
     efficiency, low = _number(row, "efficiency"), _number(row, "efficiency_low")
     if efficiency is not None and efficiency > 1.0 and (low is None or low > 1.0):
         basis = f"interval {low:.2f}-{_number(row, 'efficiency_high'):.2f}" if low is not None else "no interval"
-        out.append(Flag("superlinear", f"scaling efficiency {efficiency:.2f} > 1 ({basis}): more than the "
-                                       "devices allow at a fixed batch per device. Was the 1x1 baseline slowed "
-                                       "(another process, a cold cache) or are the ranks' samples miscounted?"))
+        out.append(
+            Flag(
+                "superlinear",
+                f"scaling efficiency {efficiency:.2f} > 1 ({basis}): more than the "
+                "devices allow at a fixed batch per device. Was the 1x1 baseline slowed "
+                "(another process, a cold cache) or are the ranks' samples miscounted?",
+            )
+        )
     nonsteady, steady = int(_number(row, "nonsteady_runs") or 0), int(_number(row, "steady_runs") or 0)
     checked = nonsteady + steady
     if nonsteady and nonsteady >= max(1, math.ceil(0.25 * checked)):
-        out.append(Flag("not_steady", f"{nonsteady} of {checked} runs drift or start slow during the measured "
-                                      "steps: warm-up too short (raise warmup_steps or use auto), thermal "
-                                      "throttling, or another process"))
+        out.append(
+            Flag(
+                "not_steady",
+                f"{nonsteady} of {checked} runs drift or start slow during the measured "
+                "steps: warm-up too short (raise warmup_steps or use auto), thermal "
+                "throttling, or another process",
+            )
+        )
     unstable = int(_number(row, "warmup_unstable_runs") or 0)
     if unstable:
-        out.append(Flag("warmup_unstable", f"{unstable} of {n_ok} runs stopped warming up at max_warmup_steps, "
-                                           "their step times not settled: raise max_warmup_steps, or look for "
-                                           "another process on the machine"))
+        out.append(
+            Flag(
+                "warmup_unstable",
+                f"{unstable} of {n_ok} runs stopped warming up at max_warmup_steps, "
+                "their step times not settled: raise max_warmup_steps, or look for "
+                "another process on the machine",
+            )
+        )
     contended = int(_number(row, "contended_runs") or 0)
     if contended:  # dlbench.telemetry: other processes used CPU during the measured window
         most = _number(row, "contention_cores") or 0.0
-        out.append(Flag("contention", f"{contended} of {n_ok} runs shared the machine with other processes "
-                                      f"(up to {most:.2f} cores on average in the measured window): keep the "
-                                      "machine quiet (README, 'Telemetry') and rerun"))
+        out.append(
+            Flag(
+                "contention",
+                f"{contended} of {n_ok} runs shared the machine with other processes "
+                f"(up to {most:.2f} cores on average in the measured window): keep the "
+                "machine quiet (README, 'Telemetry') and rerun",
+            )
+        )
     throttled = int(_number(row, "throttled_runs") or 0)
     if throttled:
-        out.append(Flag("throttled", f"{throttled} of {n_ok} runs had a GPU slowed by a power or thermal limit "
-                                     "during the measured window (NVML clock-event reasons)"))
+        out.append(
+            Flag(
+                "throttled",
+                f"{throttled} of {n_ok} runs had a GPU slowed by a power or thermal limit "
+                "during the measured window (NVML clock-event reasons)",
+            )
+        )
     return out
 
 

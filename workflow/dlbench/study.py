@@ -29,12 +29,33 @@ from .harness.spec import FRAMEWORKS
 from .identity import is_bert
 from .references import load_references
 
-AXES = ("framework", "model", "topology", "precision", "compiler", "data", "batch_size",
-        "seq_length", "grad_clip", "optimizer", "strategy", "metric")
+AXES = (
+    "framework",
+    "model",
+    "topology",
+    "precision",
+    "compiler",
+    "data",
+    "batch_size",
+    "seq_length",
+    "grad_clip",
+    "optimizer",
+    "strategy",
+    "metric",
+)
 BERT_AXES = ("seq_length", "grad_clip", "optimizer")  # apply to BERT models only (None for ResNet-50)
 BERT_AXIS_DEFAULTS = {"seq_length": 128, "grad_clip": False, "optimizer": "adam"}
-SETTINGS = ("repeats", "warmup_steps", "max_warmup_steps", "measured_steps", "image_size", "timeout_minutes",
-            "quality", "max_batch_size", "batch_size_multiple")
+SETTINGS = (
+    "repeats",
+    "warmup_steps",
+    "max_warmup_steps",
+    "measured_steps",
+    "image_size",
+    "timeout_minutes",
+    "quality",
+    "max_batch_size",
+    "batch_size_multiple",
+)
 
 
 # The quality settings' defaults (harness/quality.py's Settings; target and eval_every_steps have none).
@@ -137,8 +158,12 @@ class Study:
 
     def mlperf_logs(self) -> list[str]:
         """The MLPerf logs of the time-to-quality runs (beside their run logs)."""
-        return [identity.mlperf_log(c.config_id, r) for c in self.configurations.values() if c.quality
-                for r in range(1, c.repeats + 1)]
+        return [
+            identity.mlperf_log(c.config_id, r)
+            for c in self.configurations.values()
+            if c.quality
+            for r in range(1, c.repeats + 1)
+        ]
 
     def frameworks(self) -> list[str]:
         return sorted({c.framework for c in self.configurations.values()})
@@ -153,15 +178,33 @@ def _where(path: Any) -> str:
 
 
 # How the schema's types read in a message.
-TYPE_WORDS = {"integer": "a whole number", "number": "a number", "string": "text", "boolean": "true or false",
-              "array": "a list", "object": "a mapping (key: value)", "null": "empty"}
-BOUNDS = {"minimum": "at least", "maximum": "at most", "exclusiveMinimum": "greater than",
-          "exclusiveMaximum": "less than"}
+TYPE_WORDS = {
+    "integer": "a whole number",
+    "number": "a number",
+    "string": "text",
+    "boolean": "true or false",
+    "array": "a list",
+    "object": "a mapping (key: value)",
+    "null": "empty",
+}
+BOUNDS = {
+    "minimum": "at least",
+    "maximum": "at most",
+    "exclusiveMinimum": "greater than",
+    "exclusiveMaximum": "less than",
+}
 
 
 def _type_word(value: Any) -> str:
-    for name, kind in (("boolean", bool), ("integer", int), ("number", float), ("string", str),
-                       ("array", list), ("object", dict), ("null", type(None))):
+    for name, kind in (
+        ("boolean", bool),
+        ("integer", int),
+        ("number", float),
+        ("string", str),
+        ("array", list),
+        ("object", dict),
+        ("null", type(None)),
+    ):
         if isinstance(value, kind):
             return TYPE_WORDS[name]
     return type(value).__name__
@@ -184,8 +227,11 @@ def _describe(error: jsonschema.ValidationError, descriptions: dict[str, str]) -
         return f"{where}: {value!r} is not allowed: " + (meaning or f"it must be {schema['const']}")
     if rule == "propertyNames":
         allowed = schema["propertyNames"].get("enum")
-        return (f"{where}: key {value!r} is not allowed (allowed: {', '.join(allowed)})" if allowed else
-                f"{where}: key {value!r} is not a valid name" + (f": {meaning}" if meaning else ""))
+        return (
+            f"{where}: key {value!r} is not allowed (allowed: {', '.join(allowed)})"
+            if allowed
+            else f"{where}: key {value!r} is not a valid name" + (f": {meaning}" if meaning else "")
+        )
     if rule == "pattern":
         return f"{where}: {value!r} is not valid: " + (meaning or f"it must match {schema['pattern']}")
     if rule == "not":
@@ -197,16 +243,20 @@ def _describe(error: jsonschema.ValidationError, descriptions: dict[str, str]) -
         return "(top level): a study needs `matrix` (configurations to run), `imports` (existing logs), or both"
     if rule == "required":
         missing = [k for k in error.validator_value if k not in value]
-        return f"{where}: the key {', '.join(map(repr, missing))} is missing (required: " \
-               f"{', '.join(error.validator_value)})"
+        return (
+            f"{where}: the key {', '.join(map(repr, missing))} is missing (required: "
+            f"{', '.join(error.validator_value)})"
+        )
     if rule in ("minItems", "minProperties", "minLength"):
         return f"{where}: must not be empty"
     if rule == "uniqueItems":
         repeated = next(v for i, v in enumerate(value) if v in value[:i])
         return f"{where}: {repeated!r} is listed twice; give each value once"
     if rule in BOUNDS:
-        return f"{where}: {value!r} is too {'small' if 'inimum' in rule else 'large'}; " \
-               f"it must be {BOUNDS[rule]} {error.validator_value}"
+        return (
+            f"{where}: {value!r} is too {'small' if 'inimum' in rule else 'large'}; "
+            f"it must be {BOUNDS[rule]} {error.validator_value}"
+        )
     return f"{where}: {error.message}"
 
 
@@ -234,6 +284,7 @@ def _innermost(error: jsonschema.ValidationError) -> list[jsonschema.ValidationE
     """For a failed oneOf, the errors of the alternative the value was meant for (same type)."""
     if error.validator != "oneOf" or not error.context:
         return [error]
+
     # Alternatives rejected only for the value's type are not what the user meant (a list is not meant as
     # `const: pip`).
     def other_type(e: jsonschema.ValidationError) -> bool:
@@ -260,10 +311,16 @@ def _fill_defaults(config: dict[str, Any], schema: dict[str, Any]) -> dict[str, 
     out["report"] = _object_defaults(config.get("report", {}), schema["properties"]["report"])
     out["telemetry"] = _object_defaults(config.get("telemetry", {}), schema["properties"]["telemetry"])
     out["platform"] = {"device": "auto", **config.get("platform", {})}
-    out["software"] = {"find_links": "pip", "venv_dir": ".venvs", "python": {}, "container": {},
-                       **config.get("software", {})}
-    out["defaults"] = ({k: v["default"] for k, v in settings_schema.items() if "default" in v}
-                       | config.get("defaults", {}))
+    out["software"] = {
+        "find_links": "pip",
+        "venv_dir": ".venvs",
+        "python": {},
+        "container": {},
+        **config.get("software", {}),
+    }
+    out["defaults"] = {k: v["default"] for k, v in settings_schema.items() if "default" in v} | config.get(
+        "defaults", {}
+    )
     # An imports-only study has no matrix: no axes, no runs.
     matrix = dict(config.get("matrix", {"framework": [], "model": [], "topology": [], "batch_size": []}))
     for axis in ("precision", "compiler", "data", "strategy", "metric", *BERT_AXES):
@@ -272,8 +329,10 @@ def _fill_defaults(config: dict[str, Any], schema: dict[str, Any]) -> dict[str, 
     for key in ("exclude", "include", "overrides", "imports", "references"):
         out.setdefault(key, [])
     runner_schema = schema["$defs"]["runner"]["properties"]
-    out["runners"] = {name: {k: p["default"] for k, p in runner_schema.items() if "default" in p} | runner
-                      for name, runner in config.get("runners", {}).items()}
+    out["runners"] = {
+        name: {k: p["default"] for k, p in runner_schema.items() if "default" in p} | runner
+        for name, runner in config.get("runners", {}).items()
+    }
     out["datasets"] = _object_defaults(config.get("datasets", {}), schema["properties"]["datasets"])
     return out
 
@@ -305,10 +364,22 @@ def _check_datasets(config: dict[str, Any], configurations: dict[str, Configurat
     for name in sorted({dataset_of(c) for c in configurations.values()} - {None}):
         dataset = config["datasets"][name]
         if dataset["source"] == "raw":
-            problems += [f"datasets.{name}.{key}: required with source: raw"
-                         for key in RAW_INPUTS[name] if key not in dataset]
-        paths = [(k, dataset[k]) for k in ("train_dir", "validation_dir", "validation_labels", "synsets",
-                                            "metadata", "bounding_boxes", "vocab") if k in dataset]
+            problems += [
+                f"datasets.{name}.{key}: required with source: raw" for key in RAW_INPUTS[name] if key not in dataset
+            ]
+        paths = [
+            (k, dataset[k])
+            for k in (
+                "train_dir",
+                "validation_dir",
+                "validation_labels",
+                "synsets",
+                "metadata",
+                "bounding_boxes",
+                "vocab",
+            )
+            if k in dataset
+        ]
         paths += [(f"inputs[{i}]", p) for i, p in enumerate(dataset.get("inputs", []))]
         for key, path in paths:
             if not Path(base_dir, path).exists():
@@ -327,14 +398,18 @@ SAFE_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 def _check_dataset_settings(config: dict[str, Any]) -> list[str]:
     bert, problems = config["datasets"]["bert"], []
     if bert["jobs"] > bert["shards"]:
-        problems.append(f"datasets.bert.jobs: {bert['jobs']} is more than datasets.bert.shards ({bert['shards']}); "
-                        f"every job writes at least one shard, so use at most {bert['shards']} jobs (or more shards)")
+        problems.append(
+            f"datasets.bert.jobs: {bert['jobs']} is more than datasets.bert.shards ({bert['shards']}); "
+            f"every job writes at least one shard, so use at most {bert['shards']} jobs (or more shards)"
+        )
     for i, path in enumerate(bert.get("inputs", [])):
         stem = Path(path).name.split(".")[0]
         if str(path).endswith(DUMP_SUFFIXES) and not SAFE_NAME.match(stem):
-            problems.append(f"datasets.bert.inputs[{i}]: the dump's file name {Path(path).name!r} names its text "
-                            f"file (results/data/bert/text/{stem}.txt): before the first '.', use letters, digits, "
-                            "'_' and '-' only (rename or link the file)")
+            problems.append(
+                f"datasets.bert.inputs[{i}]: the dump's file name {Path(path).name!r} names its text "
+                f"file (results/data/bert/text/{stem}.txt): before the first '.', use letters, digits, "
+                "'_' and '-' only (rename or link the file)"
+            )
     return problems
 
 
@@ -359,14 +434,21 @@ def _check_report_version(config: dict[str, Any], base_dir: Path) -> list[str]:
     target = Path(base_dir, REPORTS_DIR, version)
     if version == "auto" or not (target.exists() or target.is_symlink()) or published_version(base_dir) == version:
         return []
-    return [f"report.version: {version!r} already exists ({REPORTS_DIR}/{version}) and a published report is "
-            "never overwritten; choose a new name, or auto (the next free v1, v2, ...)"]
+    return [
+        f"report.version: {version!r} already exists ({REPORTS_DIR}/{version}) and a published report is "
+        "never overwritten; choose a new name, or auto (the next free v1, v2, ...)"
+    ]
 
 
 def _include_axes(entry: dict[str, Any]) -> dict[str, Any]:
     """The configuration an include entry names (precision, compiler, data and BERT's axes defaulted)."""
-    axes = ({"precision": "fp32", "compiler": False, "data": "synthetic", "strategy": strategy_registry.AUTO,
-             "metric": identity.THROUGHPUT} | {k: v for k, v in entry.items() if k in AXES})
+    axes = {
+        "precision": "fp32",
+        "compiler": False,
+        "data": "synthetic",
+        "strategy": strategy_registry.AUTO,
+        "metric": identity.THROUGHPUT,
+    } | {k: v for k, v in entry.items() if k in AXES}
     for axis in BERT_AXES:  # BERT axes default as in the matrix; ResNet-50 has none
         axes[axis] = axes.get(axis, BERT_AXIS_DEFAULTS[axis]) if is_bert(axes["model"]) else None
     return axes
@@ -386,10 +468,15 @@ def _check_includes(config: dict[str, Any], warnings: list[str]) -> list[str]:
         if first is None:
             seen.append((axes, settings, i))
         elif first[0] != settings:
-            differ = ", ".join(f"{k} {first[0].get(k, 'default')} vs {settings.get(k, 'default')}"
-                               for k in SETTINGS if first[0].get(k) != settings.get(k))
-            problems.append(f"include[{i}]: the same configuration as include[{first[1]}] with other settings "
-                            f"({differ}); only one would be used, so give it once")
+            differ = ", ".join(
+                f"{k} {first[0].get(k, 'default')} vs {settings.get(k, 'default')}"
+                for k in SETTINGS
+                if first[0].get(k) != settings.get(k)
+            )
+            problems.append(
+                f"include[{i}]: the same configuration as include[{first[1]}] with other settings "
+                f"({differ}); only one would be used, so give it once"
+            )
         else:
             warnings.append(f"include[{i}]: the same configuration as include[{first[1]}], listed twice")
     return problems
@@ -401,8 +488,11 @@ def _unused_axes(raw: dict[str, Any], config: dict[str, Any]) -> list[str]:
     if any(is_bert(m) for m in config["matrix"]["model"]):
         return []
     models = ", ".join(config["matrix"]["model"]) or "none"
-    return [f"matrix.{axis}: applies to BERT models only, and matrix.model has none ({models}); ignored"
-            for axis in BERT_AXES if axis in matrix]
+    return [
+        f"matrix.{axis}: applies to BERT models only, and matrix.model has none ({models}); ignored"
+        for axis in BERT_AXES
+        if axis in matrix
+    ]
 
 
 def _check_comparisons(config: dict[str, Any], base_dir: Path) -> list[str]:
@@ -417,8 +507,10 @@ def _check_comparisons(config: dict[str, Any], base_dir: Path) -> list[str]:
     if target and target != "previous":
         candidates = [Path(base_dir, "results/reports", target), Path(base_dir, target)]
         if not any(c.exists() for c in candidates):
-            problems.append(f"report.compare_to: {target!r} is neither 'previous', a report version under "
-                            "results/reports/, nor an existing report directory or records.csv")
+            problems.append(
+                f"report.compare_to: {target!r} is neither 'previous', a report version under "
+                "results/reports/, nor an existing report directory or records.csv"
+            )
     return problems
 
 
@@ -464,42 +556,60 @@ def _check_strategies(config: dict[str, Any]) -> list[str]:
     `unsupported` record, not an error); per framework, only the matrix's frameworks."""
     matrix, problems = config["matrix"], []
     spec = matrix["strategy"]
-    given = [("matrix.strategy", spec)] if isinstance(spec, list) else [
-        (f"matrix.strategy.{fw}", names) for fw, names in spec.items()]
+    given = (
+        [("matrix.strategy", spec)]
+        if isinstance(spec, list)
+        else [(f"matrix.strategy.{fw}", names) for fw, names in spec.items()]
+    )
     given += [(f"include[{i}].strategy", [e["strategy"]]) for i, e in enumerate(config["include"]) if "strategy" in e]
     for where, names in given:
         for name in names:
             if not strategy_registry.known(name):
                 close = difflib.get_close_matches(name, strategy_registry.names(), n=1)
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
-                problems.append(f"{where}: {name!r} is not a known strategy{hint}; known: auto, "
-                                f"{', '.join(strategy_registry.names())} (README, 'Gradient-exchange strategies')")
+                problems.append(
+                    f"{where}: {name!r} is not a known strategy{hint}; known: auto, "
+                    f"{', '.join(strategy_registry.names())} (README, 'Gradient-exchange strategies')"
+                )
     if isinstance(spec, dict):
-        problems += [f"matrix.strategy.{fw}: {fw!r} is not in matrix.framework (allowed: "
-                     f"{', '.join(matrix['framework'])})" for fw in spec if fw not in matrix["framework"]]
+        problems += [
+            f"matrix.strategy.{fw}: {fw!r} is not in matrix.framework (allowed: {', '.join(matrix['framework'])})"
+            for fw in spec
+            if fw not in matrix["framework"]
+        ]
     return problems
+
+
 def _check_batch_search(config: dict[str, Any], configurations: dict[str, Configuration]) -> list[str]:
     """batch_size max needs a limit the search can meet: a GPU's memory, the CPU budget or a cap; a cap must
     allow one multiple. The CPU budget is an address-space limit, which CUDA cannot run under. Time-to-quality
     configurations need a fixed batch size (their schedule depends on it)."""
     platform, problems = config["platform"], []
     if "memory_limit_gb" in platform and platform["device"] == "cuda":
-        problems.append("platform.memory_limit_gb: a CPU memory budget (an address-space limit, which CUDA cannot "
-                        "run under); on GPUs the device's own memory is the limit: remove it, or use device: cpu")
+        problems.append(
+            "platform.memory_limit_gb: a CPU memory budget (an address-space limit, which CUDA cannot "
+            "run under); on GPUs the device's own memory is the limit: remove it, or use device: cpu"
+        )
     for c in configurations.values():
         if not c.is_max:
             continue
         if platform["device"] != "cuda" and "memory_limit_gb" not in platform and c.max_batch_size is None:
-            problems.append(f"matrix.batch_size: max ({c.config_id}) with device {platform['device']} needs "
-                            "platform.memory_limit_gb (a CPU memory budget) or max_batch_size (a cap): without "
-                            "either, a search on CPU grows until the machine itself runs out of memory")
+            problems.append(
+                f"matrix.batch_size: max ({c.config_id}) with device {platform['device']} needs "
+                "platform.memory_limit_gb (a CPU memory budget) or max_batch_size (a cap): without "
+                "either, a search on CPU grows until the machine itself runs out of memory"
+            )
         if c.quality:
-            problems.append(f"matrix.batch_size: max ({c.config_id}) with metric time_to_quality: a time-to-quality "
-                            "run's batch size is part of its learning-rate schedule; give it a number (a throughput "
-                            "study with batch_size max finds one)")
+            problems.append(
+                f"matrix.batch_size: max ({c.config_id}) with metric time_to_quality: a time-to-quality "
+                "run's batch size is part of its learning-rate schedule; give it a number (a throughput "
+                "study with batch_size max finds one)"
+            )
         if c.max_batch_size is not None and c.max_batch_size < c.batch_size_multiple:
-            problems.append(f"max_batch_size: {c.max_batch_size} ({c.config_id}) is smaller than "
-                            f"batch_size_multiple {c.batch_size_multiple}; the search could try no size")
+            problems.append(
+                f"max_batch_size: {c.max_batch_size} ({c.config_id}) is smaller than "
+                f"batch_size_multiple {c.batch_size_multiple}; the search could try no size"
+            )
     return list(dict.fromkeys(problems))
 
 
@@ -512,8 +622,10 @@ def _check_runners(runners: dict[str, dict[str, Any]], envs_dir: Path, base_dir:
         if name in FRAMEWORKS:
             problems.append(f"{where}: {name!r} is one of dlbench's frameworks; give the runner another name")
         if runner["format"] not in logformats.FORMATS:
-            problems.append(f"{where}.format: {runner['format']!r} is not a known log format "
-                            f"(known: {', '.join(logformats.FORMATS)})")
+            problems.append(
+                f"{where}.format: {runner['format']!r} is not a known log format "
+                f"(known: {', '.join(logformats.FORMATS)})"
+            )
         if "python" in runner:
             if not Path(base_dir, runner["python"]).is_file():
                 problems.append(f"{where}.python: {runner['python']} does not exist")
@@ -524,11 +636,14 @@ def _check_runners(runners: dict[str, dict[str, Any]], envs_dir: Path, base_dir:
         command = shlex.split(runner["command"]) if isinstance(runner["command"], str) else runner["command"]
         items = [*command, *(a for flags in runner.get("flags", {}).values() for args in flags.values() for a in args)]
         for item in items:
-            unknown = sorted(runner_module.placeholders(item) - set(runner_module.PLACEHOLDERS)
-                             - set(runner_module.FLAG_GROUPS))
+            unknown = sorted(
+                runner_module.placeholders(item) - set(runner_module.PLACEHOLDERS) - set(runner_module.FLAG_GROUPS)
+            )
             if unknown:
-                problems.append(f"{where}.command: unknown placeholder {{{unknown[0]}}} in {item!r} "
-                                f"(known: {', '.join(runner_module.PLACEHOLDERS + runner_module.FLAG_GROUPS)})")
+                problems.append(
+                    f"{where}.command: unknown placeholder {{{unknown[0]}}} in {item!r} "
+                    f"(known: {', '.join(runner_module.PLACEHOLDERS + runner_module.FLAG_GROUPS)})"
+                )
     return problems
 
 
@@ -542,50 +657,63 @@ def _check_software(software: dict[str, Any], base_dir: Path) -> list[str]:
             if name not in FRAMEWORKS:
                 close = difflib.get_close_matches(name, FRAMEWORKS, n=1)
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
-                problems.append(f"{where}: {name!r} is not one of dlbench's frameworks{hint}; "
-                                f"frameworks: {', '.join(FRAMEWORKS)}")
+                problems.append(
+                    f"{where}: {name!r} is not one of dlbench's frameworks{hint}; frameworks: {', '.join(FRAMEWORKS)}"
+                )
             elif "\n" in value:
                 problems.append(f"{where}: {value!r} has a line break in it")
             elif key == "python" and "/" not in value:
                 if shutil.which(value) is None:
-                    problems.append(f"{where}: no {value!r} on PATH (give the interpreter's path, or load the module "
-                                    "that provides it first)")
+                    problems.append(
+                        f"{where}: no {value!r} on PATH (give the interpreter's path, or load the module "
+                        "that provides it first)"
+                    )
             elif key == "python" and not Path(base_dir, value).is_file():
-                problems.append(f"{where}: {value} does not exist (give the interpreter's path, e.g. the output of "
-                                "`which python` with the site's module loaded)")
+                problems.append(
+                    f"{where}: {value} does not exist (give the interpreter's path, e.g. the output of "
+                    "`which python` with the site's module loaded)"
+                )
             elif key == "python" and not os.access(Path(base_dir, value), os.X_OK):
                 problems.append(f"{where}: {value} is not executable")
             elif key == "container" and value.endswith(".sif") and not Path(base_dir, value).is_file():
                 problems.append(f"{where}: {value} does not exist")
     for name in sorted(set(software["python"]) & set(software["container"])):
-        problems.append(f"software.container.{name}: {name} has an interpreter too (software.python.{name}); "
-                        "give one of the two")
+        problems.append(
+            f"software.container.{name}: {name} has an interpreter too (software.python.{name}); give one of the two"
+        )
     return problems
 
 
 def _check_matrix(config: dict[str, Any], envs_dir: Path, base_dir: Path = Path(".")) -> None:
     matrix = config["matrix"]
-    problems = (_check_software(config["software"], base_dir) + _check_runners(config["runners"], envs_dir, base_dir)
-                + _check_strategies(config))
+    problems = (
+        _check_software(config["software"], base_dir)
+        + _check_runners(config["runners"], envs_dir, base_dir)
+        + _check_strategies(config)
+    )
     available = [fw for fw in FRAMEWORKS if Path(envs_dir, f"{fw}.yaml").exists()] + list(config["runners"])
     frameworks = {*matrix["framework"], *(e["framework"] for e in config["include"])}
     for fw in sorted(frameworks):
         if fw not in available:
             close = difflib.get_close_matches(fw, [*FRAMEWORKS, *config["runners"]], n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            reason = (f"has no environment (no {envs_dir}/{fw}.yaml)" if fw in FRAMEWORKS
-                      else f"is neither a framework nor one of the study's runners{hint}")
+            reason = (
+                f"has no environment (no {envs_dir}/{fw}.yaml)"
+                if fw in FRAMEWORKS
+                else f"is neither a framework nor one of the study's runners{hint}"
+            )
             problems.append(f"matrix.framework: {fw!r} {reason}; available: {', '.join(available) or 'none'}")
     if isinstance(matrix["batch_size"], dict):
         for model, per_model in matrix["batch_size"].items():
             if model not in matrix["model"]:
-                problems.append(f"matrix.batch_size.{model}: {model!r} is not in matrix.model "
-                                f"(allowed: {', '.join(matrix['model'])})")
+                problems.append(
+                    f"matrix.batch_size.{model}: {model!r} is not in matrix.model "
+                    f"(allowed: {', '.join(matrix['model'])})"
+                )
             elif isinstance(per_model, dict):
                 missing = [p for p in matrix["precision"] if p not in per_model]
                 if missing:
-                    problems.append(f"matrix.batch_size.{model}: no batch sizes for precision "
-                                    f"{', '.join(missing)}")
+                    problems.append(f"matrix.batch_size.{model}: no batch sizes for precision {', '.join(missing)}")
         for model in matrix["model"]:
             if model not in matrix["batch_size"]:
                 problems.append(f"matrix.batch_size: no batch sizes for model {model!r}")
@@ -597,8 +725,9 @@ def _matches(selector: dict[str, Any], axes: dict[str, Any]) -> bool:
     return all(axes[key] == value for key, value in selector.items() if key in AXES)
 
 
-def expand(config: dict[str, Any], envs_dir: Path, base_dir: Path = Path("."),
-           warnings: list[str] | None = None) -> dict[str, Configuration]:
+def expand(
+    config: dict[str, Any], envs_dir: Path, base_dir: Path = Path("."), warnings: list[str] | None = None
+) -> dict[str, Configuration]:
     """All configurations of a validated config, by config_id (matrix order, then includes). Selectors that
     match nothing are noted in `warnings` (printed when None)."""
     notes: list[str] = [] if warnings is None else warnings
@@ -606,15 +735,30 @@ def expand(config: dict[str, Any], envs_dir: Path, base_dir: Path = Path("."),
     matrix = config["matrix"]
     cells: list[dict[str, Any]] = []
     for fw, model, topo, prec, comp, data in itertools.product(
-        matrix["framework"], matrix["model"], matrix["topology"],
-        matrix["precision"], matrix["compiler"], matrix["data"],
+        matrix["framework"],
+        matrix["model"],
+        matrix["topology"],
+        matrix["precision"],
+        matrix["compiler"],
+        matrix["data"],
     ):
         bert_cells = itertools.product(*(matrix[a] for a in BERT_AXES)) if is_bert(model) else [(None,) * 3]
-        for bert_axes, bs, strategy in itertools.product(list(bert_cells), _batch_sizes(matrix, model, prec),
-                                                         _strategies(matrix, fw)):
-            cells.append(dict(framework=fw, model=model, topology=topo, precision=prec, compiler=comp,
-                              data=data, batch_size=bs, **dict(zip(BERT_AXES, bert_axes, strict=True)),
-                              strategy=strategy))
+        for bert_axes, bs, strategy in itertools.product(
+            list(bert_cells), _batch_sizes(matrix, model, prec), _strategies(matrix, fw)
+        ):
+            cells.append(
+                dict(
+                    framework=fw,
+                    model=model,
+                    topology=topo,
+                    precision=prec,
+                    compiler=comp,
+                    data=data,
+                    batch_size=bs,
+                    **dict(zip(BERT_AXES, bert_axes, strict=True)),
+                    strategy=strategy,
+                )
+            )
     cells = [dict(cell, metric=metric) for cell in cells for metric in matrix["metric"]]
     for i, selector in enumerate(config["exclude"]):
         kept = [c for c in cells if not _matches(selector, c)]
@@ -652,8 +796,10 @@ def expand(config: dict[str, Any], envs_dir: Path, base_dir: Path = Path("."),
     if not configurations and not config["imports"]:
         catch_all = [i for i, selector in enumerate(config["exclude"]) if not selector]
         if catch_all:  # an empty selector matches every configuration
-            raise ConfigError(f"exclude[{catch_all[0]}]: an empty selector excludes every configuration (the study "
-                              "is empty); name the axes to exclude, e.g. {precision: amp}")
+            raise ConfigError(
+                f"exclude[{catch_all[0]}]: an empty selector excludes every configuration (the study "
+                "is empty); name the axes to exclude, e.g. {precision: amp}"
+            )
         raise ConfigError("matrix: the study is empty (every configuration is excluded)")
     if warnings is None:
         for note in notes:
@@ -674,13 +820,16 @@ def _quality(axes: dict[str, Any], settings: dict[str, Any], runners: dict[str, 
     if axes["metric"] != identity.TIME_TO_QUALITY:
         return "", ""
     values = {**QUALITY_DEFAULTS, **given}
-    where = (f"quality (time_to_quality of {axes['model']}/{axes['framework']}/{axes['topology']}, "
-             f"bs{axes['batch_size']})")
+    where = (
+        f"quality (time_to_quality of {axes['model']}/{axes['framework']}/{axes['topology']}, bs{axes['batch_size']})"
+    )
     if axes["data"] != "real" or axes["framework"] in runners:
-        return "", (f"matrix.metric: time_to_quality of {axes['model']}/{axes['framework']} on {axes['data']} data: "
-                    "only dlbench's own models on real data have a held-out evaluation (synthetic data has none, "
-                    "runners are not implemented); exclude it, e.g. exclude: [{metric: time_to_quality, data: "
-                    "synthetic}]")
+        return "", (
+            f"matrix.metric: time_to_quality of {axes['model']}/{axes['framework']} on {axes['data']} data: "
+            "only dlbench's own models on real data have a held-out evaluation (synthetic data has none, "
+            "runners are not implemented); exclude it, e.g. exclude: [{metric: time_to_quality, data: "
+            "synthetic}]"
+        )
     missing = [key for key in ("target", "eval_every_steps") if key not in values]
     if missing:
         return "", f"{where}: {', '.join(missing)} required (set them in defaults.quality or an override)"
@@ -689,8 +838,10 @@ def _quality(axes: dict[str, Any], settings: dict[str, Any], runners: dict[str, 
     except (TypeError, ValueError) as error:
         return "", f"{where}: {error}"
     if values["max_minutes"] and values["max_minutes"] >= settings["timeout_minutes"]:
-        return "", (f"{where}: max_minutes {values['max_minutes']} must be less than timeout_minutes "
-                    f"{settings['timeout_minutes']} (a run at its budget must still end by itself)")
+        return "", (
+            f"{where}: max_minutes {values['max_minutes']} must be less than timeout_minutes "
+            f"{settings['timeout_minutes']} (a run at its budget must still end by itself)"
+        )
     return json.dumps(values, sort_keys=True), ""
 
 
@@ -700,8 +851,11 @@ def load_study(config: dict[str, Any], schema_path: Path, envs_dir: Path, base_d
         raise ConfigError("no configuration: pass --configfile or keep config.yaml at the top level")
     validated = validate(config, schema_path)
     warnings: list[str] = []
-    problems = (_check_report_version(validated, base_dir) + _check_dataset_settings(validated)
-                + _check_includes(validated, warnings))
+    problems = (
+        _check_report_version(validated, base_dir)
+        + _check_dataset_settings(validated)
+        + _check_includes(validated, warnings)
+    )
     try:
         configurations = expand(validated, envs_dir, base_dir, warnings)
     except ConfigError as error:

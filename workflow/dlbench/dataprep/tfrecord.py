@@ -332,7 +332,7 @@ def _fields(buf: bytes) -> Iterator[tuple[int, bytes]]:
         if tag & 7 != 2:
             raise ValueError(f"unexpected wire type {tag & 7}")
         size, pos = _read_varint(buf, pos)
-        yield tag >> 3, buf[pos:pos + size]
+        yield tag >> 3, buf[pos : pos + size]
         pos += size
 
 

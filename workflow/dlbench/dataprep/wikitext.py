@@ -33,14 +33,62 @@ import mwparserfromhell
 from mwparserfromhell.nodes import Argument, Comment, ExternalLink, Heading, HTMLEntity, Tag, Template, Text, Wikilink
 
 # Sections after which an article holds no prose worth training on.
-END_SECTIONS = frozenset({"see also", "references", "external links", "further reading", "notes", "bibliography",
-                          "sources", "footnotes", "citations", "notes and references", "works cited",
-                          "literature", "publications", "discography", "filmography", "selected works"})
+END_SECTIONS = frozenset(
+    {
+        "see also",
+        "references",
+        "external links",
+        "further reading",
+        "notes",
+        "bibliography",
+        "sources",
+        "footnotes",
+        "citations",
+        "notes and references",
+        "works cited",
+        "literature",
+        "publications",
+        "discography",
+        "filmography",
+        "selected works",
+    }
+)
 # Tags whose contents are not prose (tables, references, formulas, code...).
-DROPPED_TAGS = frozenset({"ref", "references", "gallery", "math", "chem", "ce", "score", "timeline", "imagemap",
-                          "table", "tr", "td", "th", "caption", "syntaxhighlight", "source", "pre", "code",
-                          "nowiki", "templatedata", "graph", "hiero", "mapframe", "maplink", "poem",
-                          "inputbox", "categorytree", "div", "noinclude", "includeonly", "onlyinclude"})
+DROPPED_TAGS = frozenset(
+    {
+        "ref",
+        "references",
+        "gallery",
+        "math",
+        "chem",
+        "ce",
+        "score",
+        "timeline",
+        "imagemap",
+        "table",
+        "tr",
+        "td",
+        "th",
+        "caption",
+        "syntaxhighlight",
+        "source",
+        "pre",
+        "code",
+        "nowiki",
+        "templatedata",
+        "graph",
+        "hiero",
+        "mapframe",
+        "maplink",
+        "poem",
+        "inputbox",
+        "categorytree",
+        "div",
+        "noinclude",
+        "includeonly",
+        "onlyinclude",
+    }
+)
 LIST_TAGS = frozenset({"li", "dt", "dd"})
 # Links whose target is not text (images, categories); other prefixed links keep their displayed text.
 LINK_PREFIXES = ("file:", "image:", "category:", "media:")
@@ -49,9 +97,11 @@ _LIST_MARK = "\x00"  # put on a line that is a list item; such lines are dropped
 
 
 # ----------------------------------------------------------------------------- sentence splitting
-ABBREVIATIONS = frozenset("""mr mrs ms dr prof sr jr st mt ft no nos vol vols pp p fig figs al e.g i.e eg ie vs v ca
+ABBREVIATIONS = frozenset(
+    """mr mrs ms dr prof sr jr st mt ft no nos vol vols pp p fig figs al e.g i.e eg ie vs v ca
 c approx inc ltd co corp gen col lt sgt capt cmdr adm gov sen rep rev hon pres jan feb apr jun jul aug sep sept oct nov
-dec op ed eds est dept univ assn bros ch cf viz ibid ph.d u.s u.k u.n d.c a.d b.c mssrs messrs sq lb oz""".split())
+dec op ed eds est dept univ assn bros ch cf viz ibid ph.d u.s u.k u.n d.c a.d b.c mssrs messrs sq lb oz""".split()
+)
 # A sentence ends at ./!/? (plus closing quotes/brackets) followed by space and a capital, digit or opening quote.
 _BOUNDARY = re.compile(r"([.!?]+[\"'\u201d\u2019)\]]*)\s+(?=[\"'\u201c\u2018(\[]?[A-Z0-9\u00c0-\u00de])")
 _WORD_BEFORE = re.compile(r"(\S+)$")
@@ -68,10 +118,13 @@ def split_sentences(paragraph: str) -> list[str]:
         if punct[0] == "." and len(punct.rstrip("\"'\u201d\u2019)]")) == 1:
             before = _WORD_BEFORE.search(paragraph, start, m.start())
             word = before.group(1).lstrip("\"'(\u201c\u2018[").lower() if before else ""
-            if word in ABBREVIATIONS or (len(word) == 1 and word.isalpha()) or (
-                    "." in word and all(len(p) <= 2 for p in word.split("."))):
+            if (
+                word in ABBREVIATIONS
+                or (len(word) == 1 and word.isalpha())
+                or ("." in word and all(len(p) <= 2 for p in word.split(".")))
+            ):
                 continue
-        sentences.append(paragraph[start:m.end(1)])
+        sentences.append(paragraph[start : m.end(1)])
         start = m.end()
     if start < len(paragraph):
         sentences.append(paragraph[start:])
@@ -205,6 +258,7 @@ def convert(inputs: list[Path], output: Path, workers: int, batch_pages: int = 1
     pool = multiprocessing.get_context("fork").Pool(workers) if workers > 1 else None
     try:
         with open(tmp, "w", encoding="utf-8", newline="\n") as out:
+
             def write(docs: list[list[str]]) -> None:
                 for sentences in docs:
                     if not sentences:
@@ -242,11 +296,20 @@ def convert(inputs: list[Path], output: Path, workers: int, batch_pages: int = 1
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dlbench.dataprep.wikitext", description=__doc__.split("\n")[0])
-    parser.add_argument("--input", type=Path, nargs="+", required=True,
-                        help="MediaWiki XML dump(s): .xml.bz2, .xml.gz or .xml (read in the order given)")
+    parser.add_argument(
+        "--input",
+        type=Path,
+        nargs="+",
+        required=True,
+        help="MediaWiki XML dump(s): .xml.bz2, .xml.gz or .xml (read in the order given)",
+    )
     parser.add_argument("--output", type=Path, required=True, help="text file to write (one sentence per line)")
-    parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)),
-                        help="processes stripping markup (default: usable cores)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=len(os.sched_getaffinity(0)),
+        help="processes stripping markup (default: usable cores)",
+    )
     args = parser.parse_args(argv)
     for path in args.input:
         if not path.is_file():

@@ -113,8 +113,10 @@ class Attempts:
 
     def note(self, **entry: object) -> None:
         slurm = sysinfo.slurm_info() or {}
-        append_line(self.path, {"time": utc_now(), "slurm_job_id": slurm.get("job_id"),
-                                "nodelist": slurm.get("nodelist"), **entry})
+        append_line(
+            self.path,
+            {"time": utc_now(), "slurm_job_id": slurm.get("job_id"), "nodelist": slurm.get("nodelist"), **entry},
+        )
 
     def entries(self) -> list[dict]:
         if not self.path.exists():
@@ -173,15 +175,23 @@ def start_local_ranks(spec: RunSpec, shares: list[list[int]], rank_dir: Path) ->
     for rank in range(spec.world_size):
         env = dict(
             os.environ,
-            DLBENCH_RANK=str(rank), DLBENCH_WORLD_SIZE=str(spec.world_size),
-            DLBENCH_LOCAL_RANK=str(rank), DLBENCH_LOCAL_WORLD_SIZE=str(spec.world_size),
-            DLBENCH_CPUS=",".join(map(str, shares[rank])), DLBENCH_RANK_DIR=str(rank_dir),
-            MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
-            OMP_NUM_THREADS=str(len(shares[rank])), MKL_NUM_THREADS=str(len(shares[rank])),
+            DLBENCH_RANK=str(rank),
+            DLBENCH_WORLD_SIZE=str(spec.world_size),
+            DLBENCH_LOCAL_RANK=str(rank),
+            DLBENCH_LOCAL_WORLD_SIZE=str(spec.world_size),
+            DLBENCH_CPUS=",".join(map(str, shares[rank])),
+            DLBENCH_RANK_DIR=str(rank_dir),
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=port,
+            OMP_NUM_THREADS=str(len(shares[rank])),
+            MKL_NUM_THREADS=str(len(shares[rank])),
         )
         cmd = [sys.executable, "-m", "dlbench.harness.rank", *spec.to_args()]
-        procs.append(subprocess.Popen(cmd, env=env, start_new_session=True, preexec_fn=lifeline.die_with_parent(),
-                                      stderr=subprocess.PIPE))
+        procs.append(
+            subprocess.Popen(
+                cmd, env=env, start_new_session=True, preexec_fn=lifeline.die_with_parent(), stderr=subprocess.PIPE
+            )
+        )
         RELAYS[procs[-1].pid] = StderrRelay(procs[-1])
     return procs
 
@@ -189,15 +199,29 @@ def start_local_ranks(spec: RunSpec, shares: list[list[int]], rank_dir: Path) ->
 def start_srun_ranks(spec: RunSpec, cpus_per_task: int, rank_dir: Path) -> list[subprocess.Popen]:
     """All ranks as one job step: srun starts one task per device on every node of the allocation."""
     nodelist = (sysinfo.slurm_info() or {}).get("nodelist", "")
-    env = dict(os.environ, DLBENCH_RANK_DIR=str(rank_dir), MASTER_ADDR=sysinfo.slurm_hostnames(nodelist)[0],
-               MASTER_PORT=str(free_port()), OMP_NUM_THREADS=str(cpus_per_task),
-               MKL_NUM_THREADS=str(cpus_per_task))
+    env = dict(
+        os.environ,
+        DLBENCH_RANK_DIR=str(rank_dir),
+        MASTER_ADDR=sysinfo.slurm_hostnames(nodelist)[0],
+        MASTER_PORT=str(free_port()),
+        OMP_NUM_THREADS=str(cpus_per_task),
+        MKL_NUM_THREADS=str(cpus_per_task),
+    )
     for inherited in ("DLBENCH_RANK", "DLBENCH_WORLD_SIZE", "DLBENCH_LOCAL_RANK", "DLBENCH_CPUS"):
         env.pop(inherited, None)
-    cmd = ["srun", f"--nodes={spec.nodes}", f"--ntasks={spec.world_size}",
-           f"--ntasks-per-node={spec.devices_per_node}", f"--cpus-per-task={cpus_per_task}",
-           "--kill-on-bad-exit=0", "--export=ALL",
-           sys.executable, "-m", "dlbench.harness.rank", *spec.to_args()]
+    cmd = [
+        "srun",
+        f"--nodes={spec.nodes}",
+        f"--ntasks={spec.world_size}",
+        f"--ntasks-per-node={spec.devices_per_node}",
+        f"--cpus-per-task={cpus_per_task}",
+        "--kill-on-bad-exit=0",
+        "--export=ALL",
+        sys.executable,
+        "-m",
+        "dlbench.harness.rank",
+        *spec.to_args(),
+    ]
     print("[dlbench] " + " ".join(cmd[:7]), file=sys.stderr)
     # SIGTERM, not SIGKILL: srun cancels its step on SIGTERM, a killed srun may leave the step running.
     return [subprocess.Popen(cmd, env=env, start_new_session=True, preexec_fn=lifeline.die_with_parent(signal.SIGTERM))]
@@ -218,8 +242,9 @@ def stop(procs: list[subprocess.Popen], signals: tuple[int, ...] = (signal.SIGTE
             time.sleep(0.1)
 
 
-def start_sampler(spec: RunSpec, log: Path, launcher: str,
-                  procs: list[subprocess.Popen]) -> subprocess.Popen | str | None:
+def start_sampler(
+    spec: RunSpec, log: Path, launcher: str, procs: list[subprocess.Popen]
+) -> subprocess.Popen | str | None:
     """The telemetry sampler (dlbench.telemetry.sampler), a separate core-environment process so that nothing of
     it runs in the ranks: locally one for the ranks' process trees, under srun one per node (an overlapping
     step) that finds the ranks by the log path in their command line. None: telemetry off; a text: why not."""
@@ -233,11 +258,26 @@ def start_sampler(spec: RunSpec, log: Path, launcher: str,
     out.mkdir()
     package = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ, PYTHONPATH=package + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    cmd = [python, "-m", "dlbench.telemetry.sampler", "--interval-ms", str(spec.telemetry_ms),
-           "--out", str(out / "{host}.jsonl")]
+    cmd = [
+        python,
+        "-m",
+        "dlbench.telemetry.sampler",
+        "--interval-ms",
+        str(spec.telemetry_ms),
+        "--out",
+        str(out / "{host}.jsonl"),
+    ]
     if launcher == "srun":
-        cmd = ["srun", "--overlap", f"--nodes={spec.nodes}", f"--ntasks={spec.nodes}", "--ntasks-per-node=1",
-               *cmd, "--match", str(log)]
+        cmd = [
+            "srun",
+            "--overlap",
+            f"--nodes={spec.nodes}",
+            f"--ntasks={spec.nodes}",
+            "--ntasks-per-node=1",
+            *cmd,
+            "--match",
+            str(log),
+        ]
     else:
         cmd += ["--pids", ",".join(str(p.pid) for p in procs), "--parent", str(os.getpid())]
     return subprocess.Popen(cmd, env=env, start_new_session=True, preexec_fn=lifeline.die_with_parent(signal.SIGTERM))
@@ -293,8 +333,9 @@ def rewrite(log: Path, lines: list[str]) -> None:
     os.replace(tmp, log)
 
 
-def supervise(spec: RunSpec, procs: list[subprocess.Popen], rank_dir: Path | None = None,
-              watch: nodes.NodeWatch | None = None) -> tuple[str | None, str]:
+def supervise(
+    spec: RunSpec, procs: list[subprocess.Popen], rank_dir: Path | None = None, watch: nodes.NodeWatch | None = None
+) -> tuple[str | None, str]:
     """Wait for the ranks. Returns (status, message) of a failure the ranks could not report. Under srun (one
     process for all ranks) a rank's failure shows as its report in `rank_dir`; `watch`: the other nodes of a
     multi-node allocation, whose loss ends the run at once (status failed: worth another try)."""
@@ -318,8 +359,11 @@ def supervise(spec: RunSpec, procs: list[subprocess.Popen], rank_dir: Path | Non
         if failed_at is not None and now - failed_at > GRACE_S:
             left = [rank for rank, p in enumerate(procs) if p.poll() is None]
             what = "the srun step" if rank_dir is not None else f"rank(s) {', '.join(map(str, left))}"
-            print(f"[dlbench] stopping {what}: still running {GRACE_S:g} s after a rank failed (hanging in a "
-                  "collective?)", file=sys.stderr)
+            print(
+                f"[dlbench] stopping {what}: still running {GRACE_S:g} s after a rank failed (hanging in a "
+                "collective?)",
+                file=sys.stderr,
+            )
             stop(procs)
             break
         time.sleep(0.1)
@@ -380,8 +424,16 @@ def run_external(spec: RunSpec, log: Path, threads: int, procs: list[subprocess.
         append_line(log, failure_summary(status, message))
         return
     result = runner.outcome(spec, definition, directory, procs[0].returncode)
-    append_line(log, {"type": "summary", **result, "elapsed_s": time.monotonic() - started,
-                      "world_size": spec.world_size, "finished_at": utc_now()})
+    append_line(
+        log,
+        {
+            "type": "summary",
+            **result,
+            "elapsed_s": time.monotonic() - started,
+            "world_size": spec.world_size,
+            "finished_at": utc_now(),
+        },
+    )
 
 
 def choose_launcher(spec: RunSpec) -> str:
@@ -441,8 +493,11 @@ def run(spec: RunSpec, log: Path, guard: lifeline.Guard) -> int:
         return 0
     attempts.note(attempt=spec.attempt, event="start")
     rank_dir.mkdir()
-    print(f"[dlbench] {spec.run_id}: {spec.world_size} rank(s) via {launcher}, {threads} core(s) each, "
-          f"try {spec.attempt}/{spec.max_attempts}", file=sys.stderr)
+    print(
+        f"[dlbench] {spec.run_id}: {spec.world_size} rank(s) via {launcher}, {threads} core(s) each, "
+        f"try {spec.attempt}/{spec.max_attempts}",
+        file=sys.stderr,
+    )
 
     # SIGTERM (scancel, a SLURM time limit, Snakemake stopping) still leaves a record and a note.
     procs: list[subprocess.Popen] = []
@@ -465,17 +520,29 @@ def run(spec: RunSpec, log: Path, guard: lifeline.Guard) -> int:
 
     changed = layout.changed_since_verification(Path(spec.data_dir)) if spec.data == "real" and spec.data_dir else []
     if changed:  # the data a run would read must be the data that was verified
-        append_line(log, failure_summary("error", "the prepared data changed after it was verified: "
-                                         + "; ".join(changed[:5]) + " - verify it again (snakemake --forcerun "
-                                         "verify_imagenet or verify_bert), which names the bad record"))
+        append_line(
+            log,
+            failure_summary(
+                "error",
+                "the prepared data changed after it was verified: "
+                + "; ".join(changed[:5])
+                + " - verify it again (snakemake --forcerun "
+                "verify_imagenet or verify_bert), which names the bad record",
+            ),
+        )
     elif reason := strategies.problem(spec.framework, spec.strategy, spec.world_size):
         append_line(log, failure_summary("unsupported", reason))  # decided before any rank starts
     elif spec.runner:
         run_external(spec, log, threads, procs, guard)
     elif spec.nodes > 1 and launcher != "srun":
-        append_line(log, failure_summary(
-            "unsupported", f"topology {spec.topology} spans {spec.nodes} nodes: multi-node runs need a "
-            "SLURM allocation (snakemake --profile slurm)"))
+        append_line(
+            log,
+            failure_summary(
+                "unsupported",
+                f"topology {spec.topology} spans {spec.nodes} nodes: multi-node runs need a "
+                "SLURM allocation (snakemake --profile slurm)",
+            ),
+        )
     else:
         ranks_spec = replace(spec, log=str(log))  # rank 0 appends to the partial log
         if launcher == "srun":
@@ -495,15 +562,27 @@ def run(spec: RunSpec, log: Path, guard: lifeline.Guard) -> int:
         reports = rank_failures(rank_dir)
         if watch is not None and watch.lost:  # whatever the surviving ranks said, the node's loss ended the run
             first = f"; rank {reports[0]['rank']}: {reports[0]['error'][:500]}" if reports else ""
-            replace_summary(log, failure_summary("failed", message + first, lost_nodes=[
-                {"node": n.node, "state": n.state, "reason": n.reason, "why": n.why} for n in watch.lost]))
+            replace_summary(
+                log,
+                failure_summary(
+                    "failed",
+                    message + first,
+                    lost_nodes=[
+                        {"node": n.node, "state": n.state, "reason": n.reason, "why": n.why} for n in watch.lost
+                    ],
+                ),
+            )
         elif last_line_type(log) != "summary":
             if status == "timeout" or not reports:
                 append_line(log, failure_summary(status or "error", message or "no summary was written"))
             else:
                 first = reports[0]
-                append_line(log, failure_summary(first["status"], f"rank {first['rank']}: {first['error']}",
-                                                 memory=first.get("memory")))
+                append_line(
+                    log,
+                    failure_summary(
+                        first["status"], f"rank {first['rank']}: {first['error']}", memory=first.get("memory")
+                    ),
+                )
         else:
             oom_elsewhere(log, reports)
     shutil.rmtree(rank_dir, ignore_errors=True)
@@ -511,8 +590,11 @@ def run(spec: RunSpec, log: Path, guard: lifeline.Guard) -> int:
     final = json.loads(log.read_text().splitlines()[-1])
     attempts.note(attempt=spec.attempt, event="end", status=final["status"], error=final.get("error", ""))
     if final["status"] in RETRIED and spec.attempt < spec.max_attempts:
-        print(f"[dlbench] {spec.run_id}: {final['status']} on try {spec.attempt}/{spec.max_attempts}; "
-              "exiting non-zero so Snakemake tries again", file=sys.stderr)
+        print(
+            f"[dlbench] {spec.run_id}: {final['status']} on try {spec.attempt}/{spec.max_attempts}; "
+            "exiting non-zero so Snakemake tries again",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

@@ -29,8 +29,17 @@ from .runlog import utc_now
 
 # Probe arguments the search sets itself (the rest is passed to the harness as given).
 PROBE_WARMUP_STEPS = 1
-OWN_ARGS = ("--batch-size", "--log", "--warmup-steps", "--measured-steps", "--repeat", "--config-id",
-            "--telemetry-ms", "--attempt", "--max-attempts")
+OWN_ARGS = (
+    "--batch-size",
+    "--log",
+    "--warmup-steps",
+    "--measured-steps",
+    "--repeat",
+    "--config-id",
+    "--telemetry-ms",
+    "--attempt",
+    "--max-attempts",
+)
 
 Probe = Callable[[int], dict[str, Any]]  # batch size -> {"batch_size", "status", ...}
 
@@ -51,9 +60,14 @@ def search(probe: Probe, multiple: int, cap: int | None) -> dict[str, Any]:
 
     def stopped(status: str) -> dict[str, Any]:
         last = probes[-1]
-        return {"status": status, "batch_size": None, "capped": False, "probes": probes,
-                "reason": f"the probe at batch size {last['batch_size']} ended {status}, not ok or oom: "
-                          f"{last.get('error') or 'no message'}"}
+        return {
+            "status": status,
+            "batch_size": None,
+            "capped": False,
+            "probes": probes,
+            "reason": f"the probe at batch size {last['batch_size']} ended {status}, not ok or oom: "
+            f"{last.get('error') or 'no message'}",
+        }
 
     fits, fails, size = 0, None, multiple
     while fails is None:
@@ -65,8 +79,13 @@ def search(probe: Probe, multiple: int, cap: int | None) -> dict[str, Any]:
         else:
             fits = size
             if cap is not None and size >= cap:
-                return {"status": "ok", "batch_size": fits, "capped": True, "probes": probes,
-                        "reason": f"reached the cap, max_batch_size {cap}, without running out of memory"}
+                return {
+                    "status": "ok",
+                    "batch_size": fits,
+                    "capped": True,
+                    "probes": probes,
+                    "reason": f"reached the cap, max_batch_size {cap}, without running out of memory",
+                }
             size = min(size * 2, cap) if cap is not None else size * 2
     while fails - fits > multiple:
         middle = fits + (fails - fits) // (2 * multiple) * multiple
@@ -78,10 +97,20 @@ def search(probe: Probe, multiple: int, cap: int | None) -> dict[str, Any]:
         else:
             return stopped(status)
     if fits == 0:
-        return {"status": "oom", "batch_size": None, "capped": False, "probes": probes,
-                "reason": f"even the smallest size, {multiple}, ran out of memory"}
-    return {"status": "ok", "batch_size": fits, "capped": False, "probes": probes,
-            "reason": f"{fits} fits and {fails} runs out of memory"}
+        return {
+            "status": "oom",
+            "batch_size": None,
+            "capped": False,
+            "probes": probes,
+            "reason": f"even the smallest size, {multiple}, ran out of memory",
+        }
+    return {
+        "status": "ok",
+        "batch_size": fits,
+        "capped": False,
+        "probes": probes,
+        "reason": f"{fits} fits and {fails} runs out of memory",
+    }
 
 
 def _summary(log: Path) -> dict[str, Any]:
@@ -111,17 +140,38 @@ def harness_probe(harness_args: list[str], probes_dir: Path, measured_steps: int
 
     def probe(size: int) -> dict[str, Any]:
         log = probes_dir / f"bs{size}.jsonl"
-        cmd = [sys.executable, "-m", "dlbench.harness", *harness_args, "--batch-size", str(size),
-               "--warmup-steps", str(PROBE_WARMUP_STEPS), "--measured-steps", str(measured_steps),
-               "--config-id", f"batch-search/bs{size}", "--log", str(log)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "dlbench.harness",
+            *harness_args,
+            "--batch-size",
+            str(size),
+            "--warmup-steps",
+            str(PROBE_WARMUP_STEPS),
+            "--measured-steps",
+            str(measured_steps),
+            "--config-id",
+            f"batch-search/bs{size}",
+            "--log",
+            str(log),
+        ]
         print(f"[dlbench] batch-size search: probing {size}", file=sys.stderr, flush=True)
         started = time.monotonic()
         code = subprocess.run(cmd, check=False).returncode
-        summary = _summary(log) if code == 0 or log.exists() else {
-            "status": "error", "error": f"the harness exited with code {code} without a log"}
-        result = {"batch_size": size, "status": summary.get("status", "error"),
-                  "error": summary.get("error", ""), "seconds": round(time.monotonic() - started, 3),
-                  **memory_of(summary), "log": str(log)}
+        summary = (
+            _summary(log)
+            if code == 0 or log.exists()
+            else {"status": "error", "error": f"the harness exited with code {code} without a log"}
+        )
+        result = {
+            "batch_size": size,
+            "status": summary.get("status", "error"),
+            "error": summary.get("error", ""),
+            "seconds": round(time.monotonic() - started, 3),
+            **memory_of(summary),
+            "log": str(log),
+        }
         print(f"[dlbench] batch-size search: {size} -> {result['status']}", file=sys.stderr, flush=True)
         return result
 
@@ -139,13 +189,15 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m dlbench.harness.batchsearch",
         description="Find the largest batch size per device that trains; other arguments go to each probe "
-                    "(python -m dlbench.harness: --framework, --model, --topology, --memory-limit-gb, ...).")
+        "(python -m dlbench.harness: --framework, --model, --topology, --memory-limit-gb, ...).",
+    )
     p.add_argument("--out", required=True, help="the result (JSON); probe logs go to <out>.probes/")
     p.add_argument("--search-id", default="", help="what the result is for (the search's id)")
     p.add_argument("--multiple", type=_positive, default=1, help="probe multiples of this (batch_size_multiple)")
     p.add_argument("--max-batch-size", type=_positive, default=None, help="the cap (max_batch_size)")
-    p.add_argument("--probe-steps", type=_positive, default=2, help="measured steps of each probe (after one "
-                   "warm-up step)")
+    p.add_argument(
+        "--probe-steps", type=_positive, default=2, help="measured steps of each probe (after one warm-up step)"
+    )
     return p
 
 
@@ -160,18 +212,29 @@ def main(argv: list[str] | None = None) -> int:
     probes_dir.mkdir(parents=True)
     started = utc_now()
     result = search(harness_probe(harness_args, probes_dir, args.probe_steps), args.multiple, args.max_batch_size)
-    memory_limit = next((float(v) for k, v in zip(harness_args, harness_args[1:], strict=False)
-                         if k == "--memory-limit-gb"), 0.0)
-    document = {"search_id": args.search_id, **result, "multiple": args.multiple,
-                "max_batch_size": args.max_batch_size, "probe_steps": args.probe_steps,
-                "memory_limit_gb": memory_limit or None, "harness_args": harness_args,
-                "started_at": started, "finished_at": utc_now()}
+    memory_limit = next(
+        (float(v) for k, v in zip(harness_args, harness_args[1:], strict=False) if k == "--memory-limit-gb"), 0.0
+    )
+    document = {
+        "search_id": args.search_id,
+        **result,
+        "multiple": args.multiple,
+        "max_batch_size": args.max_batch_size,
+        "probe_steps": args.probe_steps,
+        "memory_limit_gb": memory_limit or None,
+        "harness_args": harness_args,
+        "started_at": started,
+        "finished_at": utc_now(),
+    }
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     tmp.replace(out)
-    print(f"[dlbench] batch-size search {args.search_id}: {result['status']}"
-          + (f", max {result['batch_size']}" if result["status"] == "ok" else "") + f" ({result['reason']})",
-          file=sys.stderr)
+    print(
+        f"[dlbench] batch-size search {args.search_id}: {result['status']}"
+        + (f", max {result['batch_size']}" if result["status"] == "ok" else "")
+        + f" ({result['reason']})",
+        file=sys.stderr,
+    )
     return 0
 
 

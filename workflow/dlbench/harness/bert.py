@@ -120,12 +120,20 @@ def random_weights(cfg: BertConfig, seed: int = 0) -> dict[str, np.ndarray]:
 
 
 # ------------------------------------------------------------------------- batches
-FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
-            "masked_lm_weights", "next_sentence_labels")
+FEATURES = (
+    "input_ids",
+    "input_mask",
+    "segment_ids",
+    "masked_lm_positions",
+    "masked_lm_ids",
+    "masked_lm_weights",
+    "next_sentence_labels",
+)
 
 
-def synthetic_batch(cfg: BertConfig, batch_size: int, seq_length: int, max_predictions: int,
-                    seed: int = 0, padding: bool = False) -> dict[str, np.ndarray]:
+def synthetic_batch(
+    cfg: BertConfig, batch_size: int, seq_length: int, max_predictions: int, seed: int = 0, padding: bool = False
+) -> dict[str, np.ndarray]:
     """A batch in Google's feature layout with valid structure: [CLS] A [SEP] B [SEP], segment ids 0/1,
     distinct sorted masked positions inside the real tokens, labels the original ids. int32 ids (every
     framework's embedding takes them), float32 weights; next_sentence_labels has shape [batch].
@@ -143,7 +151,7 @@ def synthetic_batch(cfg: BertConfig, batch_size: int, seq_length: int, max_predi
         ids[row, 0], ids[row, split], ids[row, length - 1] = CLS_ID, SEP_ID, SEP_ID
         ids[row, length:] = PAD_ID
         mask[row, length:] = 0
-        segments[row, split + 1:length] = 1
+        segments[row, split + 1 : length] = 1
         candidates = [p for p in range(1, length - 1) if p != split]
         count = min(max_predictions, max(1, round(0.15 * length)), len(candidates))
         chosen = np.sort(rng.choice(candidates, count, replace=False))
@@ -151,9 +159,15 @@ def synthetic_batch(cfg: BertConfig, batch_size: int, seq_length: int, max_predi
         labels[row, :count] = ids[row, chosen]
         weights[row, :count] = 1.0
         ids[row, chosen] = MASK_ID
-    return {"input_ids": ids, "input_mask": mask, "segment_ids": segments, "masked_lm_positions": positions,
-            "masked_lm_ids": labels, "masked_lm_weights": weights,
-            "next_sentence_labels": rng.integers(0, 2, batch_size, dtype=np.int32)}
+    return {
+        "input_ids": ids,
+        "input_mask": mask,
+        "segment_ids": segments,
+        "masked_lm_positions": positions,
+        "masked_lm_ids": labels,
+        "masked_lm_weights": weights,
+        "next_sentence_labels": rng.integers(0, 2, batch_size, dtype=np.int32),
+    }
 
 
 # ------------------------------------------------------------------------- optimizer

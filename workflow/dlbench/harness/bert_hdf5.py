@@ -18,16 +18,23 @@ import numpy as np
 from . import bert
 from .spec import Unsupported
 
-INT_FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
-                "next_sentence_labels")
+INT_FEATURES = (
+    "input_ids",
+    "input_mask",
+    "segment_ids",
+    "masked_lm_positions",
+    "masked_lm_ids",
+    "next_sentence_labels",
+)
 
 
 def _h5py():
     try:
         import h5py
     except ImportError as exc:
-        raise Unsupported(f"data 'real' reads BERT's HDF5 shards with h5py, which is not importable here: {exc}"
-                          ) from None
+        raise Unsupported(
+            f"data 'real' reads BERT's HDF5 shards with h5py, which is not importable here: {exc}"
+        ) from None
     return h5py
 
 
@@ -46,8 +53,10 @@ def check_shards(paths: list[str], seq_length: int, predictions: int) -> int:
                 raise ValueError(f"{path}: not an NVIDIA BERT shard (no {', '.join(missing)})")
             shape = f["input_ids"].shape + f["masked_lm_positions"].shape[1:]
         if shape[1:] != (seq_length, predictions):
-            raise Unsupported(f"{path}: {shape[1]} tokens / {shape[2]} masked positions per sequence; this run "
-                              f"needs {seq_length} / {predictions}")
+            raise Unsupported(
+                f"{path}: {shape[1]} tokens / {shape[2]} masked positions per sequence; this run "
+                f"needs {seq_length} / {predictions}"
+            )
         records += shape[0]
     if not records:
         raise ValueError(f"BERT HDF5 shards {paths}: no records")
@@ -65,6 +74,7 @@ def read_shard(path: str) -> dict[str, np.ndarray]:
 
 def batches(shards: list[str], batch_size: int, rng: np.random.Generator) -> Iterator[dict[str, np.ndarray]]:
     """Endless batches: shards in a new shuffled order per pass, records shuffled per shard."""
+
     def order() -> Iterator[str]:
         while True:
             yield from (shards[i] for i in rng.permutation(len(shards)))
@@ -81,5 +91,5 @@ def batches(shards: list[str], batch_size: int, rng: np.random.Generator) -> Ite
                 arrays = {name: np.concatenate([left[name], value]) for name, value in arrays.items()}
             full = len(arrays["input_ids"]) - len(arrays["input_ids"]) % batch_size
             for start in range(0, full, batch_size):
-                yield {name: value[start:start + batch_size] for name, value in arrays.items()}
+                yield {name: value[start : start + batch_size] for name, value in arrays.items()}
             left = {name: value[full:] for name, value in arrays.items()}

@@ -32,8 +32,9 @@ def main(argv: list[str] | None = None) -> None:
     with np.load(args.weights) as w, np.load(args.batch) as b:
         weights, batch = dict(w), dict(b)
     mlm, nsp, loss = module.pretraining_outputs(bert.CONFIGS[args.model], weights, batch)
-    np.savez(args.out, mlm_logits=np.asarray(mlm, np.float32), nsp_logits=np.asarray(nsp, np.float32),
-             loss=np.float32(loss))
+    np.savez(
+        args.out, mlm_logits=np.asarray(mlm, np.float32), nsp_logits=np.asarray(nsp, np.float32), loss=np.float32(loss)
+    )
 
 
 if __name__ == "__main__":

@@ -67,8 +67,10 @@ def bert_shards(spec: RunSpec, fmt: str, split: str = "train") -> list[str]:
         params = json.loads(manifest.read_text()).get("parameters", {})
         shape = (params.get("max_seq_length"), params.get("max_predictions"))
         if shape != (spec.seq_length, spec.predictions):
-            raise Unsupported(f"{manifest}: shards of {shape[0]} tokens / {shape[1]} masked positions; this run "
-                              f"needs {spec.seq_length} / {spec.predictions}")
+            raise Unsupported(
+                f"{manifest}: shards of {shape[0]} tokens / {shape[1]} masked positions; this run "
+                f"needs {spec.seq_length} / {spec.predictions}"
+            )
     shards = layout.bert_shards(_data_dir(spec), fmt)
     if not shards:
         raise FileNotFoundError(f"{_data_dir(spec) / fmt}: no BERT {fmt} shards (<name>-00000-of-NNNNN)")
@@ -84,8 +86,10 @@ def bert_split(shards: list, quality: bool, split: str) -> list:
             raise ValueError("a throughput run has no held-out BERT split")
         return shards
     if len(shards) < 2:
-        raise Unsupported(f"time to quality for BERT holds out the last shard, and there is only {len(shards)} "
-                          "(prepare at least 2: datasets.bert.shards)")
+        raise Unsupported(
+            f"time to quality for BERT holds out the last shard, and there is only {len(shards)} "
+            "(prepare at least 2: datasets.bert.shards)"
+        )
     return shards[-1:] if split == "heldout" else shards[:-1]
 
 
@@ -93,8 +97,10 @@ def bert_records(spec: RunSpec, split: str) -> int:
     """Sequences in a split's shards (bert_shards), from the manifest the data preparation wrote."""
     manifest = _data_dir(spec) / layout.MANIFEST
     if not manifest.is_file():
-        raise Unsupported(f"{manifest}: missing; time to quality counts BERT's sequences from it (prepare the data "
-                          "with the workflow's rules)")
+        raise Unsupported(
+            f"{manifest}: missing; time to quality counts BERT's sequences from it (prepare the data "
+            "with the workflow's rules)"
+        )
     shards = sorted(json.loads(manifest.read_text())["shards"], key=lambda shard: shard["index"])
     return sum(bert_split([shard["instances"] for shard in shards], bool(spec.quality), split))
 

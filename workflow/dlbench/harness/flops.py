@@ -42,8 +42,6 @@ def resnet50_forward_macs(image_size: int, num_classes: int = 1000, model: str =
     return macs + channels * num_classes
 
 
-
-
 def bert_forward_macs(model: str, seq_length: int, predictions: int) -> int:
     """Multiply-accumulates of one BERT pretraining forward pass on one sequence: per layer the Q/K/V and
     output projections (4 L H^2), attention scores and their weighted sum (2 L^2 H) and the feed-forward
@@ -58,8 +56,9 @@ def bert_forward_macs(model: str, seq_length: int, predictions: int) -> int:
     return layers * per_layer + heads
 
 
-def model_flops(model: str, image_size: int | None = None, seq_length: int = 128,
-                predictions: int = 20) -> dict[str, float]:
+def model_flops(
+    model: str, image_size: int | None = None, seq_length: int = 128, predictions: int = 20
+) -> dict[str, float]:
     """Forward MACs and training FLOPs per sample (image or sequence) of a model at its input shape."""
     if model in resnet.STAGES:
         macs = resnet50_forward_macs(image_size or 224, model=model)

@@ -48,9 +48,12 @@ class Framework:
         return f"{self.display_name}: {self.compiler}"
 
 
-REGISTRY: dict[str, Framework] = {f.name: f for f in (
-    Framework("pytorch", "PyTorch", "torch.compile", compiler_modes=True),
-    Framework("tensorflow", "TensorFlow", "XLA (tf.function jit_compile=True)"),
-    Framework("mxnet", "MXNet", "hybridize(static_alloc=True, static_shape=True)"),
-)}
+REGISTRY: dict[str, Framework] = {
+    f.name: f
+    for f in (
+        Framework("pytorch", "PyTorch", "torch.compile", compiler_modes=True),
+        Framework("tensorflow", "TensorFlow", "XLA (tf.function jit_compile=True)"),
+        Framework("mxnet", "MXNet", "hybridize(static_alloc=True, static_shape=True)"),
+    )
+}
 NAMES = tuple(REGISTRY)

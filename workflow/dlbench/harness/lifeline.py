@@ -124,8 +124,10 @@ def hold_run(log: Path, wait_s: float = 60.0) -> int | None:
             if time.monotonic() > deadline:
                 holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown"
                 os.close(fd)
-                raise RunBusy(f"another supervisor is running this run ({holder}), e.g. a SLURM job left by a "
-                              "Snakemake that was killed: let it end or cancel it (scancel), then run again") from None
+                raise RunBusy(
+                    f"another supervisor is running this run ({holder}), e.g. a SLURM job left by a "
+                    "Snakemake that was killed: let it end or cancel it (scancel), then run again"
+                ) from None
             time.sleep(0.5)
         except OSError:  # no locks here (some network file systems)
             os.close(fd)

@@ -25,8 +25,12 @@ from .frameworks import REGISTRY
 def facts(framework: str) -> dict:
     """The interpreter and its framework build: what the interpreter's runs are (their identity) and the GPUs."""
     module = importlib.import_module(REGISTRY[framework].backend_module)
-    return {"framework": framework, "python": sys.executable, "python_version": platform.python_version(),
-            **module.interpreter_facts()}
+    return {
+        "framework": framework,
+        "python": sys.executable,
+        "python_version": platform.python_version(),
+        **module.interpreter_facts(),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

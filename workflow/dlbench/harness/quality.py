@@ -110,16 +110,29 @@ def train_to_target(spec, settings: Settings, backend, world: int, log, init_sta
             seconds = time.perf_counter() - started
             train_s, eval_s = train_s + train_block, eval_s + seconds
             accuracy = correct / count if count else 0.0
-            entry = {"type": "eval", "step": step, "samples": step * global_batch,
-                     "epoch": step * global_batch / records if records else None, "accuracy": accuracy,
-                     "correct": correct, "count": count, "loss": loss, "lr": learning_rate(settings, step - 1),
-                     "time": time.time(), "elapsed_s": time.time() - run_start, "train_seconds": train_block,
-                     "eval_seconds": seconds}
+            entry = {
+                "type": "eval",
+                "step": step,
+                "samples": step * global_batch,
+                "epoch": step * global_batch / records if records else None,
+                "accuracy": accuracy,
+                "correct": correct,
+                "count": count,
+                "loss": loss,
+                "lr": learning_rate(settings, step - 1),
+                "time": time.time(),
+                "elapsed_s": time.time() - run_start,
+                "train_seconds": train_block,
+                "eval_seconds": seconds,
+            }
             evals.append(entry)
             if log is not None:
                 append_line(log, entry)
-                print(f"[dlbench] step {step}: accuracy {accuracy:.4f} ({correct}/{count}), loss {loss:.4f}, "
-                      f"{entry['elapsed_s']:.1f} s", file=sys.stderr)
+                print(
+                    f"[dlbench] step {step}: accuracy {accuracy:.4f} ({correct}/{count}), loss {loss:.4f}, "
+                    f"{entry['elapsed_s']:.1f} s",
+                    file=sys.stderr,
+                )
             if accuracy >= settings.target:
                 converged, stopped_by = True, "target"
                 break
@@ -140,12 +153,22 @@ def train_to_target(spec, settings: Settings, backend, world: int, log, init_sta
         "throughput": samples / train_s if train_s else None,
         "loss_final": evals[-1]["loss"] if evals else None,
         "quality": {
-            **asdict(settings), "converged": converged, "stopped_by": stopped_by, "steps": step,
+            **asdict(settings),
+            "converged": converged,
+            "stopped_by": stopped_by,
+            "steps": step,
             "samples_to_converge": samples if converged else None,
-            "time_to_train_s": run_stop - run_start, "train_seconds": train_s, "eval_seconds": eval_s,
-            "evaluations": len(evals), "accuracy_final": evals[-1]["accuracy"] if evals else None,
-            "train_records": records, "eval_records": evals[-1]["count"] if evals else None,
+            "time_to_train_s": run_stop - run_start,
+            "train_seconds": train_s,
+            "eval_seconds": eval_s,
+            "evaluations": len(evals),
+            "accuracy_final": evals[-1]["accuracy"] if evals else None,
+            "train_records": records,
+            "eval_records": evals[-1]["count"] if evals else None,
             "global_batch_size": global_batch,
-            "init_start": init_start, "init_stop": init_stop, "run_start": run_start, "run_stop": run_stop,
+            "init_start": init_start,
+            "init_stop": init_stop,
+            "run_start": run_start,
+            "run_stop": run_stop,
         },
     }

@@ -51,7 +51,7 @@ def pin_cores() -> list[int]:
         per_task, local = int(os.environ["SLURM_CPUS_PER_TASK"]), int(os.environ["SLURM_LOCALID"])
         usable = sysinfo.usable_cpus()
         if len(usable) >= per_task * (local + 1):
-            cpus = usable[per_task * local: per_task * (local + 1)] if len(usable) > per_task else usable
+            cpus = usable[per_task * local : per_task * (local + 1)] if len(usable) > per_task else usable
     if cpus and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, cpus)
     return cpus or sysinfo.usable_cpus()
@@ -84,8 +84,10 @@ def limit_memory(spec: RunSpec, backend) -> dict[str, int | float]:
     if spec.memory_limit_gb <= 0:
         return {}
     if backend.peak_memory_bytes() is not None:  # a GPU: CUDA maps far more address space than it uses
-        raise Unsupported("memory_limit_gb is a CPU memory budget; on a GPU the framework's own out-of-memory "
-                          "errors mark the limit (use platform.device: cpu)")
+        raise Unsupported(
+            "memory_limit_gb is a CPU memory budget; on a GPU the framework's own out-of-memory "
+            "errors mark the limit (use platform.device: cpu)"
+        )
     baseline = address_space().get("vm_bytes")
     if baseline is None:
         raise Unsupported("memory_limit_gb needs /proc/self/status (Linux) to read the address space")
@@ -100,8 +102,11 @@ def limit_memory(spec: RunSpec, backend) -> dict[str, int | float]:
 def memory_facts(backend, limits: dict[str, int | float]) -> dict[str, int | float | None]:
     """Peak memory of this rank (the device's, else peak RSS), its peak address space and the limit it ran under."""
     device = backend.peak_memory_bytes() if backend is not None else None
-    return {"peak_memory_bytes": device or peak_host_memory_bytes(), **limits,
-            "vm_peak_bytes": address_space().get("vm_peak_bytes")}
+    return {
+        "peak_memory_bytes": device or peak_host_memory_bytes(),
+        **limits,
+        "vm_peak_bytes": address_space().get("vm_peak_bytes"),
+    }
 
 
 AUTO_WARMUP_WINDOW = 10  # steps: the last 5 against the 5 before
@@ -115,7 +120,7 @@ def warmed_up(times: list[float], window: int = AUTO_WARMUP_WINDOW, tolerance: f
     if len(times) < window:
         return False
     half = window // 2
-    recent, before = median(times[-half:]), median(times[-2 * half:-half])
+    recent, before = median(times[-half:]), median(times[-2 * half : -half])
     return abs(recent - before) <= tolerance * before
 
 
@@ -149,35 +154,59 @@ def warm_up(spec: RunSpec, backend, world: int, log: Path | None) -> dict:
     if not auto:
         return {"mode": "fixed", "steps": len(times)}
     if log is not None:
-        print(f"[dlbench] warm-up auto: {'settled after' if settled else 'not settled within'} {len(times)} steps",
-              file=sys.stderr)
-    return {"mode": "auto", "steps": len(times), "stable": settled, "max_steps": spec.max_warmup_steps,
-            "window": AUTO_WARMUP_WINDOW, "tolerance": AUTO_WARMUP_TOLERANCE}
+        print(
+            f"[dlbench] warm-up auto: {'settled after' if settled else 'not settled within'} {len(times)} steps",
+            file=sys.stderr,
+        )
+    return {
+        "mode": "auto",
+        "steps": len(times),
+        "stable": settled,
+        "max_steps": spec.max_warmup_steps,
+        "window": AUTO_WARMUP_WINDOW,
+        "tolerance": AUTO_WARMUP_TOLERANCE,
+    }
 
 
-def run(spec: RunSpec, backend, rank: int, world: int, log: Path | None,
-        limits: dict[str, int | float] | None = None) -> dict:
+def run(
+    spec: RunSpec, backend, rank: int, world: int, log: Path | None, limits: dict[str, int | float] | None = None
+) -> dict:
     """Warm up, time the measured steps, return the summary (rank 0 also logs every step). `limits`: the
     memory budget this rank runs under (limit_memory), kept in its entry of the summary's ranks."""
     if spec.model not in backend.models:
         raise Unsupported(f"model {spec.model!r} is not implemented for {spec.framework} yet")
     if spec.data not in backend.data:
-        raise Unsupported(f"data {spec.data!r} is not available for {spec.framework} yet "
-                          f"(available: {', '.join(backend.data)})")
+        raise Unsupported(
+            f"data {spec.data!r} is not available for {spec.framework} yet (available: {', '.join(backend.data)})"
+        )
     init_start = time.time()
     backend.setup()
     if log is not None:
         in_effect = backend.strategy_in_effect()
         # The interpreter is recorded for every run: the study's own (software.python) or a built environment's.
-        append_line(log, {"type": "environment", **backend.environment(), "strategy": spec.strategy,
-                          "strategy_in_effect": in_effect, "interpreter": sys.executable,
-                          "interpreter_identity": os.environ.get(INTERPRETER_ENV)})
+        append_line(
+            log,
+            {
+                "type": "environment",
+                **backend.environment(),
+                "strategy": spec.strategy,
+                "strategy_in_effect": in_effect,
+                "interpreter": sys.executable,
+                "interpreter_identity": os.environ.get(INTERPRETER_ENV),
+            },
+        )
         print(f"[dlbench] strategy {spec.strategy}: {in_effect['summary']}", file=sys.stderr)
     settings = quality.parse(spec.quality)
     if settings is not None:  # time to quality: train to the target instead of timing steps
         measured = quality.train_to_target(spec, settings, backend, world, log, init_start)
-        return make_summary(spec, backend, rank, world, measured,
-                            backend.all_gather(rank_facts(backend, rank, measured["elapsed_s"], limits or {})))
+        return make_summary(
+            spec,
+            backend,
+            rank,
+            world,
+            measured,
+            backend.all_gather(rank_facts(backend, rank, measured["elapsed_s"], limits or {})),
+        )
     warmup_start = time.time()  # wall clock: the sampler's timestamps are time.time() too
     warmup = warm_up(spec, backend, world, log)
     warmup_end = time.time()
@@ -207,12 +236,32 @@ def run(spec: RunSpec, backend, rank: int, world: int, log: Path | None,
     if log is not None:
         for step, seconds in enumerate(durations):
             append_line(log, {"type": "step", "phase": "measure", "step": step, "seconds": seconds})
-        append_line(log, {"type": "window", "warmup_start": warmup_start, "warmup_end": warmup_end,
-                          "measure_start": measure_start, "measure_end": measure_end})
+        append_line(
+            log,
+            {
+                "type": "window",
+                "warmup_start": warmup_start,
+                "warmup_end": warmup_end,
+                "measure_start": measure_start,
+                "measure_end": measure_end,
+            },
+        )
     samples = spec.batch_size * world * spec.measured_steps
-    return make_summary(spec, backend, rank, world, {
-        "samples": samples, "elapsed_s": elapsed, "throughput": samples / elapsed,
-        "step_time_s": step_stats(durations), "warmup": warmup, "loss_final": loss}, ranks)
+    return make_summary(
+        spec,
+        backend,
+        rank,
+        world,
+        {
+            "samples": samples,
+            "elapsed_s": elapsed,
+            "throughput": samples / elapsed,
+            "step_time_s": step_stats(durations),
+            "warmup": warmup,
+            "loss_final": loss,
+        },
+        ranks,
+    )
 
 
 def make_summary(spec: RunSpec, backend, rank: int, world: int, measured: dict, ranks: list[dict]) -> dict:
@@ -235,8 +284,15 @@ def make_summary(spec: RunSpec, backend, rank: int, world: int, measured: dict, 
 
 def rank_facts(backend, rank: int, elapsed: float, limits: dict[str, int | float]) -> dict:
     """What every rank reports for the summary (all_gather), its memory and budget included."""
-    return {"rank": rank, "host": sysinfo.hostname(), "pid": os.getpid(), "elapsed_s": elapsed,
-            "device": backend.device_name(), "threads": backend.threads, **memory_facts(backend, limits)}
+    return {
+        "rank": rank,
+        "host": sysinfo.hostname(),
+        "pid": os.getpid(),
+        "elapsed_s": elapsed,
+        "device": backend.device_name(),
+        "threads": backend.threads,
+        **memory_facts(backend, limits),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -256,11 +312,16 @@ def main(argv: list[str] | None = None) -> int:
             append_line(log, summary)
             if "quality" in summary:
                 q = summary["quality"]
-                print(f"[dlbench] {spec.run_id}: {'converged' if q['converged'] else 'did not converge'} "
-                      f"({q['accuracy_final']}) in {q['time_to_train_s']:.1f} s, {q['steps']} steps", file=sys.stderr)
+                print(
+                    f"[dlbench] {spec.run_id}: {'converged' if q['converged'] else 'did not converge'} "
+                    f"({q['accuracy_final']}) in {q['time_to_train_s']:.1f} s, {q['steps']} steps",
+                    file=sys.stderr,
+                )
             else:
-                print(f"[dlbench] {spec.run_id}: {summary['throughput']:.2f} {summary['unit']} "
-                      f"over {world} rank(s)", file=sys.stderr)
+                print(
+                    f"[dlbench] {spec.run_id}: {summary['throughput']:.2f} {summary['unit']} over {world} rank(s)",
+                    file=sys.stderr,
+                )
     except BaseException as exc:  # noqa: BLE001 - every failure becomes a record
         if isinstance(exc, Unsupported):
             status = "unsupported"

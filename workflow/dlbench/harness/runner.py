@@ -45,16 +45,46 @@ from .spec import RunSpec, Unsupported, is_bert
 
 LAUNCHERS = ("none", "torchrun", "mpirun", "srun")
 # Axes a runner expresses through flags, and the value a runner without flags for that axis stands for.
-AXIS_DEFAULTS = {"precision": "fp32", "compiler": "nocompile", "data": "synthetic", "optimizer": "adam",
-                 "grad_clip": "noclip"}
+AXIS_DEFAULTS = {
+    "precision": "fp32",
+    "compiler": "nocompile",
+    "data": "synthetic",
+    "optimizer": "adam",
+    "grad_clip": "noclip",
+}
 BERT_AXES = ("optimizer", "grad_clip")
 # Text of the frameworks' and allocators' out-of-memory failures (CUDA, cuDNN, TensorFlow, MXNet, the host).
-OOM_MARKERS = ("out of memory", "CUDA_ERROR_OUT_OF_MEMORY", "ResourceExhaustedError", "OOM when allocating",
-               "Cannot allocate memory", "std::bad_alloc", "MemoryError")
+OOM_MARKERS = (
+    "out of memory",
+    "CUDA_ERROR_OUT_OF_MEMORY",
+    "ResourceExhaustedError",
+    "OOM when allocating",
+    "Cannot allocate memory",
+    "std::bad_alloc",
+    "MemoryError",
+)
 OUTPUT_NAME = "output.log"
-PLACEHOLDERS = ("batch_size", "global_batch_size", "devices", "devices_per_node", "nodes", "warmup_steps",
-                "measured_steps", "steps", "image_size", "seq_length", "max_predictions", "data_dir", "seed",
-                "precision", "model", "repeat", "run_dir", "python", "workdir")
+PLACEHOLDERS = (
+    "batch_size",
+    "global_batch_size",
+    "devices",
+    "devices_per_node",
+    "nodes",
+    "warmup_steps",
+    "measured_steps",
+    "steps",
+    "image_size",
+    "seq_length",
+    "max_predictions",
+    "data_dir",
+    "seed",
+    "precision",
+    "model",
+    "repeat",
+    "run_dir",
+    "python",
+    "workdir",
+)
 FLAG_GROUPS = tuple(f"{axis}_args" for axis in AXIS_DEFAULTS)
 
 
@@ -76,8 +106,11 @@ def run_dir(log: Path) -> Path:
 
 def axis_values(spec: RunSpec) -> dict[str, str]:
     """The run's value of every axis a runner expresses by flags (BERT's optimizer and clipping for BERT only)."""
-    values = {"precision": spec.precision, "compiler": compiler_part(spec.compiler_mode or spec.compiler),
-              "data": spec.data}
+    values = {
+        "precision": spec.precision,
+        "compiler": compiler_part(spec.compiler_mode or spec.compiler),
+        "data": spec.data,
+    }
     if is_bert(spec.model):
         values |= {"optimizer": spec.optimizer_name, "grad_clip": "clip" if spec.grad_clip else "noclip"}
     return values
@@ -86,15 +119,30 @@ def axis_values(spec: RunSpec) -> dict[str, str]:
 def values(spec: RunSpec, definition: dict[str, Any], directory: Path) -> dict[str, str]:
     """The placeholders of a command template for this run."""
     world = spec.world_size
-    found = {k: str(v) for k, v in {
-        "batch_size": spec.batch_size, "global_batch_size": spec.batch_size * world, "devices": world,
-        "devices_per_node": spec.devices_per_node, "nodes": spec.nodes, "warmup_steps": spec.warmup_steps,
-        "measured_steps": spec.measured_steps, "steps": spec.warmup_steps + spec.measured_steps,
-        "image_size": spec.image_size, "seq_length": spec.seq_length, "max_predictions": spec.predictions,
-        "data_dir": os.path.abspath(spec.data_dir) if spec.data_dir else "", "seed": spec.seed,
-        "precision": spec.precision, "model": spec.model, "repeat": spec.repeat, "run_dir": directory.resolve(),
-        "python": sys.executable, "workdir": definition.get("workdir") or directory.resolve(),
-    }.items()}
+    found = {
+        k: str(v)
+        for k, v in {
+            "batch_size": spec.batch_size,
+            "global_batch_size": spec.batch_size * world,
+            "devices": world,
+            "devices_per_node": spec.devices_per_node,
+            "nodes": spec.nodes,
+            "warmup_steps": spec.warmup_steps,
+            "measured_steps": spec.measured_steps,
+            "steps": spec.warmup_steps + spec.measured_steps,
+            "image_size": spec.image_size,
+            "seq_length": spec.seq_length,
+            "max_predictions": spec.predictions,
+            "data_dir": os.path.abspath(spec.data_dir) if spec.data_dir else "",
+            "seed": spec.seed,
+            "precision": spec.precision,
+            "model": spec.model,
+            "repeat": spec.repeat,
+            "run_dir": directory.resolve(),
+            "python": sys.executable,
+            "workdir": definition.get("workdir") or directory.resolve(),
+        }.items()
+    }
     assert tuple(found) == PLACEHOLDERS, "PLACEHOLDERS documents every value"
     return found
 
@@ -102,8 +150,9 @@ def values(spec: RunSpec, definition: dict[str, Any], directory: Path) -> dict[s
 def _format(item: str, known: dict[str, str], name: str) -> str:
     unknown = sorted(placeholders(item) - set(known))
     if unknown:
-        raise Unsupported(f"runner {name}: unknown placeholder {{{unknown[0]}}} in {item!r} "
-                          f"(known: {', '.join(sorted(known))})")
+        raise Unsupported(
+            f"runner {name}: unknown placeholder {{{unknown[0]}}} in {item!r} (known: {', '.join(sorted(known))})"
+        )
     return item.format_map(known)
 
 
@@ -111,8 +160,10 @@ def render(spec: RunSpec, definition: dict[str, Any], directory: Path) -> list[s
     """The command's argv for this run; Unsupported when the runner cannot express the run."""
     name = spec.framework
     if spec.model not in definition.get("models", []):
-        raise Unsupported(f"runner {name} does not train {spec.model} (it trains: "
-                          f"{', '.join(definition.get('models', [])) or 'nothing declared'})")
+        raise Unsupported(
+            f"runner {name} does not train {spec.model} (it trains: "
+            f"{', '.join(definition.get('models', [])) or 'nothing declared'})"
+        )
     flags = definition.get("flags", {})
     expanded: dict[str, list[str]] = {}
     for axis, value in axis_values(spec).items():
@@ -142,8 +193,10 @@ def launch(spec: RunSpec, definition: dict[str, Any], argv: list[str], in_slurm:
     """The argv with the runner's launcher in front (one process per device, or the command's own)."""
     launcher = definition.get("launcher", "none")
     if spec.nodes > 1 and not in_slurm:
-        raise Unsupported(f"topology {spec.topology} spans {spec.nodes} nodes: multi-node runs need a SLURM "
-                          "allocation (snakemake --profile slurm)")
+        raise Unsupported(
+            f"topology {spec.topology} spans {spec.nodes} nodes: multi-node runs need a SLURM "
+            "allocation (snakemake --profile slurm)"
+        )
     if launcher == "none":
         return argv
     if launcher == "torchrun":
@@ -152,15 +205,30 @@ def launch(spec: RunSpec, definition: dict[str, Any], argv: list[str], in_slurm:
             return [*torchrun, "--standalone", *argv]
         # One torchrun per node (srun starts them), meeting at the allocation's first node.
         endpoint = f"{os.environ.get('MASTER_ADDR', '')}:{os.environ.get('MASTER_PORT', '29400')}"
-        return ["srun", f"--nodes={spec.nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1", *torchrun,
-                f"--nnodes={spec.nodes}", "--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}", *argv]
+        return [
+            "srun",
+            f"--nodes={spec.nodes}",
+            "--ntasks-per-node=1",
+            "--kill-on-bad-exit=1",
+            *torchrun,
+            f"--nnodes={spec.nodes}",
+            "--rdzv-backend=c10d",
+            f"--rdzv-endpoint={endpoint}",
+            *argv,
+        ]
     if launcher == "mpirun":
         return ["mpirun", "-np", str(spec.world_size), *argv]
     if launcher == "srun":
         if not in_slurm:
             raise Unsupported("runner launcher srun needs a SLURM allocation (snakemake --profile slurm)")
-        return ["srun", f"--nodes={spec.nodes}", f"--ntasks={spec.world_size}",
-                f"--ntasks-per-node={spec.devices_per_node}", "--kill-on-bad-exit=1", *argv]
+        return [
+            "srun",
+            f"--nodes={spec.nodes}",
+            f"--ntasks={spec.world_size}",
+            f"--ntasks-per-node={spec.devices_per_node}",
+            "--kill-on-bad-exit=1",
+            *argv,
+        ]
     raise Unsupported(f"runner launcher {launcher!r} is not one of {', '.join(LAUNCHERS)}")
 
 
@@ -174,8 +242,16 @@ def start(spec: RunSpec, definition: dict[str, Any], directory: Path, threads: i
     output = open(directory / OUTPUT_NAME, "wb")  # noqa: SIM115 - the child writes it; closed by our exit
     cwd = definition.get("workdir") or directory
     # Dies with the supervisor (SIGTERM: a launcher such as torchrun or mpirun stops its workers first).
-    return subprocess.Popen(argv, cwd=cwd, env=env, stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True, preexec_fn=lifeline.die_with_parent(signal.SIGTERM))
+    return subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdout=output,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        preexec_fn=lifeline.die_with_parent(signal.SIGTERM),
+    )
 
 
 def external_log(spec: RunSpec, definition: dict[str, Any], directory: Path) -> Path:
@@ -193,8 +269,12 @@ def outcome(spec: RunSpec, definition: dict[str, Any], directory: Path, returnco
     if returncode == 0:
         if not log.exists():
             return {"status": "error", "error": f"runner {spec.framework} exited 0 but wrote no log at {log}"}
-        return {"status": "ok", "external_log": str(log), "external_format": definition["format"],
-                "runner": spec.framework}
+        return {
+            "status": "ok",
+            "external_log": str(log),
+            "external_format": definition["format"],
+            "runner": spec.framework,
+        }
     markers = (*OOM_MARKERS, *definition.get("oom_markers", []))
     found = next((m for m in markers if m.lower() in text.lower()), None)
     how = f"was killed by signal {-returncode}" if returncode < 0 else f"exited with code {returncode}"

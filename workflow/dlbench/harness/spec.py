@@ -150,13 +150,21 @@ def parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=_positive, required=True, help="per device")
     p.add_argument("--precision", choices=PRECISIONS, default="fp32")
     p.add_argument("--compiler", type=_on_off, default=False, help="on|off (torch.compile, XLA, ...)")
-    p.add_argument("--compiler-mode", default="", choices=("", *COMPILER_MODES),
-                   help="with --compiler on: a torch.compile mode (PyTorch; other frameworks: unsupported)")
+    p.add_argument(
+        "--compiler-mode",
+        default="",
+        choices=("", *COMPILER_MODES),
+        help="with --compiler on: a torch.compile mode (PyTorch; other frameworks: unsupported)",
+    )
     p.add_argument("--data", choices=DATA, default="synthetic")
     p.add_argument("--image-size", type=_positive, default=224)
     p.add_argument("--data-dir", default="", help="data real: the prepared dataset's directory")
-    p.add_argument("--warmup-steps", type=_warmup_steps, default=20,
-                   help="steps before timing, or auto: until the step times settle (at most --max-warmup-steps)")
+    p.add_argument(
+        "--warmup-steps",
+        type=_warmup_steps,
+        default=20,
+        help="steps before timing, or auto: until the step times settle (at most --max-warmup-steps)",
+    )
     p.add_argument("--max-warmup-steps", type=_positive, default=200, help="with --warmup-steps auto")
     p.add_argument("--measured-steps", type=_positive, default=100)
     p.add_argument("--repeat", type=_positive, default=1)
@@ -167,29 +175,65 @@ def parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--timeout-s", type=float, default=0.0, help="time limit of the run (0: none)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--seq-length", type=_positive, default=128, help="BERT: tokens per sequence")
-    p.add_argument("--max-predictions", type=int, default=0,
-                   help="BERT: masked positions per sequence (0: 20 at 128, 80 at 512, else ceil(0.15 x length))")
+    p.add_argument(
+        "--max-predictions",
+        type=int,
+        default=0,
+        help="BERT: masked positions per sequence (0: 20 at 128, 80 at 512, else ceil(0.15 x length))",
+    )
     p.add_argument("--grad-clip", type=_on_off, default=False, help="BERT: clip gradients by global norm 1.0")
-    p.add_argument("--optimizer", choices=OPTIMIZERS, default="auto",
-                   help="auto: SGD with momentum (ResNet-50), Adam with weight decay (BERT); lamb: LAMB (BERT)")
-    p.add_argument("--strategy", default="auto", type=_strategy_name,
-                   help="gradient exchange between ranks: auto (the framework's default) or one of the framework's "
-                   "strategies (dlbench/harness/strategies.py), e.g. ddp_fp16, mwms_ring, dist_sync_ps")
-    p.add_argument("--launcher", choices=("auto", "local", "srun"), default="auto",
-                   help="start ranks as local processes or with srun (auto: srun inside a SLURM job, world > 1)")
-    p.add_argument("--telemetry-ms", type=int, default=0,
-                   help="sample utilisation, clocks, power and energy every this many ms (0: off); the sampler "
-                   "runs with $DLBENCH_TELEMETRY_PYTHON (the core environment's python)")
+    p.add_argument(
+        "--optimizer",
+        choices=OPTIMIZERS,
+        default="auto",
+        help="auto: SGD with momentum (ResNet-50), Adam with weight decay (BERT); lamb: LAMB (BERT)",
+    )
+    p.add_argument(
+        "--strategy",
+        default="auto",
+        type=_strategy_name,
+        help="gradient exchange between ranks: auto (the framework's default) or one of the framework's "
+        "strategies (dlbench/harness/strategies.py), e.g. ddp_fp16, mwms_ring, dist_sync_ps",
+    )
+    p.add_argument(
+        "--launcher",
+        choices=("auto", "local", "srun"),
+        default="auto",
+        help="start ranks as local processes or with srun (auto: srun inside a SLURM job, world > 1)",
+    )
+    p.add_argument(
+        "--telemetry-ms",
+        type=int,
+        default=0,
+        help="sample utilisation, clocks, power and energy every this many ms (0: off); the sampler "
+        "runs with $DLBENCH_TELEMETRY_PYTHON (the core environment's python)",
+    )
     p.add_argument("--attempt", type=_positive, default=1, help="this try of the run (1-based)")
-    p.add_argument("--runner", default="", help="an external benchmark command (JSON definition, see "
-                   "dlbench/harness/runner.py) run instead of the framework's ranks")
-    p.add_argument("--quality", default="", help="time to quality instead of throughput: the settings as a JSON "
-                   "object (target, eval_every_steps, learning-rate schedule, budget; see dlbench/harness/quality.py)")
-    p.add_argument("--memory-limit-gb", type=float, default=0.0,
-                   help="CPU: the memory budget of each rank, GiB of address space it may add once its framework "
-                   "is loaded (RLIMIT_AS; 0: no limit); an allocation beyond it fails as out of memory")
-    p.add_argument("--max-attempts", type=_positive, default=1, help="tries in all; the last one after "
-                   "failed tries only writes the failure record")
+    p.add_argument(
+        "--runner",
+        default="",
+        help="an external benchmark command (JSON definition, see "
+        "dlbench/harness/runner.py) run instead of the framework's ranks",
+    )
+    p.add_argument(
+        "--quality",
+        default="",
+        help="time to quality instead of throughput: the settings as a JSON "
+        "object (target, eval_every_steps, learning-rate schedule, budget; see dlbench/harness/quality.py)",
+    )
+    p.add_argument(
+        "--memory-limit-gb",
+        type=float,
+        default=0.0,
+        help="CPU: the memory budget of each rank, GiB of address space it may add once its framework "
+        "is loaded (RLIMIT_AS; 0: no limit); an allocation beyond it fails as out of memory",
+    )
+    p.add_argument(
+        "--max-attempts",
+        type=_positive,
+        default=1,
+        help="tries in all; the last one after failed tries only writes the failure record",
+    )
     return p
 
 

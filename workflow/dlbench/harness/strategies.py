@@ -46,59 +46,125 @@ class Strategy:
 
 
 NCCL_ONLY = "it needs NCCL, which needs GPUs"
-ONE_PROCESS = ("{what} drives every device of a node from one process; dlbench runs one process per device "
-               "(its launcher, its timing and its records are per rank), so it is not implemented")
+ONE_PROCESS = (
+    "{what} drives every device of a node from one process; dlbench runs one process per device "
+    "(its launcher, its timing and its records are per rank), so it is not implemented"
+)
 STRATEGIES: tuple[Strategy, ...] = (
     # PyTorch: DistributedDataParallel (bucketed all-reduce overlapping backward) or FSDP sharding.
     Strategy("pytorch", "ddp_gloo", "DDP over the Gloo backend (TCP; CPU or GPU tensors), 25 MiB buckets"),
-    Strategy("pytorch", "ddp_nccl", "DDP over NCCL (GPUs only), 25 MiB buckets",
-             gpu_only=NCCL_ONLY),
-    Strategy("pytorch", "ddp_bucket<N>mb", "DDP (the auto backend) with bucket_cap_mb=N: gradients all-reduced in "
-             "buckets of N MiB as backward produces them"),
-    Strategy("pytorch", "ddp_fp16", "DDP with the fp16_compress_hook: gradients cast to float16 for the "
-             "all-reduce, back to float32 after"),
-    Strategy("pytorch", "ddp_bf16", "DDP with the bf16_compress_hook (NCCL 2.10+ with CUDA 11+ only)",
-             gpu_only=NCCL_ONLY),
-    Strategy("pytorch", "ddp_powersgd", "DDP with the PowerSGD hook (rank-1 low-rank compression, error feedback; "
-             "plain all-reduce for the first 2 steps)",
-             gpu_only="PowerSGD over Gloo crashed here (a rank's connection reset inside the hook's compute_qs at "
-             "its first compressed step), so it is allowed on GPUs (NCCL) only"),
-    Strategy("pytorch", "fsdp", "FSDP2 fully_shard: parameters, gradients and optimizer state sharded over the "
-             "ranks (all-gather before use, reduce-scatter of gradients) - ZeRO-3"),
+    Strategy("pytorch", "ddp_nccl", "DDP over NCCL (GPUs only), 25 MiB buckets", gpu_only=NCCL_ONLY),
+    Strategy(
+        "pytorch",
+        "ddp_bucket<N>mb",
+        "DDP (the auto backend) with bucket_cap_mb=N: gradients all-reduced in "
+        "buckets of N MiB as backward produces them",
+    ),
+    Strategy(
+        "pytorch",
+        "ddp_fp16",
+        "DDP with the fp16_compress_hook: gradients cast to float16 for the all-reduce, back to float32 after",
+    ),
+    Strategy(
+        "pytorch", "ddp_bf16", "DDP with the bf16_compress_hook (NCCL 2.10+ with CUDA 11+ only)", gpu_only=NCCL_ONLY
+    ),
+    Strategy(
+        "pytorch",
+        "ddp_powersgd",
+        "DDP with the PowerSGD hook (rank-1 low-rank compression, error feedback; "
+        "plain all-reduce for the first 2 steps)",
+        gpu_only="PowerSGD over Gloo crashed here (a rank's connection reset inside the hook's compute_qs at "
+        "its first compressed step), so it is allowed on GPUs (NCCL) only",
+    ),
+    Strategy(
+        "pytorch",
+        "fsdp",
+        "FSDP2 fully_shard: parameters, gradients and optimizer state sharded over the "
+        "ranks (all-gather before use, reduce-scatter of gradients) - ZeRO-3",
+    ),
     # TensorFlow: tf.distribute strategies.
-    Strategy("tensorflow", "mwms_ring", "MultiWorkerMirroredStrategy, collectives CommunicationImplementation.RING "
-             "(gRPC ring all-reduce)"),
-    Strategy("tensorflow", "mwms_nccl", "MultiWorkerMirroredStrategy, collectives NCCL (GPUs only)",
-             gpu_only=NCCL_ONLY),
-    Strategy("tensorflow", "mwms_auto", "MultiWorkerMirroredStrategy, CommunicationImplementation.AUTO (the "
-             "runtime picks: NCCL on GPUs, ring on CPUs)"),
-    Strategy("tensorflow", "mwms_pack<N>mb", "MultiWorkerMirroredStrategy (the auto implementation) with "
-             "bytes_per_pack=N MiB: gradients all-reduced in packs of N MiB"),
-    Strategy("tensorflow", "mirrored_nccl", "MirroredStrategy with NcclAllReduce cross-device ops",
-             note=ONE_PROCESS.format(what="MirroredStrategy")),
-    Strategy("tensorflow", "mirrored_hierarchical_copy", "MirroredStrategy with HierarchicalCopyAllReduce "
-             "(DGX-1-style copies)", note=ONE_PROCESS.format(what="MirroredStrategy")),
-    Strategy("tensorflow", "mirrored_reduce_to_one_device", "MirroredStrategy with ReductionToOneDevice (sum on "
-             "one device, broadcast back)", note=ONE_PROCESS.format(what="MirroredStrategy")),
-    Strategy("tensorflow", "parameter_server", "ParameterServerStrategy: variables on parameter-server tasks, "
-             "steps scheduled by a coordinator",
-             note="ParameterServerStrategy needs a coordinator process that schedules steps on worker tasks and "
-             "parameter-server tasks holding the variables (ClusterCoordinator); dlbench's ranks are symmetric "
-             "workers timed in lockstep, so it is not implemented"),
+    Strategy(
+        "tensorflow",
+        "mwms_ring",
+        "MultiWorkerMirroredStrategy, collectives CommunicationImplementation.RING (gRPC ring all-reduce)",
+    ),
+    Strategy(
+        "tensorflow", "mwms_nccl", "MultiWorkerMirroredStrategy, collectives NCCL (GPUs only)", gpu_only=NCCL_ONLY
+    ),
+    Strategy(
+        "tensorflow",
+        "mwms_auto",
+        "MultiWorkerMirroredStrategy, CommunicationImplementation.AUTO (the runtime picks: NCCL on GPUs, ring on CPUs)",
+    ),
+    Strategy(
+        "tensorflow",
+        "mwms_pack<N>mb",
+        "MultiWorkerMirroredStrategy (the auto implementation) with "
+        "bytes_per_pack=N MiB: gradients all-reduced in packs of N MiB",
+    ),
+    Strategy(
+        "tensorflow",
+        "mirrored_nccl",
+        "MirroredStrategy with NcclAllReduce cross-device ops",
+        note=ONE_PROCESS.format(what="MirroredStrategy"),
+    ),
+    Strategy(
+        "tensorflow",
+        "mirrored_hierarchical_copy",
+        "MirroredStrategy with HierarchicalCopyAllReduce (DGX-1-style copies)",
+        note=ONE_PROCESS.format(what="MirroredStrategy"),
+    ),
+    Strategy(
+        "tensorflow",
+        "mirrored_reduce_to_one_device",
+        "MirroredStrategy with ReductionToOneDevice (sum on one device, broadcast back)",
+        note=ONE_PROCESS.format(what="MirroredStrategy"),
+    ),
+    Strategy(
+        "tensorflow",
+        "parameter_server",
+        "ParameterServerStrategy: variables on parameter-server tasks, steps scheduled by a coordinator",
+        note="ParameterServerStrategy needs a coordinator process that schedules steps on worker tasks and "
+        "parameter-server tasks holding the variables (ClusterCoordinator); dlbench's ranks are symmetric "
+        "workers timed in lockstep, so it is not implemented",
+    ),
     # MXNet: kvstore types (ps-lite: a server per node) or Horovod.
-    Strategy("mxnet", "dist_sync", "kvstore dist_sync: ps-lite servers (one per node) sum the gradients, every worker "
-             "updates its own weights (update_on_kvstore=False, an all-reduce)"),
-    Strategy("mxnet", "dist_device_sync", "kvstore dist_device_sync: as dist_sync, gradients aggregated on the "
-             "device (GPU) before the push"),
-    Strategy("mxnet", "dist_sync_ps", "kvstore dist_sync with update_on_kvstore=True: the server holds the "
-             "weights and runs the optimizer, workers push gradients and pull weights (a parameter server)"),
-    Strategy("mxnet", "dist_async", "kvstore dist_async: a parameter server applying each worker's gradients "
-             "as they arrive (asynchronous SGD, no barrier per step)"),
+    Strategy(
+        "mxnet",
+        "dist_sync",
+        "kvstore dist_sync: ps-lite servers (one per node) sum the gradients, every worker "
+        "updates its own weights (update_on_kvstore=False, an all-reduce)",
+    ),
+    Strategy(
+        "mxnet",
+        "dist_device_sync",
+        "kvstore dist_device_sync: as dist_sync, gradients aggregated on the device (GPU) before the push",
+    ),
+    Strategy(
+        "mxnet",
+        "dist_sync_ps",
+        "kvstore dist_sync with update_on_kvstore=True: the server holds the "
+        "weights and runs the optimizer, workers push gradients and pull weights (a parameter server)",
+    ),
+    Strategy(
+        "mxnet",
+        "dist_async",
+        "kvstore dist_async: a parameter server applying each worker's gradients "
+        "as they arrive (asynchronous SGD, no barrier per step)",
+    ),
     Strategy("mxnet", "horovod", "Horovod's DistributedTrainer (ring all-reduce over MPI/Gloo, NCCL on GPUs)"),
-    Strategy("mxnet", "device", "kvstore device: gradients summed on GPUs within one process",
-             note=ONE_PROCESS.format(what="kvstore 'device'")),
-    Strategy("mxnet", "local", "kvstore local: gradients summed in CPU memory within one process",
-             note=ONE_PROCESS.format(what="kvstore 'local'")),
+    Strategy(
+        "mxnet",
+        "device",
+        "kvstore device: gradients summed on GPUs within one process",
+        note=ONE_PROCESS.format(what="kvstore 'device'"),
+    ),
+    Strategy(
+        "mxnet",
+        "local",
+        "kvstore local: gradients summed in CPU memory within one process",
+        note=ONE_PROCESS.format(what="kvstore 'local'"),
+    ),
 )
 
 
@@ -129,8 +195,10 @@ def problem(framework: str, name: str, world_size: int) -> str | None:
     if entry.number(name) == 0:
         return f"strategy {name!r}: the size must be at least 1 MiB"
     if world_size < 2:
-        return (f"strategy {name!r} exchanges gradients between ranks and this run has one; use a topology with "
-                "several devices (its 1x1 baseline is the auto strategy)")
+        return (
+            f"strategy {name!r} exchanges gradients between ranks and this run has one; use a topology with "
+            "several devices (its 1x1 baseline is the auto strategy)"
+        )
     return None
 
 

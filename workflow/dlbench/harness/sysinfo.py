@@ -15,8 +15,14 @@ def hostname() -> str:
 
 
 # the widest vector instruction set a CPU has, widest first: (the /proc/cpuinfo flags it needs, its name)
-_VECTOR_ISAS = ((("amx_bf16", "amx_tile"), "AMX"), (("avx512f", "avx512_bf16"), "AVX-512 BF16"),
-                (("avx512f",), "AVX-512"), (("avx2", "fma"), "AVX2"), (("sve",), "SVE"), (("asimd",), "NEON"))
+_VECTOR_ISAS = (
+    (("amx_bf16", "amx_tile"), "AMX"),
+    (("avx512f", "avx512_bf16"), "AVX-512 BF16"),
+    (("avx512f",), "AVX-512"),
+    (("avx2", "fma"), "AVX2"),
+    (("sve",), "SVE"),
+    (("asimd",), "NEON"),
+)
 
 
 def cpu_model() -> str:
@@ -81,13 +87,23 @@ def slurm_info() -> dict[str, str] | None:
         return None
     info = {"job_id": job_id}
     fields = dict(f.split("=", 1) for f in (_run(["scontrol", "-o", "show", "job", job_id]) or "").split() if "=" in f)
-    for name, key in (("nodelist", "NodeList"), ("partition", "Partition"), ("nnodes", "NumNodes"),
-                      ("ntasks", "NumTasks"), ("cpus_per_task", "CPUs/Task"), ("time_limit", "TimeLimit"),
-                      ("account", "Account"), ("job_name", "JobName")):
+    for name, key in (
+        ("nodelist", "NodeList"),
+        ("partition", "Partition"),
+        ("nnodes", "NumNodes"),
+        ("ntasks", "NumTasks"),
+        ("cpus_per_task", "CPUs/Task"),
+        ("time_limit", "TimeLimit"),
+        ("account", "Account"),
+        ("job_name", "JobName"),
+    ):
         if fields.get(key) and fields[key] != "(null)":
             info[name] = fields[key]
-    for name, var in (("nodelist", "SLURM_JOB_NODELIST"), ("partition", "SLURM_JOB_PARTITION"),
-                      ("cpus_per_task", "SLURM_CPUS_PER_TASK")):
+    for name, var in (
+        ("nodelist", "SLURM_JOB_NODELIST"),
+        ("partition", "SLURM_JOB_PARTITION"),
+        ("cpus_per_task", "SLURM_CPUS_PER_TASK"),
+    ):
         if name not in info and var in os.environ:
             info[name] = os.environ[var]
     return info

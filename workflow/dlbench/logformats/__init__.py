@@ -33,8 +33,9 @@ from typing import Any
 
 from . import dlbench, dllogger, dlperf, mlperf, tf_cnn_benchmarks
 
-FORMATS: dict[str, ModuleType] = {module.NAME: module for module in (dlbench, mlperf, dllogger, tf_cnn_benchmarks,
-                                                                     dlperf)}
+FORMATS: dict[str, ModuleType] = {
+    module.NAME: module for module in (dlbench, mlperf, dllogger, tf_cnn_benchmarks, dlperf)
+}
 
 
 class UnknownFormat(ValueError):

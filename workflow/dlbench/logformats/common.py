@@ -24,9 +24,26 @@ from typing import Any
 from .. import identity
 from ..records import FIELDS, LogError, complete
 
-AXIS_LABELS = frozenset({"framework", "model", "topology", "batch_size", "precision", "compiler", "data",
-                         "image_size", "seq_length", "max_predictions", "optimizer", "grad_clip", "strategy", "repeat",
-                         "device_name", "framework_version"})
+AXIS_LABELS = frozenset(
+    {
+        "framework",
+        "model",
+        "topology",
+        "batch_size",
+        "precision",
+        "compiler",
+        "data",
+        "image_size",
+        "seq_length",
+        "max_predictions",
+        "optimizer",
+        "grad_clip",
+        "strategy",
+        "repeat",
+        "device_name",
+        "framework_version",
+    }
+)
 IDENTITY_LABELS = frozenset({"variant", "config_id", "run_id", "run_set"})
 RECORD_LABELS = AXIS_LABELS | IDENTITY_LABELS
 UNKNOWN = "unknown"
@@ -59,7 +76,7 @@ def rank0_text(line: str) -> str | None:
     match = _RANK_PREFIX.match(line)
     if not match:
         return line
-    return None if int(match.group(1) or match.group(2)) != 0 else line[match.end():]
+    return None if int(match.group(1) or match.group(2)) != 0 else line[match.end() :]
 
 
 def _variant(fields: Mapping[str, Any]) -> str | None:
@@ -69,9 +86,12 @@ def _variant(fields: Mapping[str, Any]) -> str | None:
         needed += ["seq_length", "optimizer", "grad_clip"]
     if all(fields.get(axis) is not None for axis in needed):
         return identity.variant(fields)
-    parts = [f"bs{fields['batch_size']}" if fields.get("batch_size") else None, fields.get("precision"),
-             None if fields.get("compiler") is None else ("compile" if fields["compiler"] else "nocompile"),
-             fields.get("data")]
+    parts = [
+        f"bs{fields['batch_size']}" if fields.get("batch_size") else None,
+        fields.get("precision"),
+        None if fields.get("compiler") is None else ("compile" if fields["compiler"] else "nocompile"),
+        fields.get("data"),
+    ]
     return "-".join(str(p) for p in parts if p) or None
 
 
@@ -89,8 +109,7 @@ def resolve(read: Mapping[str, Any], labels: Mapping[str, Any]) -> dict[str, Any
     else:
         nodes = per_node = None
     if nodes:
-        fields.update(topology=f"{nodes}x{per_node}", nodes=nodes, devices_per_node=per_node,
-                      devices=nodes * per_node)
+        fields.update(topology=f"{nodes}x{per_node}", nodes=nodes, devices_per_node=per_node, devices=nodes * per_node)
     devices, batch, global_batch = fields.get("devices"), fields.get("batch_size"), fields.get("global_batch_size")
     if devices and batch and not global_batch:
         fields["global_batch_size"] = batch * devices
@@ -99,9 +118,17 @@ def resolve(read: Mapping[str, Any], labels: Mapping[str, Any]) -> dict[str, Any
     return fields
 
 
-def external_record(source: str, path: Path, read: Mapping[str, Any], labels: Mapping[str, Any], *,
-                    definition: str, variant_fallback: str | None = None, variant_extra: Iterable[str] = (),
-                    run_name: str | None = None) -> dict[str, Any]:
+def external_record(
+    source: str,
+    path: Path,
+    read: Mapping[str, Any],
+    labels: Mapping[str, Any],
+    *,
+    definition: str,
+    variant_fallback: str | None = None,
+    variant_extra: Iterable[str] = (),
+    run_name: str | None = None,
+) -> dict[str, Any]:
     """One validated record from what the log says (`read`) and the labels (which win).
 
     variant_extra: format-specific parts appended to the variant (e.g. tf_cnn_benchmarks' variable_update);
@@ -109,10 +136,15 @@ def external_record(source: str, path: Path, read: Mapping[str, Any], labels: Ma
     fields = resolve(read, labels)
     fields.setdefault("model", UNKNOWN)
     fields.setdefault("framework", UNKNOWN)
-    variant = labels.get("variant") or "-".join(
-        p for p in (_variant(fields), *variant_extra) if p) or variant_fallback or UNKNOWN
+    variant = (
+        labels.get("variant")
+        or "-".join(p for p in (_variant(fields), *variant_extra) if p)
+        or variant_fallback
+        or UNKNOWN
+    )
     config = labels.get("config_id") or (
-        f"{fields['model']}/{fields['framework']}/{fields.get('topology') or UNKNOWN}/{variant}")
+        f"{fields['model']}/{fields['framework']}/{fields.get('topology') or UNKNOWN}/{variant}"
+    )
     if labels.get("run_id"):
         run = labels["run_id"]
     elif run_name or not fields.get("repeat"):
@@ -124,8 +156,16 @@ def external_record(source: str, path: Path, read: Mapping[str, Any], labels: Ma
     return complete(fields)
 
 
-def error_record(source: str, path: Path, error: str, labels: Mapping[str, Any], *, definition: str,
-                 read: Mapping[str, Any] | None = None, **identity_hints: Any) -> dict[str, Any]:
+def error_record(
+    source: str,
+    path: Path,
+    error: str,
+    labels: Mapping[str, Any],
+    *,
+    definition: str,
+    read: Mapping[str, Any] | None = None,
+    **identity_hints: Any,
+) -> dict[str, Any]:
     """An `error` record: the run is listed (with what is known of it) and the message names file and line."""
     read = {k: v for k, v in (read or {}).items() if k in FIELDS}
     read |= {"status": "error", "error": error, "throughput": None}

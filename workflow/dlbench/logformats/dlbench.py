@@ -54,25 +54,42 @@ def _read_lines(path: Path) -> dict[str, Any]:
                 evals.append(entry)
     if header is None:
         raise LogError(f"{path}: no header line (is this a dlbench run log?)")
-    return {"header": header, "environment": environment, "summary": summary, "measured": measured,
-            "window": window, "telemetry": telemetry, "evals": evals}
+    return {
+        "header": header,
+        "environment": environment,
+        "summary": summary,
+        "measured": measured,
+        "window": window,
+        "telemetry": telemetry,
+        "evals": evals,
+    }
 
 
-def _warmup_and_steady(cfg: dict[str, Any], summary: dict[str, Any], measured: list[float],
-                       ok: bool) -> dict[str, Any]:
+def _warmup_and_steady(cfg: dict[str, Any], summary: dict[str, Any], measured: list[float], ok: bool) -> dict[str, Any]:
     """Warm-up as run (the harness's choice with warmup_steps auto) and the steady-state check of the measured
     step times (dlbench.stats.steady_state), for the record."""
     warmup = summary.get("warmup") or {}
     auto = warmup.get("mode") == "auto" or cfg.get("warmup_steps") == "auto"
     steps = warmup.get("steps", cfg.get("warmup_steps"))
-    fields = {"warmup_steps": steps if isinstance(steps, int) else None, "warmup_auto": auto,
-              "warmup_stable": warmup.get("stable") if auto else None,
-              "steady": None, "steady_statistic": None, "steady_p": None, "steady_drift": None,
-              "warmup_like_steps": None}
+    fields = {
+        "warmup_steps": steps if isinstance(steps, int) else None,
+        "warmup_auto": auto,
+        "warmup_stable": warmup.get("stable") if auto else None,
+        "steady": None,
+        "steady_statistic": None,
+        "steady_p": None,
+        "steady_drift": None,
+        "warmup_like_steps": None,
+    }
     if ok and measured:
         check = steady_state(measured)
-        fields |= {"steady": check.steady, "steady_statistic": check.statistic, "steady_p": check.p_value,
-                   "steady_drift": check.drift, "warmup_like_steps": check.warmup_like_steps}
+        fields |= {
+            "steady": check.steady,
+            "steady_statistic": check.statistic,
+            "steady_p": check.p_value,
+            "steady_drift": check.drift,
+            "warmup_like_steps": check.warmup_like_steps,
+        }
     return fields
 
 
@@ -98,9 +115,15 @@ def parse(path: str | Path, labels: dict[str, Any] | None = None) -> dict[str, A
         parts = _read_lines(path)
     except (OSError, LogError) as exc:
         cfg = _placed(path, exc, labels or {})
-        record = {**cfg,
-                  "devices": cfg["nodes"] * cfg["devices_per_node"], "status": "error",
-                  "error": f"unreadable log: {exc}", "hosts": "", "source": "dlbench", "log_path": str(path)}
+        record = {
+            **cfg,
+            "devices": cfg["nodes"] * cfg["devices_per_node"],
+            "status": "error",
+            "error": f"unreadable log: {exc}",
+            "hosts": "",
+            "source": "dlbench",
+            "log_path": str(path),
+        }
         return complete(record)
     header, env, summary = parts["header"], parts["environment"], parts["summary"]
     cfg = header["config"]
@@ -113,8 +136,13 @@ def parse(path: str | Path, labels: dict[str, Any] | None = None) -> dict[str, A
     if ok and parts["measured"]:
         from_steps = summary["samples"] / sum(parts["measured"])
         if abs(from_steps - summary["throughput"]) > CONSISTENCY_TOLERANCE * from_steps:
-            ok, error = False, (f"{path}: summary throughput {summary['throughput']:.6g} disagrees with "
-                                f"its step records ({from_steps:.6g})")
+            ok, error = (
+                False,
+                (
+                    f"{path}: summary throughput {summary['throughput']:.6g} disagrees with "
+                    f"its step records ({from_steps:.6g})"
+                ),
+            )
     record = {
         **run_fields(path, header, summary),
         **_warmup_and_steady(cfg, summary, parts["measured"], ok),
@@ -122,23 +150,28 @@ def parse(path: str | Path, labels: dict[str, Any] | None = None) -> dict[str, A
         "error": error,
         "throughput": summary.get("throughput") if ok else None,
         "unit": summary.get("unit"),
-        "elapsed_s": summary.get("elapsed_s"), "samples": summary.get("samples"),
+        "elapsed_s": summary.get("elapsed_s"),
+        "samples": summary.get("samples"),
         "step_time_median_s": (summary.get("step_time_s") or {}).get("median"),
-        "loss_final": summary.get("loss_final"), "world_size": summary.get("world_size"),
+        "loss_final": summary.get("loss_final"),
+        "world_size": summary.get("world_size"),
         "train_flops_per_sample": summary.get("train_flops_per_sample"),
         "achieved_tflops": summary.get("achieved_tflops") if ok else None,
-        "framework_version": env.get("framework_version"), "device_name": env.get("device_name"),
+        "framework_version": env.get("framework_version"),
+        "device_name": env.get("device_name"),
         "math_dtype": devices.run_math(cfg["precision"], env),  # the peak MFU is held to (dlbench.devices)
         "interpreter": env.get("interpreter"),
         **{f"{lib}_version": None if env.get(lib) is None else str(env[lib]) for lib in ("cuda", "cudnn", "nccl")},
         "strategy_in_effect": (env.get("strategy_in_effect") or {}).get("summary"),
-        "peak_memory_bytes": max((r.get("peak_memory_bytes") or 0 for r in summary.get("ranks", [])),
-                                 default=None) or None,
-        "vm_peak_bytes": max((r.get("vm_peak_bytes") or 0 for r in summary.get("ranks", [summary.get("memory") or {}])),
-                             default=None) or None,
+        "peak_memory_bytes": max((r.get("peak_memory_bytes") or 0 for r in summary.get("ranks", [])), default=None)
+        or None,
+        "vm_peak_bytes": max(
+            (r.get("vm_peak_bytes") or 0 for r in summary.get("ranks", [summary.get("memory") or {}])), default=None
+        )
+        or None,
         "memory_limit_gb": cfg.get("memory_limit_gb") or None,
-        "slurm_state": summary.get("slurm_state") or next(
-            (s for s in reversed(summary.get("slurm_states") or []) if s), None),
+        "slurm_state": summary.get("slurm_state")
+        or next((s for s in reversed(summary.get("slurm_states") or []) if s), None),
         "rank_hosts": ",".join(r.get("host", "") for r in sorted(summary.get("ranks", []), key=lambda r: r["rank"]))
         or None,
         "lost_nodes": ";".join(f"{n['node']} ({n['state']})" for n in summary.get("lost_nodes", [])) or None,
@@ -152,32 +185,51 @@ def parse(path: str | Path, labels: dict[str, Any] | None = None) -> dict[str, A
     return complete(record)
 
 
-def quality_fields(cfg: dict[str, Any], summary: dict[str, Any], evals: list[dict[str, Any]],
-                   ok: bool) -> dict[str, Any]:
+def quality_fields(
+    cfg: dict[str, Any], summary: dict[str, Any], evals: list[dict[str, Any]], ok: bool
+) -> dict[str, Any]:
     """A time-to-quality run (harness/quality.py): time to train = run_stop - run_start (evaluation included), as
     MLPerf's; a run that ended at its budget without reaching the target is `failed` (MLPerf: aborted), and its
     time stays recorded. Its `throughput` (the steps' own rate between evaluations) stays in `details`: the
     metric is the time. One run set per configuration (the repeats), scored by mlperf.score_records."""
     settings = json.loads(cfg["quality"])
     quality = summary.get("quality") or {}
-    fields: dict[str, Any] = {"metric": identity.TIME_TO_QUALITY, "target_accuracy": settings["target"],
-                              "benchmark": mlperf.BENCHMARKS.get(cfg["model"]),
-                              "run_set": cfg["config_id"], "throughput": None, "achieved_tflops": None,
-                              "warmup_steps": None, "measured_steps": None,  # no timed window: trained to a target
-                              "eval_curve": json.dumps([[e["elapsed_s"], e["samples"], e["accuracy"]] for e in evals]),
-                              "eval_accuracy": evals[-1]["accuracy"] if evals else None}
+    fields: dict[str, Any] = {
+        "metric": identity.TIME_TO_QUALITY,
+        "target_accuracy": settings["target"],
+        "benchmark": mlperf.BENCHMARKS.get(cfg["model"]),
+        "run_set": cfg["config_id"],
+        "throughput": None,
+        "achieved_tflops": None,
+        "warmup_steps": None,
+        "measured_steps": None,  # no timed window: trained to a target
+        "eval_curve": json.dumps([[e["elapsed_s"], e["samples"], e["accuracy"]] for e in evals]),
+        "eval_accuracy": evals[-1]["accuracy"] if evals else None,
+    }
     if not (ok and quality):
         return fields
-    fields |= {"time_to_train_min": quality["time_to_train_s"] / 60, "converged": quality["converged"],
-               "samples_to_converge": quality["samples_to_converge"], "eval_seconds": quality["eval_seconds"],
-               "global_batch_size": quality["global_batch_size"],
-               "details": json.dumps({"throughput_between_evals": summary.get("throughput"),
-                                      "stopped_by": quality["stopped_by"], "steps": quality["steps"]})}
+    fields |= {
+        "time_to_train_min": quality["time_to_train_s"] / 60,
+        "converged": quality["converged"],
+        "samples_to_converge": quality["samples_to_converge"],
+        "eval_seconds": quality["eval_seconds"],
+        "global_batch_size": quality["global_batch_size"],
+        "details": json.dumps(
+            {
+                "throughput_between_evals": summary.get("throughput"),
+                "stopped_by": quality["stopped_by"],
+                "steps": quality["steps"],
+            }
+        ),
+    }
     if not quality["converged"]:
         best = max((e["accuracy"] for e in evals), default=None)
-        fields |= {"status": "failed", "error": f"did not converge: accuracy {quality['accuracy_final']} (best "
-                   f"{best}) below the target {settings['target']} at the budget ({quality['stopped_by']}, "
-                   f"{quality['steps']} steps)"}
+        fields |= {
+            "status": "failed",
+            "error": f"did not converge: accuracy {quality['accuracy_final']} (best "
+            f"{best}) below the target {settings['target']} at the budget ({quality['stopped_by']}, "
+            f"{quality['steps']} steps)",
+        }
     return fields
 
 
@@ -188,20 +240,36 @@ def run_fields(path: Path, header: dict[str, Any], summary: dict[str, Any]) -> d
     devices = cfg["nodes"] * cfg["devices_per_node"]
     slurm = header.get("slurm") or {}
     return {
-        "run_id": header["run_id"], "config_id": header["config_id"], "framework": cfg["framework"],
-        "model": cfg["model"], "topology": cfg["topology"], "nodes": cfg["nodes"],
-        "devices_per_node": cfg["devices_per_node"], "devices": devices, "batch_size": cfg["batch_size"],
-        "global_batch_size": cfg["batch_size"] * devices, "precision": cfg["precision"],
-        "compiler": cfg["compiler"], "compiler_mode": cfg.get("compiler_mode") or None, "data": cfg["data"],
+        "run_id": header["run_id"],
+        "config_id": header["config_id"],
+        "framework": cfg["framework"],
+        "model": cfg["model"],
+        "topology": cfg["topology"],
+        "nodes": cfg["nodes"],
+        "devices_per_node": cfg["devices_per_node"],
+        "devices": devices,
+        "batch_size": cfg["batch_size"],
+        "global_batch_size": cfg["batch_size"] * devices,
+        "precision": cfg["precision"],
+        "compiler": cfg["compiler"],
+        "compiler_mode": cfg.get("compiler_mode") or None,
+        "data": cfg["data"],
         **model_inputs(cfg),
         "strategy": cfg.get("strategy", identity.DEFAULT_STRATEGY),  # logs from before the axis: auto
-        "warmup_steps": cfg.get("warmup_steps"), "measured_steps": cfg.get("measured_steps"),
-        "repeat": cfg["repeat"], "hosts": ";".join(summary.get("hosts") or [header.get("hostname", "")]),
-        "cpu_model": header.get("cpu_model"), "threads_per_rank": header.get("threads_per_rank"),
-        "git_commit": header.get("git_commit"), "slurm_job_id": slurm.get("job_id"),
-        "slurm_nodelist": slurm.get("nodelist"), "slurm_partition": slurm.get("partition"),
-        "attempts": summary.get("attempts") or header.get("attempt"), "started_at": header.get("started_at"),
-        "finished_at": summary.get("finished_at"), "log_path": str(path),
+        "warmup_steps": cfg.get("warmup_steps"),
+        "measured_steps": cfg.get("measured_steps"),
+        "repeat": cfg["repeat"],
+        "hosts": ";".join(summary.get("hosts") or [header.get("hostname", "")]),
+        "cpu_model": header.get("cpu_model"),
+        "threads_per_rank": header.get("threads_per_rank"),
+        "git_commit": header.get("git_commit"),
+        "slurm_job_id": slurm.get("job_id"),
+        "slurm_nodelist": slurm.get("nodelist"),
+        "slurm_partition": slurm.get("partition"),
+        "attempts": summary.get("attempts") or header.get("attempt"),
+        "started_at": header.get("started_at"),
+        "finished_at": summary.get("finished_at"),
+        "log_path": str(path),
     }
 
 
@@ -213,13 +281,22 @@ def runner_record(path: Path, header: dict[str, Any], summary: dict[str, Any]) -
     cfg = header["config"]
     definition = json.loads(cfg.get("runner") or "{}")
     fields = run_fields(path, header, summary)
-    labels = {**definition.get("labels", {}), **{k: v for k, v in fields.items() if k in AXIS_LABELS},
-              "run_set": header["config_id"]}  # a runner's repeats of one configuration are one set (MLPerf)
+    labels = {
+        **definition.get("labels", {}),
+        **{k: v for k, v in fields.items() if k in AXIS_LABELS},
+        "run_set": header["config_id"],
+    }  # a runner's repeats of one configuration are one set (MLPerf)
     try:
         record = get(summary["external_format"]).parse(Path(summary["external_log"]), labels)
     except (OSError, LogError) as exc:
-        return complete({**fields, "status": "error", "error": f"runner log unreadable: {exc}",
-                         "source": summary["external_format"]})
+        return complete(
+            {
+                **fields,
+                "status": "error",
+                "error": f"runner log unreadable: {exc}",
+                "source": summary["external_format"],
+            }
+        )
     return complete({**record, **fields, "external_log": summary["external_log"]})
 
 

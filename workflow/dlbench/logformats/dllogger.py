@@ -49,19 +49,41 @@ from ..records import LogError
 from .common import check_labels, error_record, external_record, other_rank, repeat_from_name
 
 NAME = "dllogger"
-THROUGHPUT_DEFINITION = ("by the `statistic` label over the per-step throughput after `skip_steps`: "
-                         "harmonic mean (default; = samples / time, dlbench's definition), arithmetic mean, or the "
-                         "script's own summary figure (throughput_reported)")
+THROUGHPUT_DEFINITION = (
+    "by the `statistic` label over the per-step throughput after `skip_steps`: "
+    "harmonic mean (default; = samples / time, dlbench's definition), arithmetic mean, or the "
+    "script's own summary figure (throughput_reported)"
+)
 OPTIONS = frozenset({"skip_steps", "statistic", "throughput_key", "summary_key"})
 STATISTICS = ("harmonic_mean_of_steps", "mean_of_steps", "summary")
-STEP_KEYS = ("train.total_ips", "total_ips", "train.ips", "training_sequences_per_second", "throughput_train",
-             "imgs_per_sec", "train_throughput")
-SUMMARY_KEYS = ("train.total_ips", "train_throughput", "train.ips", "training_sequences_per_second",
-                "throughput_train", "total_ips", "imgs_per_sec")
+STEP_KEYS = (
+    "train.total_ips",
+    "total_ips",
+    "train.ips",
+    "training_sequences_per_second",
+    "throughput_train",
+    "imgs_per_sec",
+    "train_throughput",
+)
+SUMMARY_KEYS = (
+    "train.total_ips",
+    "train_throughput",
+    "train.ips",
+    "training_sequences_per_second",
+    "throughput_train",
+    "total_ips",
+    "imgs_per_sec",
+)
 # The key a script logs tells its framework (DeepLearningExamples' PyTorch, TensorFlow and MXNet scripts).
-FRAMEWORKS = {"train.total_ips": "dle-pytorch", "training_sequences_per_second": "dle-pytorch",
-              "total_ips": "dle-tensorflow", "train_throughput": "dle-tensorflow", "imgs_per_sec": "dle-tensorflow",
-              "throughput_train": "dle-tensorflow", "train.ips": "dle-mxnet"}
+FRAMEWORKS = {
+    "train.total_ips": "dle-pytorch",
+    "training_sequences_per_second": "dle-pytorch",
+    "total_ips": "dle-tensorflow",
+    "train_throughput": "dle-tensorflow",
+    "imgs_per_sec": "dle-tensorflow",
+    "throughput_train": "dle-tensorflow",
+    "train.ips": "dle-mxnet",
+}
 MODELS = {"resnet50": "resnet50", "resnetv15": "resnet50"}  # arch -> dlbench's model name
 
 _TEXT = re.compile(r"DLLL? (\d{4}-\d\d-\d\d[ T]\S+) - ?(.*)")
@@ -94,14 +116,14 @@ def _split_pairs(text: str) -> tuple[str, dict[str, str]]:
         return text.strip(), {}
     head = parts[0].rstrip()
     cut = head.rfind(" ")
-    step, key = head[:cut].strip() if cut >= 0 else "", head[cut + 1:]
+    step, key = head[:cut].strip() if cut >= 0 else "", head[cut + 1 :]
     data = {}
     for part in parts[1:-1]:
         part = part.rstrip()
         cut = part.rfind(" ")
         if cut < 0:
             raise ValueError(f"no value between {key!r} and {part!r}")
-        data[key], key = part[:cut].strip(), part[cut + 1:]
+        data[key], key = part[:cut].strip(), part[cut + 1 :]
     data[key] = parts[-1].strip()
     return step, data
 
@@ -136,14 +158,15 @@ def read_log(path: Path) -> Log:
                 continue
             try:
                 if line.startswith("DLLL {", at):
-                    entry = json.loads(line[at + 5:])
+                    entry = json.loads(line[at + 5 :])
                     if entry.get("type") == "METADATA":
                         unit = (entry.get("metadata") or {}).get("unit")
                         if unit:
                             log.units[entry["metric"]] = unit
                         continue
-                    log.entries.append(Entry(lineno, entry.get("datetime", ""), _step(entry.get("step")),
-                                             entry.get("data") or {}))
+                    log.entries.append(
+                        Entry(lineno, entry.get("datetime", ""), _step(entry.get("step")), entry.get("data") or {})
+                    )
                 else:
                     match = _TEXT.match(line, at)
                     if not match:
@@ -182,8 +205,9 @@ def _number(path: Path, entry: Entry, key: str, units: dict[str, str]) -> tuple[
     return number, unit or units.get(key)
 
 
-def series(path: str | Path, log: Log | None = None, throughput_key: str | None = None,
-           summary_key: str | None = None) -> Series:
+def series(
+    path: str | Path, log: Log | None = None, throughput_key: str | None = None, summary_key: str | None = None
+) -> Series:
     """The per-step and per-epoch throughput and the summary figure of a log (for applying a published rule)."""
     path = Path(path)
     log = log or read_log(path)
@@ -228,14 +252,17 @@ def apply_rule(s: Series, statistic: str, skip_steps: int) -> tuple[float | None
     used = [v for _, v, _ in s.steps[skip_steps:]]
     if not used:
         raise ValueError(f"skip_steps {skip_steps} leaves none of the {len(s.steps)} per-step values")
-    window = f"{s.key} at steps {_step_label(s.steps[skip_steps][0])}..{_step_label(s.steps[-1][0])} " \
-             f"({len(used)} values, first {skip_steps} skipped)"
+    window = (
+        f"{s.key} at steps {_step_label(s.steps[skip_steps][0])}..{_step_label(s.steps[-1][0])} "
+        f"({len(used)} values, first {skip_steps} skipped)"
+    )
     if statistic == "mean_of_steps":
         return statistics.fmean(used), f"mean of per-step {window}", len(used)
-    return (statistics.harmonic_mean(used),
-            f"harmonic mean of per-step {window} = samples / time (dlbench's definition)", len(used))
-
-
+    return (
+        statistics.harmonic_mean(used),
+        f"harmonic mean of per-step {window} = samples / time (dlbench's definition)",
+        len(used),
+    )
 
 
 def _int(value: Any) -> int | None:
@@ -257,21 +284,29 @@ def parameter_axes(log: Log) -> dict[str, Any]:
             params.update(entry.data)
     gpus = params.get("gpus")
     gpu_list = json.loads(gpus) if isinstance(gpus, str) and gpus.startswith("[") else gpus
-    devices = _int(params.get("world_size")) or _int(params.get("n_gpu")) or (
-        len(gpu_list) if isinstance(gpu_list, list) and gpu_list else None)
+    devices = (
+        _int(params.get("world_size"))
+        or _int(params.get("n_gpu"))
+        or (len(gpu_list) if isinstance(gpu_list, list) and gpu_list else None)
+    )
     batch = _int(params.get("batch_size_per_gpu"))
     if batch is None and _int(params.get("batch_size")):
         batch = _int(params["batch_size"])
         if isinstance(gpu_list, list) and gpu_list and batch % len(gpu_list) == 0:
             batch //= len(gpu_list)  # MXNet's scripts: batch_size is all GPUs' together
-    half = any(_truthy(params[k]) for k in ("amp", "fp16") if k in params) or \
-        str(params.get("dtype", "")).split(" ")[0] in ("float16", "fp16")
+    half = any(_truthy(params[k]) for k in ("amp", "fp16") if k in params) or str(params.get("dtype", "")).split(" ")[
+        0
+    ] in ("float16", "fp16")
     stated = any(k in params for k in ("amp", "fp16", "dtype"))
     arch = str(params.get("arch", "")).split(" ")[0]
     if arch == "resnetv15" and _int(params.get("num_layers")) not in (None, 50):
         arch = f"resnet{_int(params['num_layers'])}"
-    return {"batch_size": batch, "devices": devices, "precision": "amp" if half else ("fp32" if stated else None),
-            "model": MODELS.get(arch, arch or None)}
+    return {
+        "batch_size": batch,
+        "devices": devices,
+        "precision": "amp" if half else ("fp32" if stated else None),
+        "model": MODELS.get(arch, arch or None),
+    }
 
 
 def parse(path: str | Path, labels: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -289,8 +324,10 @@ def parse(path: str | Path, labels: dict[str, Any] | None = None) -> dict[str, A
         read |= {**parameter_axes(log), "framework": FRAMEWORKS.get(s.key or s.summary_key or "")}
         if s.summary is None:
             if s.steps:
-                raise LogError(f"{path}:{log.last_line}: per-step {s.key} but no summary line after the last "
-                               "step (run interrupted or log truncated?)")
+                raise LogError(
+                    f"{path}:{log.last_line}: per-step {s.key} but no summary line after the last "
+                    "step (run interrupted or log truncated?)"
+                )
             raise LogError(f"{path}:{log.last_line}: no throughput ({', '.join(STEP_KEYS)}) in any DLL record")
         try:
             throughput, definition, used = apply_rule(s, statistic, skip)
@@ -299,11 +336,19 @@ def parse(path: str | Path, labels: dict[str, Any] | None = None) -> dict[str, A
     except LogError as exc:
         return error_record(NAME, path, str(exc), labels, read=read, definition=THROUGHPUT_DEFINITION)
     except OSError as exc:
-        return error_record(NAME, path, f"{path}: unreadable log ({exc})", labels, read=read,
-                            definition=THROUGHPUT_DEFINITION)
+        return error_record(
+            NAME, path, f"{path}: unreadable log ({exc})", labels, read=read, definition=THROUGHPUT_DEFINITION
+        )
     details = {"epoch_throughput": [v for _, v, _ in s.epochs]} if s.epochs else None
-    read |= {"status": "ok", "throughput": throughput, "unit": s.unit, "throughput_definition": definition,
-             "throughput_reported": s.summary, "throughput_reported_key": f"{s.summary_key} (line {s.summary_line})",
-             "warmup_steps": skip if used else None, "measured_steps": used or None,
-             "details": json.dumps(details) if details else None}
+    read |= {
+        "status": "ok",
+        "throughput": throughput,
+        "unit": s.unit,
+        "throughput_definition": definition,
+        "throughput_reported": s.summary,
+        "throughput_reported_key": f"{s.summary_key} (line {s.summary_line})",
+        "warmup_steps": skip if used else None,
+        "measured_steps": used or None,
+        "details": json.dumps(details) if details else None,
+    }
     return external_record(NAME, path, read, labels, definition=THROUGHPUT_DEFINITION)

@@ -41,13 +41,22 @@ from . import dllogger
 from .common import check_labels, error_record, external_record, repeat_from_name, resolve
 
 NAME = "dlperf"
-THROUGHPUT_DEFINITION = ("DLPerf's: batch per device x devices x (end_iter - start_iter) / (time at end_iter - "
-                         "time at start_iter), iterations 20..120 by default (= samples / time)")
+THROUGHPUT_DEFINITION = (
+    "DLPerf's: batch per device x devices x (end_iter - start_iter) / (time at end_iter - "
+    "time at start_iter), iterations 20..120 by default (= samples / time)"
+)
 OPTIONS = frozenset({"start_iter", "end_iter"})
 WINDOW = (20, 120)
 BERT_STEP_WINDOW = (19, 119)
-MODELS = {"rn50": "resnet50", "r50": "resnet50", "resnet50": "resnet50", "resnet50v1.5": "resnet50",
-          "bert": "bert_base", "bert_base": "bert_base", "bert-base": "bert_base"}
+MODELS = {
+    "rn50": "resnet50",
+    "r50": "resnet50",
+    "resnet50": "resnet50",
+    "resnet50v1.5": "resnet50",
+    "bert": "bert_base",
+    "bert_base": "bert_base",
+    "bert-base": "bert_base",
+}
 
 _TOPOLOGY_DIR = re.compile(r"(\d+)n(\d+)g")
 _BATCH_DIR = re.compile(r"(?:bsz?|bz|b)?(\d+)")
@@ -103,8 +112,11 @@ def _oneflow_times(path: Path) -> tuple[str | None, dict[int, float], dict[str, 
             elapsed += float(match.group(3))  # time at the end of each iteration, from the first
             times.setdefault(int(match.group(2)), elapsed)
     axes: dict[str, Any] = {}
-    for key, field in (("batch_size_per_device", "batch_size"), ("gpu_num_per_node", "devices_per_node"),
-                       ("num_nodes", "nodes")):
+    for key, field in (
+        ("batch_size_per_device", "batch_size"),
+        ("gpu_num_per_node", "devices_per_node"),
+        ("num_nodes", "nodes"),
+    ):
         if key in header and header[key].isdigit():
             axes[field] = int(header[key])
     if "model" in header:
@@ -117,8 +129,9 @@ def _oneflow_times(path: Path) -> tuple[str | None, dict[int, float], dict[str, 
 def _dllogger_times(path: Path) -> tuple[dict[int, float], dict[str, Any], float | None, str | None, int]:
     """(iteration -> time, PARAMETER axes, summary, summary key, last line) of a DLLogger log's training steps."""
     log = dllogger.read_log(path)
-    training = [e for e in log.entries if isinstance(e.step, tuple) and e.step
-                and not any(k.startswith("val") for k in e.data)]
+    training = [
+        e for e in log.entries if isinstance(e.step, tuple) and e.step and not any(k.startswith("val") for k in e.data)
+    ]
     longest = max((len(e.step) for e in training), default=0)
     times: dict[int, float] = {}
     first_epoch = next((e.step[0] for e in training if len(e.step) == longest), None)
@@ -148,18 +161,23 @@ def parse(path: str | Path, labels: dict[str, Any] | None = None) -> dict[str, A
             shape = "dllogger" if times else None
         read |= {k: v for k, v in header.items() if v is not None}
         if shape is None:
-            raise LogError(f"{path}:{last}: no line DLPerf's rule can time (read: OneFlow `train:`/`step:` lines, "
-                           "DLLogger records, pytorch/examples `Epoch: [E][I/N] Time`)")
+            raise LogError(
+                f"{path}:{last}: no line DLPerf's rule can time (read: OneFlow `train:`/`step:` lines, "
+                "DLLogger records, pytorch/examples `Epoch: [E][I/N] Time`)"
+            )
         start, end = BERT_STEP_WINDOW if shape == "oneflow-bert" else WINDOW
         start, end = int(labels.get("start_iter", start)), int(labels.get("end_iter", end))
         for iteration in (start, end):
             if iteration not in times:
-                raise LogError(f"{path}:{last}: iteration {iteration} is not logged (logged: "
-                               f"{min(times)}..{max(times)}); DLPerf's window is {start}..{end}")
+                raise LogError(
+                    f"{path}:{last}: iteration {iteration} is not logged (logged: "
+                    f"{min(times)}..{max(times)}); DLPerf's window is {start}..{end}"
+                )
         fields = resolve(read, labels)
         if not fields.get("batch_size") or not fields.get("devices"):
-            raise LogError(f"{path}: batch size per device or device count unknown (say them in the path, "
-                           "the header or labels)")
+            raise LogError(
+                f"{path}: batch size per device or device count unknown (say them in the path, the header or labels)"
+            )
         seconds = times[end] - times[start]
         if seconds <= 0:
             raise LogError(f"{path}: iteration {end} is not logged after iteration {start}")
@@ -167,13 +185,21 @@ def parse(path: str | Path, labels: dict[str, Any] | None = None) -> dict[str, A
     except LogError as exc:
         return error_record(NAME, path, str(exc), labels, read=read, definition=THROUGHPUT_DEFINITION)
     except OSError as exc:
-        return error_record(NAME, path, f"{path}: unreadable log ({exc})", labels, read=read,
-                            definition=THROUGHPUT_DEFINITION)
+        return error_record(
+            NAME, path, f"{path}: unreadable log ({exc})", labels, read=read, definition=THROUGHPUT_DEFINITION
+        )
     unit = "sequences/s" if str(read.get("model", "")).startswith("bert") else "images/s"
-    read |= {"status": "ok", "throughput": throughput, "unit": unit, "elapsed_s": seconds,
-             "warmup_steps": start, "measured_steps": end - start, "throughput_reported": reported,
-             "throughput_reported_key": f"DLLogger {reported_key}" if reported_key else None,
-             "throughput_definition": f"DLPerf's: global batch x {end - start} iterations ({start}..{end}) / "
-                                      "their logged time",
-             "details": json.dumps({"shape": shape, "start_iter": start, "end_iter": end})}
+    read |= {
+        "status": "ok",
+        "throughput": throughput,
+        "unit": unit,
+        "elapsed_s": seconds,
+        "warmup_steps": start,
+        "measured_steps": end - start,
+        "throughput_reported": reported,
+        "throughput_reported_key": f"DLLogger {reported_key}" if reported_key else None,
+        "throughput_definition": f"DLPerf's: global batch x {end - start} iterations ({start}..{end}) / "
+        "their logged time",
+        "details": json.dumps({"shape": shape, "start_iter": start, "end_iter": end}),
+    }
     return external_record(NAME, path, read, labels, definition=THROUGHPUT_DEFINITION)

@@ -46,9 +46,11 @@ from ..records import LogError, model_inputs
 from .common import check_labels, error_record, external_record
 
 NAME = "mlperf"
-THROUGHPUT_DEFINITION = ("harmonic mean of the run's per-epoch tracked_stats throughput (samples/s, the "
-                         "submitter's own figures; = samples / time for equal epochs), where logged; MLPerf's "
-                         "own metric is the time to train (time_to_train_min) and the set's score (score_min)")
+THROUGHPUT_DEFINITION = (
+    "harmonic mean of the run's per-epoch tracked_stats throughput (samples/s, the "
+    "submitter's own figures; = samples / time for equal epochs), where logged; MLPerf's "
+    "own metric is the time to train (time_to_train_min) and the set's score (score_min)"
+)
 OPTIONS: frozenset[str] = frozenset()
 MAX_DROPPED = {"unet3d": 4}  # result_summarizer: `4 if benchmark == "unet3d" else 1`
 # submission_benchmark -> dlbench's model name, where dlbench has one (MLPerf's resnet is ResNet-50 v1.5).
@@ -90,23 +92,37 @@ def read_events(path: Path) -> tuple[str | None, list[Event]]:
                     fmt = "mllog"
                     while at >= 0:
                         entry, end = _DECODER.raw_decode(line, at + len(MLLOG))
-                        events.append(Event(lineno, entry["key"], entry.get("value"), entry.get("metadata") or {},
-                                            float(entry["time_ms"])))
+                        events.append(
+                            Event(
+                                lineno,
+                                entry["key"],
+                                entry.get("value"),
+                                entry.get("metadata") or {},
+                                float(entry["time_ms"]),
+                            )
+                        )
                         at = line.find(MLLOG, end)
                 elif line.startswith(V06, at):
                     fmt = "v0.6"
                     parsed = ruleset_060.string_to_logline(lineno, line[at:].strip())
                     body = parsed.value if isinstance(parsed.value, dict) else {"value": parsed.value}
-                    events.append(Event(lineno, parsed.key, body.get("value"), body.get("metadata") or {},
-                                        parsed.timestamp))
+                    events.append(
+                        Event(lineno, parsed.key, body.get("value"), body.get("metadata") or {}, parsed.timestamp)
+                    )
                 elif line.startswith(V05, at):
                     fmt = "v0.5"
                     match = _V05_LINE.match(line[at:].rstrip())
                     if not match:
                         raise ValueError("not `:::MLPv0.5.0 <benchmark> <time> (<file>:<line>) <key>[: <value>]`")
-                    events.append(Event(lineno, match.group(4), _v05_value(match.group(5)),
-                                        {"benchmark": match.group(1), "file": match.group(3)},
-                                        float(match.group(2))))
+                    events.append(
+                        Event(
+                            lineno,
+                            match.group(4),
+                            _v05_value(match.group(5)),
+                            {"benchmark": match.group(1), "file": match.group(3)},
+                            float(match.group(2)),
+                        )
+                    )
             except (ValueError, KeyError, TypeError) as exc:
                 raise LogError(f"{path}:{lineno}: unreadable MLPerf log record ({type(exc).__name__}: {exc})") from None
     return fmt, events
@@ -159,15 +175,23 @@ def summarise_run(path: Path, fmt: str, events: Sequence[Event]) -> dict[str, An
     benchmark = value(K.SUBMISSION_BENCHMARK) or (events[0].metadata.get("benchmark") if fmt == "v0.5" else None)
     throughput = statistics.harmonic_mean(epoch_throughput) if epoch_throughput and status == "ok" else None
     return {
-        "benchmark": benchmark, "model": MODELS.get(benchmark, benchmark),
-        "organization": value(K.SUBMISSION_ORG), "platform": value(K.SUBMISSION_PLATFORM),
-        "division": value(K.SUBMISSION_DIVISION), "availability": value(K.SUBMISSION_STATUS),
+        "benchmark": benchmark,
+        "model": MODELS.get(benchmark, benchmark),
+        "organization": value(K.SUBMISSION_ORG),
+        "platform": value(K.SUBMISSION_PLATFORM),
+        "division": value(K.SUBMISSION_DIVISION),
+        "availability": value(K.SUBMISSION_STATUS),
         "global_batch_size": value(K.GLOBAL_BATCH_SIZE) or value("input_batch_size"),
         "batch_size": value("local_batch_size"),
         "time_to_train_min": (stop.time - start.time) * _UNIT_S[fmt] / 60,
-        "status": status, "error": error, "eval_accuracy": accuracy, "eval_accuracy_json": accuracy_json,
-        "throughput": throughput, "unit": "samples/s" if throughput else None,
-        "measured_steps": len(epoch_throughput) or None, "data": "real",
+        "status": status,
+        "error": error,
+        "eval_accuracy": accuracy,
+        "eval_accuracy_json": accuracy_json,
+        "throughput": throughput,
+        "unit": "samples/s" if throughput else None,
+        "measured_steps": len(epoch_throughput) or None,
+        "data": "real",
         "details": json.dumps({"format": fmt, "epoch_throughput": epoch_throughput}),
     }
 
@@ -185,8 +209,11 @@ def parse(path: str | Path, labels: dict[str, Any] | None = None) -> dict[str, A
     check_labels(labels, OPTIONS, NAME)
     number = _run_number(path)
     # A result directory is one submission's configuration: its name ends the variant.
-    hints = {"definition": THROUGHPUT_DEFINITION, "variant_extra": [path.parent.name] if path.parent.name else [],
-             "run_name": path.stem}
+    hints = {
+        "definition": THROUGHPUT_DEFINITION,
+        "variant_extra": [path.parent.name] if path.parent.name else [],
+        "run_name": path.stem,
+    }
     base = {"run_set": str(path.parent), "repeat": None if number is None else number + 1}
     try:
         fmt, events = read_events(path)
@@ -207,8 +234,9 @@ def scaling_factor(directory: str | Path) -> float:
     return float(_get_scaling_factor(str(directory)))
 
 
-def score_set(times: Sequence[float | None], statuses: Sequence[str], benchmark: str | None,
-              factor: float = 1.0) -> dict[str, Any]:
+def score_set(
+    times: Sequence[float | None], statuses: Sequence[str], benchmark: str | None, factor: float = 1.0
+) -> dict[str, Any]:
     """result_summarizer's score of one set of runs: times to train (minutes) and statuses in the same order.
 
     Returns score_min (None when more runs failed than may be dropped, or none is left), the factor, how many
@@ -224,10 +252,16 @@ def score_set(times: Sequence[float | None], statuses: Sequence[str], benchmark:
         average = _compute_olympic_average([t for t, _ in ok], failed, max_dropped)
         if average is not None:
             score = average * factor
-            for _, i in ok[max_dropped:len(ok) - (max_dropped - failed)]:
+            for _, i in ok[max_dropped : len(ok) - (max_dropped - failed)]:
                 counted[i] = True
-    return {"score_min": score, "scaling_factor": factor, "n_runs": len(times), "n_failed": failed,
-            "max_dropped": max_dropped, "counted": counted}
+    return {
+        "score_min": score,
+        "scaling_factor": factor,
+        "n_runs": len(times),
+        "n_failed": failed,
+        "max_dropped": max_dropped,
+        "counted": counted,
+    }
 
 
 def score_records(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -241,8 +275,9 @@ def score_records(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     for run_set, members in sets.items():
         factor = scaling_factor(run_set) if Path(run_set).is_dir() else 1.0
         benchmark = next((r["benchmark"] for r in members if r.get("benchmark")), None)
-        result = score_set([r.get("time_to_train_min") for r in members], [r["status"] for r in members],
-                           benchmark, factor)
+        result = score_set(
+            [r.get("time_to_train_min") for r in members], [r["status"] for r in members], benchmark, factor
+        )
         for record, counted in zip(members, result["counted"], strict=True):
             record.update(score_min=result["score_min"], scaling_factor=float(factor), score_counted=counted)
     return records
@@ -361,20 +396,31 @@ def write_log(run_log: str | Path, out: str | Path) -> Path:
         for entry in evals:
             eval_start = entry["time"] - entry["eval_seconds"]
             epoch = entry["samples"] / records
-            ml.start(key=K.BLOCK_START, time_ms=round(previous_end * 1000),
-                     metadata={K.FIRST_EPOCH_NUM: previous_epoch, K.EPOCH_COUNT: epoch - previous_epoch,
-                               "samples_count": entry["samples"]})
-            ml.end(key=K.BLOCK_STOP, time_ms=round(eval_start * 1000),
-                   metadata={K.FIRST_EPOCH_NUM: previous_epoch, "samples_count": entry["samples"]})
+            ml.start(
+                key=K.BLOCK_START,
+                time_ms=round(previous_end * 1000),
+                metadata={
+                    K.FIRST_EPOCH_NUM: previous_epoch,
+                    K.EPOCH_COUNT: epoch - previous_epoch,
+                    "samples_count": entry["samples"],
+                },
+            )
+            ml.end(
+                key=K.BLOCK_STOP,
+                time_ms=round(eval_start * 1000),
+                metadata={K.FIRST_EPOCH_NUM: previous_epoch, "samples_count": entry["samples"]},
+            )
             ml.start(key=K.EVAL_START, time_ms=round(eval_start * 1000), metadata={K.EPOCH_NUM: epoch})
             event(K.EVAL_ACCURACY, entry["accuracy"], entry["time"], epoch_num=epoch, samples_count=entry["samples"])
             ml.end(key=K.EVAL_STOP, time_ms=round(entry["time"] * 1000), metadata={K.EPOCH_NUM: epoch})
             previous_end, previous_epoch = entry["time"], epoch
-        ml.end(key=K.RUN_STOP, time_ms=round(quality["run_stop"] * 1000),
-               metadata={K.STATUS: K.SUCCESS if quality["converged"] else K.ABORTED})
+        ml.end(
+            key=K.RUN_STOP,
+            time_ms=round(quality["run_stop"] * 1000),
+            metadata={K.STATUS: K.SUCCESS if quality["converged"] else K.ABORTED},
+        )
     finally:
         logger.removeHandler(handler)
         handler.close()
     tmp.replace(out)
     return out
-

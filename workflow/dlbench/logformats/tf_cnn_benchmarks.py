@@ -33,13 +33,17 @@ from ..records import LogError
 from .common import check_labels, error_record, external_record, rank0_text, repeat_from_name
 
 NAME = "tf_cnn_benchmarks"
-THROUGHPUT_DEFINITION = ("total images/sec: images of the measured steps, all workers / the loop's wall time "
-                         "(the script's own final figure; = dlbench's definition)")
+THROUGHPUT_DEFINITION = (
+    "total images/sec: images of the measured steps, all workers / the loop's wall time "
+    "(the script's own final figure; = dlbench's definition)"
+)
 OPTIONS: frozenset[str] = frozenset()
 MODELS = {"resnet50_v1.5": "resnet50", "resnet50": "resnet50_v1"}
 
-_HEADER = re.compile(r"(TensorFlow|Model|Dataset|Mode|Batch size|Num batches|Devices|Data format|Optimizer|"
-                     r"Variables|AllReduce):\s+(.*?)\s*$")
+_HEADER = re.compile(
+    r"(TensorFlow|Model|Dataset|Mode|Batch size|Num batches|Devices|Data format|Optimizer|"
+    r"Variables|AllReduce):\s+(.*?)\s*$"
+)
 _PER_DEVICE = re.compile(r"^\s+(\d+) per device\s*$")
 _STEP = re.compile(r"^(\d+)\timages/sec: ([0-9.]+)(?: \+/- ([0-9.]+) \(jitter = ([0-9.]+)\))?(?:\t|$)")
 _TOTAL = re.compile(r"total images/sec: ([0-9.]+)")
@@ -94,12 +98,16 @@ def _axes(header: dict[str, str]) -> dict[str, Any]:
     model = header.get("Model")
     dataset = header.get("Dataset", "")
     per_device = header.get("per device")
-    return {"model": MODELS.get(model, model) if model else None, "devices": devices or None,
-            "batch_size": int(per_device) if per_device else None,
-            "data": ("synthetic" if dataset.endswith("(synthetic)") else "real") if dataset else None,
-            "global_batch_size": int(header["Batch size"].split()[0]) if "Batch size" in header else None,
-            "framework": "tensorflow", "framework_version": header.get("TensorFlow"),
-            "measured_steps": int(header["Num batches"]) if "Num batches" in header else None}
+    return {
+        "model": MODELS.get(model, model) if model else None,
+        "devices": devices or None,
+        "batch_size": int(per_device) if per_device else None,
+        "data": ("synthetic" if dataset.endswith("(synthetic)") else "real") if dataset else None,
+        "global_batch_size": int(header["Batch size"].split()[0]) if "Batch size" in header else None,
+        "framework": "tensorflow",
+        "framework_version": header.get("TensorFlow"),
+        "measured_steps": int(header["Num batches"]) if "Num batches" in header else None,
+    }
 
 
 def parse(path: str | Path, labels: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -114,22 +122,48 @@ def parse(path: str | Path, labels: dict[str, Any] | None = None) -> dict[str, A
         extra = [header["Variables"]] if "Variables" in header else []
         if total is None:
             where = f"{path}:{steps[-1].lineno if steps else last}"
-            raise LogError(f"{where}: no 'total images/sec' line" + (
-                f" after step {steps[-1].step} (run interrupted or log truncated?)" if steps
-                else " (not tf_cnn_benchmarks output, or a train_and_eval run)"))
+            raise LogError(
+                f"{where}: no 'total images/sec' line"
+                + (
+                    f" after step {steps[-1].step} (run interrupted or log truncated?)"
+                    if steps
+                    else " (not tf_cnn_benchmarks output, or a train_and_eval run)"
+                )
+            )
     except LogError as exc:
-        return error_record(NAME, path, str(exc), labels, read=read, definition=THROUGHPUT_DEFINITION,
-                            variant_extra=extra)
+        return error_record(
+            NAME, path, str(exc), labels, read=read, definition=THROUGHPUT_DEFINITION, variant_extra=extra
+        )
     except OSError as exc:
-        return error_record(NAME, path, f"{path}: unreadable log ({exc})", labels, read=read,
-                            definition=THROUGHPUT_DEFINITION)
+        return error_record(
+            NAME, path, f"{path}: unreadable log ({exc})", labels, read=read, definition=THROUGHPUT_DEFINITION
+        )
     last_step = steps[-1] if steps else None
-    details = {"variable_update": header.get("Variables"), "mode": header.get("Mode"),
-               "dataset": header.get("Dataset"), "data_format": header.get("Data format"),
-               "optimizer": header.get("Optimizer"), "all_reduce": header.get("AllReduce"),
-               "global_batch_size": header.get("Batch size"),
-               **({"images_per_sec": last_step.images_per_sec, "uncertainty": last_step.uncertainty,
-                   "jitter": last_step.jitter, "last_step": last_step.step} if last_step else {})}
-    read |= {"status": "ok", "throughput": total, "unit": "images/s", "throughput_reported": total,
-             "throughput_reported_key": "total images/sec", "details": json.dumps(details)}
+    details = {
+        "variable_update": header.get("Variables"),
+        "mode": header.get("Mode"),
+        "dataset": header.get("Dataset"),
+        "data_format": header.get("Data format"),
+        "optimizer": header.get("Optimizer"),
+        "all_reduce": header.get("AllReduce"),
+        "global_batch_size": header.get("Batch size"),
+        **(
+            {
+                "images_per_sec": last_step.images_per_sec,
+                "uncertainty": last_step.uncertainty,
+                "jitter": last_step.jitter,
+                "last_step": last_step.step,
+            }
+            if last_step
+            else {}
+        ),
+    }
+    read |= {
+        "status": "ok",
+        "throughput": total,
+        "unit": "images/s",
+        "throughput_reported": total,
+        "throughput_reported_key": "total images/sec",
+        "details": json.dumps(details),
+    }
     return external_record(NAME, path, read, labels, definition=THROUGHPUT_DEFINITION, variant_extra=extra)

@@ -124,8 +124,9 @@ def md_escape(text: str, limit: int | None = None, table: bool = True) -> str:
     return text.replace("|", "\\|") if table else text
 
 
-def input_label(image_size: Any, seq_length: Any, max_predictions: Any = None, optimizer: Any = None,
-                 grad_clip: Any = None) -> str:
+def input_label(
+    image_size: Any, seq_length: Any, max_predictions: Any = None, optimizer: Any = None, grad_clip: Any = None
+) -> str:
     parts = []
     if not missing(image_size):
         parts.append(f"{int(image_size)}×{int(image_size)} px")

@@ -14,19 +14,64 @@ from ..records import field_types
 # Column types used to normalise both CSVs (everything else stays a string).
 # Typed columns: the record's come from its schema; the summary's own are listed here (aggregate.py makes them).
 _RECORD_TYPES = field_types()
-SUMMARY_INT = ("n_total", "n_ok", "n_failed", "steady_runs", "nonsteady_runs", "warmup_unstable_runs",
-               "contended_runs", "throttled_runs")
-SUMMARY_FLOAT = ("median", "min", "max", "q25", "q75", "iqr", "cv", "ci_low", "ci_high", "ci_level", "ci_coverage",
-                 "speedup", "efficiency", "speedup_low", "speedup_high", "efficiency_low", "efficiency_high", "tflops",
-                 "mfu", "peak_tflops", "peak_memory_gb",
-                 "energy_ci_low", "energy_ci_high", "target_accuracy", "score_min", "samples_to_converge", "eval_share")
+SUMMARY_INT = (
+    "n_total",
+    "n_ok",
+    "n_failed",
+    "steady_runs",
+    "nonsteady_runs",
+    "warmup_unstable_runs",
+    "contended_runs",
+    "throttled_runs",
+)
+SUMMARY_FLOAT = (
+    "median",
+    "min",
+    "max",
+    "q25",
+    "q75",
+    "iqr",
+    "cv",
+    "ci_low",
+    "ci_high",
+    "ci_level",
+    "ci_coverage",
+    "speedup",
+    "efficiency",
+    "speedup_low",
+    "speedup_high",
+    "efficiency_low",
+    "efficiency_high",
+    "tflops",
+    "mfu",
+    "peak_tflops",
+    "peak_memory_gb",
+    "energy_ci_low",
+    "energy_ci_high",
+    "target_accuracy",
+    "score_min",
+    "samples_to_converge",
+    "eval_share",
+)
 INT_COLUMNS = (*(n for n, t in _RECORD_TYPES.items() if t == "integer"), *SUMMARY_INT)
 FLOAT_COLUMNS = (*(n for n, t in _RECORD_TYPES.items() if t == "number"), *SUMMARY_FLOAT)
 BOOL_COLUMNS = tuple(n for n, t in _RECORD_TYPES.items() if t == "boolean")
 RECORD_COLUMNS = (
-    "run_id", "config_id", "framework", "model", "topology", "nodes", "devices_per_node",
-    "devices", "repeat", "status", "error", "hosts", "log_path",
+    "run_id",
+    "config_id",
+    "framework",
+    "model",
+    "topology",
+    "nodes",
+    "devices_per_node",
+    "devices",
+    "repeat",
+    "status",
+    "error",
+    "hosts",
+    "log_path",
 )
+
 
 def to_bool(value: Any) -> Any:
     if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:

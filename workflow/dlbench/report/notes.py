@@ -6,8 +6,20 @@ import pandas as pd
 
 from ..harness.frameworks import REGISTRY
 
-NEEDED = ("image_size", "device_name", "cpu_model", "framework", "compiler", "train_flops_per_sample",
-          "seq_length", "model", "max_predictions", "warmup_steps", "measured_steps", "warmup_auto")
+NEEDED = (
+    "image_size",
+    "device_name",
+    "cpu_model",
+    "framework",
+    "compiler",
+    "train_flops_per_sample",
+    "seq_length",
+    "model",
+    "max_predictions",
+    "warmup_steps",
+    "measured_steps",
+    "warmup_auto",
+)
 
 
 def mfu_caveat(summary: pd.DataFrame) -> list[str]:
@@ -15,10 +27,12 @@ def mfu_caveat(summary: pd.DataFrame) -> list[str]:
     if "mfu" not in summary or not summary["mfu"].notna().any():
         return []
     peaks = sorted({str(n) for n in summary.loc[summary["mfu"].notna(), "mfu_note"].dropna()})
-    return ["MFU = achieved model TFLOP/s per device (TFLOP/s / devices) / the device's dense peak for the math the "
-            "run used (workflow/references/device_peaks.yaml, NVIDIA datasheets, sparsity figures halved): AMP runs "
-            "against the bf16 or fp16 tensor-core peak, fp32 runs with TF32 on against the TF32 peak, else FP32. "
-            "A device without a known peak (a CPU, an unlisted GPU) has no MFU. Peaks used: " + " · ".join(peaks)]
+    return [
+        "MFU = achieved model TFLOP/s per device (TFLOP/s / devices) / the device's dense peak for the math the "
+        "run used (workflow/references/device_peaks.yaml, NVIDIA datasheets, sparsity figures halved): AMP runs "
+        "against the bf16 or fp16 tensor-core peak, fp32 runs with TF32 on against the TF32 peak, else FP32. "
+        "A device without a known peak (a CPU, an unlisted GPU) has no MFU. Peaks used: " + " · ".join(peaks)
+    ]
 
 
 def caveats(records: pd.DataFrame) -> list[str]:
@@ -27,34 +41,50 @@ def caveats(records: pd.DataFrame) -> list[str]:
     out = []
     sizes = sorted({int(s) for s in records["image_size"].dropna()})
     if sizes and sizes != [224]:
-        out.append(f"Images are {', '.join(f'{s}x{s}' for s in sizes)} pixels, not 224x224: throughput is "
-                   "not comparable with published ResNet-50 figures.")
+        out.append(
+            f"Images are {', '.join(f'{s}x{s}' for s in sizes)} pixels, not 224x224: throughput is "
+            "not comparable with published ResNet-50 figures."
+        )
     if records["device_name"].dropna().eq(records["cpu_model"].dropna()).any() or records["device_name"].isna().all():
-        out.append("Runs on CPU: the ranks of a topology share one node's cores (threads_per_rank each), so "
-                   "1xN splits the same cores N ways rather than adding devices.")
+        out.append(
+            "Runs on CPU: the ranks of a topology share one node's cores (threads_per_rank each), so "
+            "1xN splits the same cores N ways rather than adding devices."
+        )
     present = [REGISTRY[f].compiler_meaning for f in sorted(set(records["framework"])) if f in REGISTRY]
     if present and records["compiler"].map(lambda v: v is True or str(v).lower() == "true").any():
         out.append("Compiler on means " + "; ".join(present) + ". Off: eager / imperative execution.")
     if records["train_flops_per_sample"].notna().any():
-        out.append("TFLOP/s = throughput x the model's training FLOPs per sample, counted from the architecture: "
-                   "3 x the forward pass, 2 FLOPs per multiply-accumulate (ResNet-50 forward: 4.09 GMAC at 224x224; "
-                   "BERT: the encoder's projections, attention and feed-forward per token, the masked-LM head at the "
-                   "masked positions only, about 6 x parameters x tokens plus attention).")
+        out.append(
+            "TFLOP/s = throughput x the model's training FLOPs per sample, counted from the architecture: "
+            "3 x the forward pass, 2 FLOPs per multiply-accumulate (ResNet-50 forward: 4.09 GMAC at 224x224; "
+            "BERT: the encoder's projections, attention and feed-forward per token, the masked-LM head at the "
+            "masked positions only, about 6 x parameters x tokens plus attention)."
+        )
     bert = records[records["seq_length"].notna()]
     if len(bert):
         shapes = bert[["model", "seq_length", "max_predictions"]].drop_duplicates()
-        out.append("BERT pretraining (masked LM + next sentence), throughput in sequences/s: " + "; ".join(
-            f"{r.model} at {int(r.seq_length)} tokens with "
-            + (f"{int(r.max_predictions)} masked positions" if pd.notna(r.max_predictions)
-               else "masked positions not recorded")  # an import's labels may give the length only
-            for r in shapes.itertuples()) + ". Optimizer adam = Adam with decoupled weight decay and linear warm-up "
-            "(Google's); lamb = LAMB (NVIDIA's); clip = gradients clipped by global norm 1.0.")
+        out.append(
+            "BERT pretraining (masked LM + next sentence), throughput in sequences/s: "
+            + "; ".join(
+                f"{r.model} at {int(r.seq_length)} tokens with "
+                + (
+                    f"{int(r.max_predictions)} masked positions"
+                    if pd.notna(r.max_predictions)
+                    else "masked positions not recorded"
+                )  # an import's labels may give the length only
+                for r in shapes.itertuples()
+            )
+            + ". Optimizer adam = Adam with decoupled weight decay and linear warm-up "
+            "(Google's); lamb = LAMB (NVIDIA's); clip = gradients clipped by global norm 1.0."
+        )
     auto = records["warmup_auto"].map(lambda v: v is True or str(v).lower() == "true")
     steps = records.loc[~auto, ["warmup_steps", "measured_steps"]].drop_duplicates().dropna()
     for _, s in steps.iterrows():
         out.append(f"{int(s['warmup_steps'])} warm-up steps skipped, {int(s['measured_steps'])} steps timed.")
     if auto.any():
         taken = records.loc[auto, "warmup_steps"].dropna().astype(int)
-        out.append(f"Warm-up auto: each run warmed up until its step times settled ({taken.min()}-{taken.max()} "
-                   "steps, recorded per run as warmup_steps), then timed its measured steps.")
+        out.append(
+            f"Warm-up auto: each run warmed up until its step times settled ({taken.min()}-{taken.max()} "
+            "steps, recorded per run as warmup_steps), then timed its measured steps."
+        )
     return out

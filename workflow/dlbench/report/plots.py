@@ -30,8 +30,7 @@ def placeholder_png(path: Path, title: str, message: str) -> None:
     ax = fig.add_subplot()
     ax.set_axis_off()
     ax.set_title(f"{title} — {message}")
-    ax.text(0.5, 0.5, message, ha="center", va="center", fontsize=14, color="0.35",
-            transform=ax.transAxes)
+    ax.text(0.5, 0.5, message, ha="center", va="center", fontsize=14, color="0.35", transform=ax.transAxes)
     fig.savefig(path, format="png")
     fig.clear()
 
@@ -81,9 +80,15 @@ def error_bars(ax: Any, df: pd.DataFrame, value: str, interval: tuple[str, str],
     has = df[df[low].notna() & df[high].notna()]
     for framework, points in has.groupby("framework"):
         y = points[value].astype(float)
-        ax.errorbar(points["devices"], y, yerr=[(y - points[low].astype(float)).clip(lower=0),
-                                               (points[high].astype(float) - y).clip(lower=0)],
-                    fmt="none", ecolor=palette.get(framework), capsize=3, linewidth=1)
+        ax.errorbar(
+            points["devices"],
+            y,
+            yerr=[(y - points[low].astype(float)).clip(lower=0), (points[high].astype(float) - y).clip(lower=0)],
+            fmt="none",
+            ecolor=palette.get(framework),
+            capsize=3,
+            linewidth=1,
+        )
 
 
 def label_strategies(ax: Any, df: pd.DataFrame, value: str, palette: dict[str, Any]) -> None:
@@ -91,12 +96,26 @@ def label_strategies(ax: Any, df: pd.DataFrame, value: str, palette: dict[str, A
     if "strategy" not in df:
         return
     for _, row in df[df["strategy"].fillna("auto") != "auto"].iterrows():
-        ax.annotate(fmt_text(row["strategy"]), (row["devices"], row[value]), textcoords="offset points",
-                    xytext=(5, -3), fontsize="x-small", color=palette.get(row["framework"]))
+        ax.annotate(
+            fmt_text(row["strategy"]),
+            (row["devices"], row[value]),
+            textcoords="offset points",
+            xytext=(5, -3),
+            fontsize="x-small",
+            color=palette.get(row["framework"]),
+        )
 
 
-def faceted_plot(path: Path, df: pd.DataFrame, value: str, ylabel: str, title: str,
-                  palette: dict[str, Any], ideal: bool, interval: tuple[str, str]) -> None:
+def faceted_plot(
+    path: Path,
+    df: pd.DataFrame,
+    value: str,
+    ylabel: str,
+    title: str,
+    palette: dict[str, Any],
+    ideal: bool,
+    interval: tuple[str, str],
+) -> None:
     models = sorted(df["model"].unique())
     ncols = min(len(models), 3)
     nrows = math.ceil(len(models) / ncols)
@@ -109,10 +128,22 @@ def faceted_plot(path: Path, df: pd.DataFrame, value: str, ylabel: str, title: s
         if ideal:
             xs = np.geomspace(1, max(devices + [1]), 64)
             ax.plot(xs, xs, linestyle="--", color="0.4", linewidth=1.2, label="ideal (linear)")
-        sns.lineplot(data=sub, x="devices", y=value, hue="framework", style="precision",
-                     hue_order=sorted(palette), style_order=precisions, palette=palette,
-                     units="series", estimator=None, markers=True, dashes=False,
-                     legend=i == 0, ax=ax)
+        sns.lineplot(
+            data=sub,
+            x="devices",
+            y=value,
+            hue="framework",
+            style="precision",
+            hue_order=sorted(palette),
+            style_order=precisions,
+            palette=palette,
+            units="series",
+            estimator=None,
+            markers=True,
+            dashes=False,
+            legend=i == 0,
+            ax=ax,
+        )
         error_bars(ax, sub, value, interval, palette)
         label_strategies(ax, sub, value, palette)
         log2_devices_axis(ax, sorted(set(devices) | ({1} if ideal else set())))
@@ -125,7 +156,7 @@ def faceted_plot(path: Path, df: pd.DataFrame, value: str, ylabel: str, title: s
             log2_speedup_axis(ax, sub[value].tolist() + [1.0, float(max(devices))])
         else:
             ax.set_ylim(bottom=0)
-    for ax in axes[len(models):]:
+    for ax in axes[len(models) :]:
         ax.set_visible(False)
     legend = axes[0].get_legend()
     if legend is not None:  # one shared legend outside the facets
@@ -147,23 +178,44 @@ def write_plots(summary: pd.DataFrame, out_dir: Path) -> bool:
         if thr.empty:
             placeholder_png(out_dir / "throughput.png", "Throughput", "no successful runs")
         else:
-            faceted_plot(out_dir / "throughput.png", thr, "median",
-                          "median throughput ({unit})", "Training throughput vs. devices (bars: confidence interval)",
-                          palette, ideal=False, interval=("ci_low", "ci_high"))
+            faceted_plot(
+                out_dir / "throughput.png",
+                thr,
+                "median",
+                "median throughput ({unit})",
+                "Training throughput vs. devices (bars: confidence interval)",
+                palette,
+                ideal=False,
+                interval=("ci_low", "ci_high"),
+            )
         spd = plot_data(summary, "speedup")
         if spd.empty:
             message = "no successful runs" if thr.empty else "no speedup data (no 1×1 baseline)"
             placeholder_png(out_dir / "speedup.png", "Speedup", message)
         else:
-            faceted_plot(out_dir / "speedup.png", spd, "speedup", "speedup vs. 1×1",
-                          "Scaling: speedup vs. devices (dashed: ideal linear; bars: interval)",
-                          palette, ideal=True, interval=("speedup_low", "speedup_high"))
+            faceted_plot(
+                out_dir / "speedup.png",
+                spd,
+                "speedup",
+                "speedup vs. 1×1",
+                "Scaling: speedup vs. devices (dashed: ideal linear; bars: interval)",
+                palette,
+                ideal=True,
+                interval=("speedup_low", "speedup_high"),
+            )
         energy = plot_data(summary, "samples_per_j") if "samples_per_j" in summary else pd.DataFrame()
         (out_dir / "energy.png").unlink(missing_ok=True)
         if not energy.empty:
-            faceted_plot(out_dir / "energy.png", energy, "samples_per_j", "samples per joule (median)",
-                          "Energy efficiency vs. devices (energy_scope in the data files says what was measured)",
-                          palette, ideal=False, interval=("", ""))
+            faceted_plot(
+                out_dir / "energy.png",
+                energy,
+                "samples_per_j",
+                "samples per joule (median)",
+                "Energy efficiency vs. devices (energy_scope in the data files says what was measured)",
+                palette,
+                ideal=False,
+                interval=("", ""),
+            )
     return not energy.empty
 
 
@@ -186,8 +238,15 @@ def write_real_vs_synthetic(pairs: pd.DataFrame, out_dir: Path, label: Any) -> b
     has = pairs["ratio_low"].notna().to_numpy()
     if has.any():
         low, high = pairs["ratio_low"].astype(float).to_numpy(), pairs["ratio_high"].astype(float).to_numpy()
-        ax.errorbar(ratios[has], y[has], xerr=[(ratios - low)[has].clip(min=0), (high - ratios)[has].clip(min=0)],
-                    fmt="none", ecolor="0.2", capsize=3, linewidth=1)
+        ax.errorbar(
+            ratios[has],
+            y[has],
+            xerr=[(ratios - low)[has].clip(min=0), (high - ratios)[has].clip(min=0)],
+            fmt="none",
+            ecolor="0.2",
+            capsize=3,
+            linewidth=1,
+        )
     ax.axvline(1.0, linestyle="--", color="0.4", linewidth=1.2)
     ax.set_yticks(y)
     ax.set_yticklabels(labels, fontsize="small")
@@ -208,8 +267,16 @@ def _curves(records: pd.DataFrame) -> pd.DataFrame:
     for _, run in runs.iterrows():
         label = f"{fmt_text(run['framework'])} {fmt_text(run['topology'])} global batch {int(run['global_batch_size'])}"
         for seconds, samples, accuracy in json.loads(run["eval_curve"]):
-            rows.append({"run": run["run_id"], "config": label, "seconds": seconds, "samples": samples,
-                         "accuracy": accuracy, "model": fmt_text(run["model"])})
+            rows.append(
+                {
+                    "run": run["run_id"],
+                    "config": label,
+                    "seconds": seconds,
+                    "samples": samples,
+                    "accuracy": accuracy,
+                    "model": fmt_text(run["model"]),
+                }
+            )
     return pd.DataFrame(rows, columns=["run", "config", "seconds", "samples", "accuracy", "model"])
 
 
@@ -225,10 +292,23 @@ def write_quality_plots(records: pd.DataFrame, summary: pd.DataFrame, out_dir: P
     targets = sorted(set(records["target_accuracy"].dropna().astype(float)))
     with sns.axes_style("whitegrid"):
         fig = new_figure(12, 4.2)
-        for ax, x, label in zip(fig.subplots(1, 2), ("seconds", "samples"),
-                                ("seconds since run_start (evaluation included)", "training samples"), strict=True):
-            sns.lineplot(data=curves, x=x, y="accuracy", hue="config", units="run", estimator=None, marker="o",
-                         ax=ax, legend=x == "seconds")
+        for ax, x, label in zip(
+            fig.subplots(1, 2),
+            ("seconds", "samples"),
+            ("seconds since run_start (evaluation included)", "training samples"),
+            strict=True,
+        ):
+            sns.lineplot(
+                data=curves,
+                x=x,
+                y="accuracy",
+                hue="config",
+                units="run",
+                estimator=None,
+                marker="o",
+                ax=ax,
+                legend=x == "seconds",
+            )
             for target in targets:
                 ax.axhline(target, linestyle="--", color="0.4", linewidth=1)
             ax.set_xlabel(label)
@@ -242,15 +322,31 @@ def write_quality_plots(records: pd.DataFrame, summary: pd.DataFrame, out_dir: P
         ax = fig.add_subplot()
         if runs.empty:
             ax.set_axis_off()
-            ax.text(0.5, 0.5, "no run converged", ha="center", va="center", fontsize=14, color="0.35",
-                    transform=ax.transAxes)
+            ax.text(
+                0.5,
+                0.5,
+                "no run converged",
+                ha="center",
+                va="center",
+                fontsize=14,
+                color="0.35",
+                transform=ax.transAxes,
+            )
         else:
             runs["global batch"] = runs["global_batch_size"].astype(int)
             runs["samples to converge"] = runs["samples_to_converge"].astype(float)
             runs["framework"] = runs["framework"].map(fmt_text)
             sns.scatterplot(data=runs, x="global batch", y="samples to converge", hue="framework", ax=ax, alpha=0.6)
-            sns.lineplot(data=runs, x="global batch", y="samples to converge", hue="framework", estimator="median",
-                         errorbar=None, ax=ax, legend=False)
+            sns.lineplot(
+                data=runs,
+                x="global batch",
+                y="samples to converge",
+                hue="framework",
+                estimator="median",
+                errorbar=None,
+                ax=ax,
+                legend=False,
+            )
             ax.set_xscale("log", base=2)
             ax.set_ylim(bottom=0)
         fig.suptitle("Samples to converge vs. global batch size (line: median)")

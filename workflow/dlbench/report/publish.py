@@ -27,23 +27,23 @@ class ReportVersionExists(Exception):
 
 
 def validate_version(version: str) -> None:
-    if (not version or not VERSION_RE.match(version) or version == "latest"
-            or version.startswith(".")):
+    if not version or not VERSION_RE.match(version) or version == "latest" or version.startswith("."):
         raise ValueError(
             f"invalid report.version {version!r}: use letters, digits, '.', '_' and '-' "
-            "(not starting with '.'), not 'latest', or 'auto'")
+            "(not starting with '.'), not 'latest', or 'auto'"
+        )
 
 
 def next_auto_version(reports_dir: Path) -> str:
-    numbers = [int(m.group(1)) for p in reports_dir.iterdir()
-               if (m := AUTO_VERSION_RE.match(p.name))]
+    numbers = [int(m.group(1)) for p in reports_dir.iterdir() if (m := AUTO_VERSION_RE.match(p.name))]
     return f"v{max(numbers, default=0) + 1}"
 
 
 def exists_error(target: Path) -> ReportVersionExists:
     return ReportVersionExists(
         f"report version directory {target} already exists and is never overwritten; "
-        "pick another report.version (or 'auto') or remove that directory")
+        "pick another report.version (or 'auto') or remove that directory"
+    )
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -67,8 +67,10 @@ def same_results(version_dir: Path, records_csv: Path, summary_csv: Path, enviro
     """Whether a published version holds exactly these results (it keeps byte copies of its inputs)."""
     version_dir = Path(version_dir)
     try:
-        if any((version_dir / name).read_bytes() != Path(source).read_bytes()
-               for name, source in (("records.csv", records_csv), ("summary.csv", summary_csv))):
+        if any(
+            (version_dir / name).read_bytes() != Path(source).read_bytes()
+            for name, source in (("records.csv", records_csv), ("summary.csv", summary_csv))
+        ):
             return False
     except OSError:
         return False
@@ -80,8 +82,14 @@ def latest_version(reports_dir: Path) -> str | None:
     return os.readlink(link) if link.is_symlink() else None
 
 
-def publish_changed(records_csv: Path, summary_csv: Path, environment_json: Path,
-                    reports_dir: Path, version: str, compare_to: str | None = None) -> tuple[Path, bool]:
+def publish_changed(
+    records_csv: Path,
+    summary_csv: Path,
+    environment_json: Path,
+    reports_dir: Path,
+    version: str,
+    compare_to: str | None = None,
+) -> tuple[Path, bool]:
     """Publish these results unless they are published already: (the version's directory, whether it is new).
 
     With "auto" the newest version is reused when it holds the same results (a report rule rerun for any
@@ -108,8 +116,14 @@ def comparison_baseline(reports_dir: Path, compare_to: str | None) -> tuple[pd.D
     return load_records(path), compare_to
 
 
-def publish_report(records_csv: Path, summary_csv: Path, environment_json: Path,
-                   reports_dir: Path, version: str, compare_to: str | None = None) -> Path:
+def publish_report(
+    records_csv: Path,
+    summary_csv: Path,
+    environment_json: Path,
+    reports_dir: Path,
+    version: str,
+    compare_to: str | None = None,
+) -> Path:
     """Render a new report version under reports_dir and return its directory.
 
     version == "auto" picks v<N+1> for the highest existing vN. Existing versions are never
@@ -132,8 +146,15 @@ def publish_report(records_csv: Path, summary_csv: Path, environment_json: Path,
     try:
         os.chmod(tmp_dir, 0o755)  # mkdtemp makes it 0700; reports are meant to be shared
         baseline, label = comparison_baseline(reports_dir, compare_to)
-        render_report(records_csv, summary_csv, environment_json, tmp_dir, version=version, baseline=baseline,
-                      baseline_label=label)
+        render_report(
+            records_csv,
+            summary_csv,
+            environment_json,
+            tmp_dir,
+            version=version,
+            baseline=baseline,
+            baseline_label=label,
+        )
         if target.exists() or target.is_symlink():  # appeared while rendering
             raise exists_error(target)
         try:
@@ -150,7 +171,11 @@ def publish_report(records_csv: Path, summary_csv: Path, environment_json: Path,
     os.symlink(version, tmp_link)
     os.replace(tmp_link, latest)
 
-    info = {"version": version, "path": str(target), "index": str(target / "index.html"),
-            "generated_at": datetime.now(UTC).isoformat(timespec="seconds")}
+    info = {
+        "version": version,
+        "path": str(target),
+        "index": str(target / "index.html"),
+        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
     atomic_write_text(reports_dir / "latest.json", json.dumps(info, indent=2) + "\n")
     return target

@@ -20,8 +20,7 @@ from .tables import build_groups, detail_rows, environment_view, failure_rows, g
 
 TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "templates"
 TEMPLATE_NAME = "report.html.j2"
-DATA_FILES = ("records.csv", "summary.csv", "records.parquet", "summary.parquet",
-              "environment.json")
+DATA_FILES = ("records.csv", "summary.csv", "records.parquet", "summary.parquet", "environment.json")
 
 
 def markdown(ctx: dict[str, Any]) -> str:
@@ -36,40 +35,84 @@ def markdown(ctx: dict[str, Any]) -> str:
         lines[-1] = ""
     o = ctx["overview"]
     lines += [
-        (f"{o['configs']} configurations: {o['configs_ok']} fully successful, "
-         f"{o['configs_partial']} partially failed, {o['configs_failed']} failed; "
-         f"{o['runs_ok']}/{o['runs']} runs ok."), "",
-        "## Throughput", "",
+        (
+            f"{o['configs']} configurations: {o['configs_ok']} fully successful, "
+            f"{o['configs_partial']} partially failed, {o['configs_failed']} failed; "
+            f"{o['runs_ok']}/{o['runs']} runs ok."
+        ),
+        "",
+        "## Throughput",
+        "",
     ]
     if not ctx["groups"]:
         lines += ["_No configurations._", ""]
     for group in ctx["groups"]:
-        lines += [f"### {md_escape(group['title'], table=False)}", "",
-                  f"_{md_escape(group['caption'], table=False)}_", "",
-                  group["markdown"], ""]
-    lines += ["## Plots", "", "![Throughput vs. devices](throughput.png)", "",
-              "![Speedup vs. devices](speedup.png)", "",
-              *(["![Samples per joule vs. devices](energy.png)", ""] if ctx.get("energy_plot") else []),
-              *(["![Real ÷ synthetic data](real_vs_synthetic.png)", ""] if ctx.get("input_plot") else []),
-              *(["![Convergence curves](convergence.png)", "",
-                 "![Samples to converge vs. batch size](samples_to_converge.png)", ""] if ctx.get("quality_plots")
-                else []),
-              "## Failures", "", rows_markdown(ctx["failures"], limit=300), ""]
+        lines += [
+            f"### {md_escape(group['title'], table=False)}",
+            "",
+            f"_{md_escape(group['caption'], table=False)}_",
+            "",
+            group["markdown"],
+            "",
+        ]
+    lines += [
+        "## Plots",
+        "",
+        "![Throughput vs. devices](throughput.png)",
+        "",
+        "![Speedup vs. devices](speedup.png)",
+        "",
+        *(["![Samples per joule vs. devices](energy.png)", ""] if ctx.get("energy_plot") else []),
+        *(["![Real ÷ synthetic data](real_vs_synthetic.png)", ""] if ctx.get("input_plot") else []),
+        *(
+            [
+                "![Convergence curves](convergence.png)",
+                "",
+                "![Samples to converge vs. batch size](samples_to_converge.png)",
+                "",
+            ]
+            if ctx.get("quality_plots")
+            else []
+        ),
+        "## Failures",
+        "",
+        rows_markdown(ctx["failures"], limit=300),
+        "",
+    ]
     for section in ctx["sections"]:
-        lines += [f"## {section.title}", "", f"_{md_escape(section.caption, table=False)}_", "",
-                  rows_markdown(section.rows), ""]
+        lines += [
+            f"## {section.title}",
+            "",
+            f"_{md_escape(section.caption, table=False)}_",
+            "",
+            rows_markdown(section.rows),
+            "",
+        ]
     lines += ["## Per-configuration details", "", rows_markdown(ctx["details"]), ""]
     env = ctx["env"]
-    lines += ["## Environment", "",
-              f"- Hosts: {md_escape(', '.join(env['hosts']), table=False) or DASH}",
-              f"- CPU models: {md_escape('; '.join(env['cpu_models']), table=False) or DASH}",
-              f"- Devices: {md_escape('; '.join(env['devices']), table=False) or DASH}",
-              *(f"- Peak for MFU: {md_escape(line, table=False)}" for line in env["device_peaks"]),
-              f"- Git commit: `{ctx['git_commit']}`", ""]
+    lines += [
+        "## Environment",
+        "",
+        f"- Hosts: {md_escape(', '.join(env['hosts']), table=False) or DASH}",
+        f"- CPU models: {md_escape('; '.join(env['cpu_models']), table=False) or DASH}",
+        f"- Devices: {md_escape('; '.join(env['devices']), table=False) or DASH}",
+        *(f"- Peak for MFU: {md_escape(line, table=False)}" for line in env["device_peaks"]),
+        f"- Git commit: `{ctx['git_commit']}`",
+        "",
+    ]
     if env["frameworks"]:
-        fw_rows = [{"Framework": f["name"], "Version": f["version"], "Python": f["python"],
-                    "CUDA": f["cuda"], "cuDNN": f["cudnn"], "Settings": f["settings"],
-                    "Packages": ", ".join(f["packages"]) or DASH} for f in env["frameworks"]]
+        fw_rows = [
+            {
+                "Framework": f["name"],
+                "Version": f["version"],
+                "Python": f["python"],
+                "CUDA": f["cuda"],
+                "cuDNN": f["cudnn"],
+                "Settings": f["settings"],
+                "Packages": ", ".join(f["packages"]) or DASH,
+            }
+            for f in env["frameworks"]
+        ]
         lines += [rows_markdown(fw_rows), ""]
     if env["config_yaml"]:
         lines += ["### Study configuration", "", "```yaml", env["config_yaml"].rstrip(), "```", ""]
@@ -77,9 +120,15 @@ def markdown(ctx: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def render_report(records_csv: Path, summary_csv: Path, environment_json: Path,
-                  out_dir: Path, version: str | None = None, baseline: pd.DataFrame | None = None,
-                  baseline_label: str = "") -> None:
+def render_report(
+    records_csv: Path,
+    summary_csv: Path,
+    environment_json: Path,
+    out_dir: Path,
+    version: str | None = None,
+    baseline: pd.DataFrame | None = None,
+    baseline_label: str = "",
+) -> None:
     """Write into out_dir (created; must not exist yet or be empty): index.html, README.md,
     records.csv, summary.csv, records.parquet, summary.parquet, environment.json (copies),
     throughput.png, speedup.png. `version` is only shown in the page header; `baseline`: the records of the
@@ -116,8 +165,7 @@ def render_report(records_csv: Path, summary_csv: Path, environment_json: Path,
         "title": f"{study} — training throughput report",
         "study": study,
         "version": version or "",
-        "generated_at": fmt_text(env.get("generated_at"))
-        or datetime.now(UTC).isoformat(timespec="seconds"),
+        "generated_at": fmt_text(env.get("generated_at")) or datetime.now(UTC).isoformat(timespec="seconds"),
         "rendered_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "git_commit": fmt_text(env.get("git_commit")) or "unknown",
         "notes": notes,
@@ -133,9 +181,13 @@ def render_report(records_csv: Path, summary_csv: Path, environment_json: Path,
         "data_files": DATA_FILES,
     }
 
-    jenv = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
-                              autoescape=True, undefined=jinja2.StrictUndefined,
-                              trim_blocks=True, lstrip_blocks=True)
+    jenv = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     html = jenv.get_template(TEMPLATE_NAME).render(**ctx)
     (out_dir / "index.html").write_text(html, encoding="utf-8")
     (out_dir / "README.md").write_text(markdown(ctx), encoding="utf-8")

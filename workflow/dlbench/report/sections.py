@@ -56,22 +56,31 @@ def time_to_train(inputs: ReportInputs) -> Section | None:
     runs = records[records["time_to_train_min"].notna() | (records["source"] == "mlperf")]
     for run_set, group in runs.groupby(runs["run_set"].fillna(runs["config_id"]), sort=True):
         first = group.iloc[0]
-        times = ", ".join(f"{_minutes(t)}{'' if s == 'ok' else f' ({s})'}"
-                          for t, s in zip(group["time_to_train_min"], group["status"], strict=True))
-        rows.append({
-            "Set": PurePath(run_set).name if PurePath(run_set).is_absolute() else str(run_set),
-            "Benchmark": fmt_text(first.get("benchmark")) or DASH,
-            "Organization": fmt_text(first.get("organization")) or DASH,
-            "Platform": fmt_text(first.get("platform")) or DASH, "Framework": fmt_text(first.get("framework")),
-            "Runs": f"{int((group['status'] == 'ok').sum())}/{len(group)} ok",
-            "Time to train (min), per run": times,
-            "Score (min)": _minutes(first.get("score_min")),
-            "Scaling factor": fmt_num(first.get("scaling_factor")),
-        })
-    return Section("time-to-train", "Time to train (MLPerf)",
-                   "Time to train = first run_stop - first run_start. Score = MLPerf's: sort the runs, drop the "
-                   "fastest and the slowest (a failed run counts among the dropped slowest), average the rest, "
-                   "times scaling.json's factor where the result directory has one.", rows)
+        times = ", ".join(
+            f"{_minutes(t)}{'' if s == 'ok' else f' ({s})'}"
+            for t, s in zip(group["time_to_train_min"], group["status"], strict=True)
+        )
+        rows.append(
+            {
+                "Set": PurePath(run_set).name if PurePath(run_set).is_absolute() else str(run_set),
+                "Benchmark": fmt_text(first.get("benchmark")) or DASH,
+                "Organization": fmt_text(first.get("organization")) or DASH,
+                "Platform": fmt_text(first.get("platform")) or DASH,
+                "Framework": fmt_text(first.get("framework")),
+                "Runs": f"{int((group['status'] == 'ok').sum())}/{len(group)} ok",
+                "Time to train (min), per run": times,
+                "Score (min)": _minutes(first.get("score_min")),
+                "Scaling factor": fmt_num(first.get("scaling_factor")),
+            }
+        )
+    return Section(
+        "time-to-train",
+        "Time to train (MLPerf)",
+        "Time to train = first run_stop - first run_start. Score = MLPerf's: sort the runs, drop the "
+        "fastest and the slowest (a failed run counts among the dropped slowest), average the rest, "
+        "times scaling.json's factor where the result directory has one.",
+        rows,
+    )
 
 
 def _time_cell(value: Any) -> str:
@@ -101,21 +110,31 @@ def time_to_quality(inputs: ReportInputs) -> Section | None:
         if not missing(r.get("ci_low")):
             median += f" [{_time_cell(r['ci_low'])}–{_time_cell(r['ci_high'])}]"
         samples = r.get("samples_to_converge")
-        rows.append({
-            "Topology": fmt_text(r["topology"]), "Model": fmt_text(r["model"]), "Framework": fmt_text(r["framework"]),
-            "Batch (global)": str(int(r["batch_size"]) * int(r["devices"])),
-            "Target": f"{float(r['target_accuracy']):.3g}", "Converged": f"{converged}/{total}",
-            "Score (min)": score, "Median (min) [interval]": median,
-            "Samples to converge (median)": DASH if missing(samples) else f"{float(samples):,.0f}",
-            "Evaluation share": DASH if missing(r.get("eval_share")) else f"{float(r['eval_share']):.0%}",
-            "Config": fmt_text(r["config_id"]),
-        })
-    return Section("time-to-quality", "Time to quality",
-                   "Time to train = run_stop − run_start (initialisation excluded, evaluation included), until the "
-                   "held-out accuracy reaches the target. Score = MLPerf's result summarizer: drop the fastest and the "
-                   "slowest run, average the rest; a run that did not reach the target within its budget is failed "
-                   "(infinitely slow) and counts among the dropped slowest. Median and its interval count failed "
-                   "runs as ∞.", rows)
+        rows.append(
+            {
+                "Topology": fmt_text(r["topology"]),
+                "Model": fmt_text(r["model"]),
+                "Framework": fmt_text(r["framework"]),
+                "Batch (global)": str(int(r["batch_size"]) * int(r["devices"])),
+                "Target": f"{float(r['target_accuracy']):.3g}",
+                "Converged": f"{converged}/{total}",
+                "Score (min)": score,
+                "Median (min) [interval]": median,
+                "Samples to converge (median)": DASH if missing(samples) else f"{float(samples):,.0f}",
+                "Evaluation share": DASH if missing(r.get("eval_share")) else f"{float(r['eval_share']):.0%}",
+                "Config": fmt_text(r["config_id"]),
+            }
+        )
+    return Section(
+        "time-to-quality",
+        "Time to quality",
+        "Time to train = run_stop − run_start (initialisation excluded, evaluation included), until the "
+        "held-out accuracy reaches the target. Score = MLPerf's result summarizer: drop the fastest and the "
+        "slowest run, average the rest; a run that did not reach the target within its budget is failed "
+        "(infinitely slow) and counts among the dropped slowest. Median and its interval count failed "
+        "runs as ∞.",
+        rows,
+    )
 
 
 def throughput_definitions(inputs: ReportInputs) -> Section | None:
@@ -127,12 +146,17 @@ def throughput_definitions(inputs: ReportInputs) -> Section | None:
     known = records[records["throughput_definition"].notna()]
     if known.empty or set(known["source"]) == {"dlbench"}:
         return None  # our own definition is stated in the notes
-    rows = [{"Framework": fmt_text(fw), "Source": fmt_text(src), "Throughput means": fmt_text(definition)}
-            for (fw, src, definition), _ in known.groupby(["framework", "source", "throughput_definition"])]
-    return Section("definitions", "What each throughput means",
-                   "Figures from other tools keep their own definition; where a log has per-step lines, dlbench "
-                   "re-derives its own and keeps the tool's final figure as throughput_reported in the data files.",
-                   rows)
+    rows = [
+        {"Framework": fmt_text(fw), "Source": fmt_text(src), "Throughput means": fmt_text(definition)}
+        for (fw, src, definition), _ in known.groupby(["framework", "source", "throughput_definition"])
+    ]
+    return Section(
+        "definitions",
+        "What each throughput means",
+        "Figures from other tools keep their own definition; where a log has per-step lines, dlbench "
+        "re-derives its own and keeps the tool's final figure as throughput_reported in the data files.",
+        rows,
+    )
 
 
 def flags(inputs: ReportInputs) -> Section | None:
@@ -143,14 +167,20 @@ def flags(inputs: ReportInputs) -> Section | None:
     flagged = summary[summary["flags"].map(lambda f: bool(fmt_text(f)))]
     if flagged.empty:
         return None
-    rows = [{"Config": fmt_text(r["config_id"]), "Flag": code.strip(), "Why it matters, likely cause": why.strip()}
-            for _, r in flagged.iterrows() for flag in fmt_text(r["flags"]).split("; ")
-            for code, _, why in [flag.partition(":")]]
-    return Section("flags", "Flagged results",
-                   "Results that are not findings as they stand: too few repeats for an interval, a spread too wide, "
-                   "a speedup beyond what the devices allow, runs not in steady state, an MFU above the device's "
-                   "peak. Cells with a flag are marked ⚑.",
-                   rows)
+    rows = [
+        {"Config": fmt_text(r["config_id"]), "Flag": code.strip(), "Why it matters, likely cause": why.strip()}
+        for _, r in flagged.iterrows()
+        for flag in fmt_text(r["flags"]).split("; ")
+        for code, _, why in [flag.partition(":")]
+    ]
+    return Section(
+        "flags",
+        "Flagged results",
+        "Results that are not findings as they stand: too few repeats for an interval, a spread too wide, "
+        "a speedup beyond what the devices allow, runs not in steady state, an MFU above the device's "
+        "peak. Cells with a flag are marked ⚑.",
+        rows,
+    )
 
 
 def _ratio(row: pd.Series) -> str:
@@ -168,8 +198,13 @@ def confidence_level(env: dict[str, Any]) -> float:
 
 def pair_label(row: pd.Series | dict[str, Any]) -> str:
     """A real/synthetic pair in a few words: framework, model, topology, precision, batch, strategy if not auto."""
-    parts = [fmt_text(row.get("framework")), fmt_text(row.get("model")), fmt_text(row.get("topology")),
-             fmt_text(row.get("precision")), f"bs{fmt_text(row.get('batch_size'))}"]
+    parts = [
+        fmt_text(row.get("framework")),
+        fmt_text(row.get("model")),
+        fmt_text(row.get("topology")),
+        fmt_text(row.get("precision")),
+        f"bs{fmt_text(row.get('batch_size'))}",
+    ]
     if fmt_text(row.get("strategy")) not in ("", "auto"):
         parts.append(fmt_text(row.get("strategy")))
     return " ".join(p for p in parts if p)
@@ -182,17 +217,27 @@ def real_synthetic(inputs: ReportInputs) -> Section | None:
     pairs = real_vs_synthetic(inputs.records, level)
     if pairs.empty:
         return None
-    rows = [{"Configuration": pair_label(r), "Synthetic median": fmt_num(r["median_synthetic"]),
-             "Real median": fmt_num(r["median_real"]), "Unit": fmt_text(r["unit"]) or DASH,
-             "Real ÷ synthetic [interval]": _ratio(r),
-             "Runs ok (real, synthetic)": f"{r['n_real']}, {r['n_synthetic']}",
-             "Note": fmt_text(r["ratio_note"])} for _, r in pairs.iterrows()]
-    return Section("real-vs-synthetic", "Real ÷ synthetic data",
-                   f"Median throughput on real data / on synthetic data, everything else the same, with its "
-                   f"{level:.0%} percentile-bootstrap interval: the cost of the input pipeline (reading, decoding, "
-                   "augmenting in the step). 1 = free; 0.5 = training runs at half speed on real data. Plot: "
-                   "real_vs_synthetic.png.",
-                   rows)
+    rows = [
+        {
+            "Configuration": pair_label(r),
+            "Synthetic median": fmt_num(r["median_synthetic"]),
+            "Real median": fmt_num(r["median_real"]),
+            "Unit": fmt_text(r["unit"]) or DASH,
+            "Real ÷ synthetic [interval]": _ratio(r),
+            "Runs ok (real, synthetic)": f"{r['n_real']}, {r['n_synthetic']}",
+            "Note": fmt_text(r["ratio_note"]),
+        }
+        for _, r in pairs.iterrows()
+    ]
+    return Section(
+        "real-vs-synthetic",
+        "Real ÷ synthetic data",
+        f"Median throughput on real data / on synthetic data, everything else the same, with its "
+        f"{level:.0%} percentile-bootstrap interval: the cost of the input pipeline (reading, decoding, "
+        "augmenting in the step). 1 = free; 0.5 = training runs at half speed on real data. Plot: "
+        "real_vs_synthetic.png.",
+        rows,
+    )
 
 
 def interconnect(inputs: ReportInputs) -> Section | None:
@@ -202,17 +247,27 @@ def interconnect(inputs: ReportInputs) -> Section | None:
     pairs = across_nodes(inputs.records, level)
     if pairs.empty:
         return None
-    rows = [{"Configuration": f"{pair_label({**r, 'topology': ''})}, {r['devices']} devices",
-             "One node": f"{r['topology_one_node']}: {fmt_num(r['median_one_node'])}",
-             "Several nodes": f"{r['topology_nodes']}: {fmt_num(r['median_nodes'])}",
-             "Unit": fmt_text(r["unit"]) or DASH, "Nodes ÷ one node [interval]": _ratio(r),
-             "Runs ok (one, several)": f"{r['n_one_node']}, {r['n_nodes']}", "Note": fmt_text(r["ratio_note"])}
-            for _, r in pairs.iterrows()]
-    return Section("interconnect", "Across nodes ÷ within one node",
-                   f"The same devices on several nodes / on one node (e.g. 2x1 / 1x2), everything else the same: "
-                   f"median throughput ratio with its {level:.0%} percentile-bootstrap interval. Below 1: the gradient "
-                   "exchange between nodes (their network) is slower than within one node. Each run's hosts and "
-                   "every rank's host are in records.csv (hosts, rank_hosts).", rows)
+    rows = [
+        {
+            "Configuration": f"{pair_label({**r, 'topology': ''})}, {r['devices']} devices",
+            "One node": f"{r['topology_one_node']}: {fmt_num(r['median_one_node'])}",
+            "Several nodes": f"{r['topology_nodes']}: {fmt_num(r['median_nodes'])}",
+            "Unit": fmt_text(r["unit"]) or DASH,
+            "Nodes ÷ one node [interval]": _ratio(r),
+            "Runs ok (one, several)": f"{r['n_one_node']}, {r['n_nodes']}",
+            "Note": fmt_text(r["ratio_note"]),
+        }
+        for _, r in pairs.iterrows()
+    ]
+    return Section(
+        "interconnect",
+        "Across nodes ÷ within one node",
+        f"The same devices on several nodes / on one node (e.g. 2x1 / 1x2), everything else the same: "
+        f"median throughput ratio with its {level:.0%} percentile-bootstrap interval. Below 1: the gradient "
+        "exchange between nodes (their network) is slower than within one node. Each run's hosts and "
+        "every rank's host are in records.csv (hosts, rank_hosts).",
+        rows,
+    )
 
 
 def comparison(inputs: ReportInputs) -> Section | None:
@@ -222,14 +277,25 @@ def comparison(inputs: ReportInputs) -> Section | None:
         return None
     level = confidence_level(inputs.env)
     result = compare(inputs.baseline, inputs.records, level=level)
-    rows = [{"Config": fmt_text(r["config_id"]), "Verdict": fmt_text(r["verdict"]),
-             f"{inputs.baseline_label} median": fmt_num(r.get("median_a")), "this median": fmt_num(r.get("median_b")),
-             "Ratio [interval]": _ratio(r), "p": DASH if missing(r.get("p_value")) else f"{float(r['p_value']):.3g}"}
-            for _, r in result.iterrows()]
-    return Section("comparison", f"Compared with {inputs.baseline_label}",
-                   f"Ratio = this version's median / {inputs.baseline_label}'s, with its {level:.0%} bootstrap "
-                   "interval; verdict from an exact rank test on log throughput at that level (README, 'Reading "
-                   "intervals, verdicts and flags'). Configurations present in one side only say so.", rows)
+    rows = [
+        {
+            "Config": fmt_text(r["config_id"]),
+            "Verdict": fmt_text(r["verdict"]),
+            f"{inputs.baseline_label} median": fmt_num(r.get("median_a")),
+            "this median": fmt_num(r.get("median_b")),
+            "Ratio [interval]": _ratio(r),
+            "p": DASH if missing(r.get("p_value")) else f"{float(r['p_value']):.3g}",
+        }
+        for _, r in result.iterrows()
+    ]
+    return Section(
+        "comparison",
+        f"Compared with {inputs.baseline_label}",
+        f"Ratio = this version's median / {inputs.baseline_label}'s, with its {level:.0%} bootstrap "
+        "interval; verdict from an exact rank test on log throughput at that level (README, 'Reading "
+        "intervals, verdicts and flags'). Configurations present in one side only say so.",
+        rows,
+    )
 
 
 def references(inputs: ReportInputs) -> Section | None:
@@ -242,16 +308,34 @@ def references(inputs: ReportInputs) -> Section | None:
     summary = summary[summary["image_size"].isna() | (summary["image_size"] == 224)]
     published = pd.concat([load_references(f) for f in files], ignore_index=True)
     matched = match_references(summary, published)
-    rows = [{"Config": fmt_text(r["config_id"]), "Published": f"{fmt_text(r['label'])} ({fmt_text(r['device'])})",
-             "Published figure": fmt_num(r["published"]), "Our median": fmt_num(r["median"]),
-             "Ours / published": f"{float(r['ratio']):.3g}", "Compared on": fmt_text(r["compared_on"]),
-             "Source": fmt_text(r["url"])} for _, r in matched.iterrows()]
+    rows = [
+        {
+            "Config": fmt_text(r["config_id"]),
+            "Published": f"{fmt_text(r['label'])} ({fmt_text(r['device'])})",
+            "Published figure": fmt_num(r["published"]),
+            "Our median": fmt_num(r["median"]),
+            "Ours / published": f"{float(r['ratio']):.3g}",
+            "Compared on": fmt_text(r["compared_on"]),
+            "Source": fmt_text(r["url"]),
+        }
+        for _, r in matched.iterrows()
+    ]
     if not rows:
-        rows = [{"Config": DASH, "Published": "no published figure matches a configuration of this study "
-                 "(framework, model, topology, precision, batch size, at 224x224)", "Source": ", ".join(files)}]
-    return Section("references", "Against published figures",
-                   "Our median / the published figure, for the configurations a published figure matches on every "
-                   "key it gives (the rest were not published). Different hardware: a ratio, not a verdict.", rows)
+        rows = [
+            {
+                "Config": DASH,
+                "Published": "no published figure matches a configuration of this study "
+                "(framework, model, topology, precision, batch size, at 224x224)",
+                "Source": ", ".join(files),
+            }
+        ]
+    return Section(
+        "references",
+        "Against published figures",
+        "Our median / the published figure, for the configurations a published figure matches on every "
+        "key it gives (the rest were not published). Different hardware: a ratio, not a verdict.",
+        rows,
+    )
 
 
 def _energy(row: pd.Series) -> str:
@@ -280,23 +364,33 @@ def telemetry(inputs: ReportInputs) -> Section | None:
         s = summary.loc[config] if config in summary.index else pd.Series(dtype=object)
         contended = int(s.get("contended_runs") or 0) if not missing(s.get("contended_runs")) else 0
         throttled = int(s.get("throttled_runs") or 0) if not missing(s.get("throttled_runs")) else 0
-        rows.append({
-            "Config": fmt_text(config), "Runs sampled": str(len(group)),
-            "Run CPU (cores)": fmt_num(s.get("cpu_run_cores")),
-            "Node CPU": DASH if missing(s.get("cpu_node_util")) else f"{float(s['cpu_node_util']):.0%}",
-            "Others (cores, max)": fmt_num(s.get("contention_cores")) + (f" ⚑ {contended} run(s)" if contended else ""),
-            "GPU util %": fmt_num(s.get("gpu_util_mean")),
-            "J/sample [interval]": _energy(s), "Samples/J": fmt_num(s.get("samples_per_j")),
-            "Mean power (W)": fmt_num(s.get("power_mean_w")),
-            "Throttled": f"⚑ {throttled} run(s)" if throttled else ("no" if "throttled" in group and
-                                                                     group["throttled"].notna().any() else DASH),
-            "GPU": _reasons(group, "gpu_telemetry"), "RAPL": _reasons(group, "rapl"),
-        })
-    return Section("telemetry", "What the hardware did",
-                   "Medians over the ok runs of each configuration, measured window only (dlbench.telemetry). Others = "
-                   "CPU used by processes outside the run; ⚑ above 0.10 cores. Energy = what energy_scope says "
-                   "(NVML GPU counter or integrated power, RAPL package + DRAM); a dash: no source readable here.",
-                   rows)
+        rows.append(
+            {
+                "Config": fmt_text(config),
+                "Runs sampled": str(len(group)),
+                "Run CPU (cores)": fmt_num(s.get("cpu_run_cores")),
+                "Node CPU": DASH if missing(s.get("cpu_node_util")) else f"{float(s['cpu_node_util']):.0%}",
+                "Others (cores, max)": fmt_num(s.get("contention_cores"))
+                + (f" ⚑ {contended} run(s)" if contended else ""),
+                "GPU util %": fmt_num(s.get("gpu_util_mean")),
+                "J/sample [interval]": _energy(s),
+                "Samples/J": fmt_num(s.get("samples_per_j")),
+                "Mean power (W)": fmt_num(s.get("power_mean_w")),
+                "Throttled": f"⚑ {throttled} run(s)"
+                if throttled
+                else ("no" if "throttled" in group and group["throttled"].notna().any() else DASH),
+                "GPU": _reasons(group, "gpu_telemetry"),
+                "RAPL": _reasons(group, "rapl"),
+            }
+        )
+    return Section(
+        "telemetry",
+        "What the hardware did",
+        "Medians over the ok runs of each configuration, measured window only (dlbench.telemetry). Others = "
+        "CPU used by processes outside the run; ⚑ above 0.10 cores. Energy = what energy_scope says "
+        "(NVML GPU counter or integrated power, RAPL package + DRAM); a dash: no source readable here.",
+        rows,
+    )
 
 
 def _mib(value: Any) -> str:
@@ -313,27 +407,45 @@ def batch_searches(inputs: ReportInputs) -> Section | None:
     for search in searches:
         probes = search.get("probes") or []
         found = search.get("batch_size")
-        rows.append({
-            "Search": fmt_text(search.get("search_id")),
-            "Result": f"max ({found})" if search.get("status") == "ok" else f"no max: {fmt_text(search.get('status'))}",
-            "Why": fmt_text(search.get("reason")),
-            "Multiple, cap": f"{search.get('multiple')}, {search.get('max_batch_size') or 'none'}",
-            "Budget (GiB/rank)": fmt_text(search.get("memory_limit_gb")) or "device",
-            "Probes: size status (peak MiB, peak address space MiB)": "; ".join(
-                f"{p['batch_size']} {p['status']} ({_mib(p.get('peak_memory_bytes'))}, {_mib(p.get('vm_peak_bytes'))})"
-                for p in probes),
-        })
-    return Section("batch-searches", "Batch-size searches (batch_size: max)",
-                   "Each search doubles the batch size per device from its multiple until a probe (a short real run) "
-                   "runs out of memory, then bisects; 'max (N)' in the tables is the largest size seen to fit. A probe "
-                   "that fails otherwise stops the search with its status, and the configuration has no runs. On CPU "
-                   "the budget is an address-space limit per rank above its size once the framework is loaded "
-                   "(README, 'batch_size: max').", rows)
+        rows.append(
+            {
+                "Search": fmt_text(search.get("search_id")),
+                "Result": f"max ({found})"
+                if search.get("status") == "ok"
+                else f"no max: {fmt_text(search.get('status'))}",
+                "Why": fmt_text(search.get("reason")),
+                "Multiple, cap": f"{search.get('multiple')}, {search.get('max_batch_size') or 'none'}",
+                "Budget (GiB/rank)": fmt_text(search.get("memory_limit_gb")) or "device",
+                "Probes: size status (peak MiB, peak address space MiB)": "; ".join(
+                    f"{p['batch_size']} {p['status']} "
+                    f"({_mib(p.get('peak_memory_bytes'))}, {_mib(p.get('vm_peak_bytes'))})"
+                    for p in probes
+                ),
+            }
+        )
+    return Section(
+        "batch-searches",
+        "Batch-size searches (batch_size: max)",
+        "Each search doubles the batch size per device from its multiple until a probe (a short real run) "
+        "runs out of memory, then bisects; 'max (N)' in the tables is the largest size seen to fit. A probe "
+        "that fails otherwise stops the search with its status, and the configuration has no runs. On CPU "
+        "the budget is an address-space limit per rank above its size once the framework is loaded "
+        "(README, 'batch_size: max').",
+        rows,
+    )
 
 
 SECTIONS: tuple[Callable[[ReportInputs], Section | None], ...] = (
-    flags, real_synthetic, interconnect, comparison, references, time_to_quality, time_to_train, throughput_definitions,
-    telemetry, batch_searches,
+    flags,
+    real_synthetic,
+    interconnect,
+    comparison,
+    references,
+    time_to_quality,
+    time_to_train,
+    throughput_definitions,
+    telemetry,
+    batch_searches,
 )
 
 

@@ -35,8 +35,13 @@ GROUP_KEYS = ("model", "precision", "batch_size", "compiler", "data", *INPUT_KEY
 def framework_cell(row: pd.Series | None) -> dict[str, str]:
     """One framework cell of a DLPerf table. Failed cells always carry their status."""
     if row is None:
-        return {"text": "not run", "css": "missing", "speedup": DASH, "efficiency": DASH,
-                "tooltip": "no configuration for this topology"}
+        return {
+            "text": "not run",
+            "css": "missing",
+            "speedup": DASH,
+            "efficiency": DASH,
+            "tooltip": "no configuration for this topology",
+        }
     n_ok, n_total = ok_counts(row)
     tooltip = f"{fmt_text(row.get('config_id'))}: {fmt_text(row.get('statuses'))}".strip(": ")
     if n_ok == 0 or missing(row.get("median")):
@@ -65,8 +70,9 @@ def group_key(row: pd.Series) -> tuple[Any, ...]:
     """A configuration's table; those at the size a batch_size max search found share one ("max"), as in
     DLPerf's "bsz=max" tables, where each framework has its own size."""
     found = bool(fmt_text(row.get("batch_label")))
-    return tuple("max" if k == "batch_size" and found else None if missing(row.get(k)) else row.get(k)
-                 for k in GROUP_KEYS)
+    return tuple(
+        "max" if k == "batch_size" and found else None if missing(row.get(k)) else row.get(k) for k in GROUP_KEYS
+    )
 
 
 def sort_key(key: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -81,8 +87,7 @@ def batch_text(row: pd.Series) -> str:
 
 def topology_sort(row: pd.Series) -> tuple[int, int, str]:
     nodes, dpn = row.get("nodes"), row.get("devices_per_node")
-    return (10**9 if missing(nodes) else int(nodes),
-            10**9 if missing(dpn) else int(dpn), fmt_text(row.get("topology")))
+    return (10**9 if missing(nodes) else int(nodes), 10**9 if missing(dpn) else int(dpn), fmt_text(row.get("topology")))
 
 
 def build_groups(summary: pd.DataFrame) -> list[dict[str, Any]]:
@@ -110,37 +115,52 @@ def build_groups(summary: pd.DataFrame) -> list[dict[str, Any]]:
         table_rows = []
         for topo, first in topo_rows.items():
             cells = [framework_cell(by_topo[topo].get(fw)) for fw in group_fws]
-            table_rows.append({
-                "topology": topo, "nodes": fmt_int(first.get("nodes")),
-                "devices_per_node": fmt_int(first.get("devices_per_node")),
-                "devices": fmt_int(first.get("devices")), "cells": cells,
-            })
+            table_rows.append(
+                {
+                    "topology": topo,
+                    "nodes": fmt_int(first.get("nodes")),
+                    "devices_per_node": fmt_int(first.get("devices_per_node")),
+                    "devices": fmt_int(first.get("devices")),
+                    "cells": cells,
+                }
+            )
 
         title_parts = [
-            fmt_text(model) or "?", fmt_text(precision) or "?",
-            f"batch {batch if batch == 'max' else fmt_int(batch)}/device", compiler_label(compiler),
-            f"{fmt_text(data) or '?'} data", input_label(*inputs),
+            fmt_text(model) or "?",
+            fmt_text(precision) or "?",
+            f"batch {batch if batch == 'max' else fmt_int(batch)}/device",
+            compiler_label(compiler),
+            f"{fmt_text(data) or '?'} data",
+            input_label(*inputs),
         ]
         if fmt_text(strategy) not in ("", "auto"):  # speedups against the auto 1x1 (aggregate.py)
             title_parts.append(f"strategy {fmt_text(strategy)}")
         unit = ", ".join(units) or "samples/s"
-        groups.append({
-            "title": " · ".join(title_parts),
-            "unit": unit,
-            "caption": (f"Throughput in {unit}: median [confidence interval] over successful repeats "
-                        "(n=k: too few repeats for an interval; ⚑: flagged, see 'Flagged results'); "
-                        "speedup vs. 1×1 of the same framework; efficiency = speedup / devices."),
-            "frameworks": group_fws,
-            "rows": table_rows,
-        })
+        groups.append(
+            {
+                "title": " · ".join(title_parts),
+                "unit": unit,
+                "caption": (
+                    f"Throughput in {unit}: median [confidence interval] over successful repeats "
+                    "(n=k: too few repeats for an interval; ⚑: flagged, see 'Flagged results'); "
+                    "speedup vs. 1×1 of the same framework; efficiency = speedup / devices."
+                ),
+                "frameworks": group_fws,
+                "rows": table_rows,
+            }
+        )
     return groups
 
 
 def group_markdown(group: dict[str, Any]) -> str:
     records = []
     for row in group["rows"]:
-        rec = {"Topology": md_escape(row["topology"]), "Nodes": row["nodes"],
-               "Devices/node": row["devices_per_node"], "Devices": row["devices"]}
+        rec = {
+            "Topology": md_escape(row["topology"]),
+            "Nodes": row["nodes"],
+            "Devices/node": row["devices_per_node"],
+            "Devices": row["devices"],
+        }
         for fw, cell in zip(group["frameworks"], row["cells"], strict=True):
             name = md_escape(fw)
             rec[f"{name} throughput"] = md_escape(cell["text"])
@@ -152,23 +172,71 @@ def group_markdown(group: dict[str, Any]) -> str:
 
 # The details table: (heading, summary column, how it reads); Input and OK are computed from several columns.
 DETAIL_COLUMNS = (
-    ("Config", "config_id", fmt_text), ("Framework", "framework", fmt_text), ("Model", "model", fmt_text),
-    ("Topology", "topology", fmt_text), ("Devices", "devices", fmt_int), ("Batch/device", "batch_size", fmt_int),
-    ("Precision", "precision", fmt_text), ("Compiler", "compiler", compiler_label), ("Data", "data", fmt_text),
-    ("Statuses", "statuses", fmt_text), ("Median", "median", fmt_num), ("Min", "min", fmt_num),
-    ("Max", "max", fmt_num), ("Q25", "q25", fmt_num), ("Q75", "q75", fmt_num), ("IQR", "iqr", fmt_num),
-    ("CI low", "ci_low", fmt_num), ("CI high", "ci_high", fmt_num), ("CI", "ci_note", fmt_text),
-    ("Steady runs", "steady_runs", fmt_int), ("Not steady", "nonsteady_runs", fmt_int), ("Flags", "flags", fmt_text),
-    ("CV%", "cv", lambda v: fmt_pct(v, 1)), ("Speedup", "speedup", fmt_speedup),
-    ("Efficiency", "efficiency", fmt_pct), ("TFLOP/s", "tflops", fmt_num), ("Unit", "unit", fmt_text),
+    ("Config", "config_id", fmt_text),
+    ("Framework", "framework", fmt_text),
+    ("Model", "model", fmt_text),
+    ("Topology", "topology", fmt_text),
+    ("Devices", "devices", fmt_int),
+    ("Batch/device", "batch_size", fmt_int),
+    ("Precision", "precision", fmt_text),
+    ("Compiler", "compiler", compiler_label),
+    ("Data", "data", fmt_text),
+    ("Statuses", "statuses", fmt_text),
+    ("Median", "median", fmt_num),
+    ("Min", "min", fmt_num),
+    ("Max", "max", fmt_num),
+    ("Q25", "q25", fmt_num),
+    ("Q75", "q75", fmt_num),
+    ("IQR", "iqr", fmt_num),
+    ("CI low", "ci_low", fmt_num),
+    ("CI high", "ci_high", fmt_num),
+    ("CI", "ci_note", fmt_text),
+    ("Steady runs", "steady_runs", fmt_int),
+    ("Not steady", "nonsteady_runs", fmt_int),
+    ("Flags", "flags", fmt_text),
+    ("CV%", "cv", lambda v: fmt_pct(v, 1)),
+    ("Speedup", "speedup", fmt_speedup),
+    ("Efficiency", "efficiency", fmt_pct),
+    ("TFLOP/s", "tflops", fmt_num),
+    ("Unit", "unit", fmt_text),
 )
-DETAIL_ORDER = ("Config", "Framework", "Model", "Topology", "Devices", "Batch/device", "Precision", "Compiler",
-                "Data", "Input", "OK", "Statuses", "Median", "CI low", "CI high", "CI", "Min", "Max", "Q25", "Q75",
-                "IQR", "CV%", "Speedup", "Efficiency", "TFLOP/s", "Unit", "Steady runs", "Not steady", "Flags")
+DETAIL_ORDER = (
+    "Config",
+    "Framework",
+    "Model",
+    "Topology",
+    "Devices",
+    "Batch/device",
+    "Precision",
+    "Compiler",
+    "Data",
+    "Input",
+    "OK",
+    "Statuses",
+    "Median",
+    "CI low",
+    "CI high",
+    "CI",
+    "Min",
+    "Max",
+    "Q25",
+    "Q75",
+    "IQR",
+    "CV%",
+    "Speedup",
+    "Efficiency",
+    "TFLOP/s",
+    "Unit",
+    "Steady runs",
+    "Not steady",
+    "Flags",
+)
 # Columns shown only where some configuration has a value (a CPU study has no MFU), after TFLOP/s, in this order.
-OPTIONAL_DETAIL_COLUMNS = (("MFU", "mfu", fmt_mfu),
-                           ("Peak TFLOP/s", "peak_tflops", lambda v: DASH if missing(v) else f"{float(v):g}"),
-                           ("Peak memory/rank (GiB)", "peak_memory_gb", fmt_num))
+OPTIONAL_DETAIL_COLUMNS = (
+    ("MFU", "mfu", fmt_mfu),
+    ("Peak TFLOP/s", "peak_tflops", lambda v: DASH if missing(v) else f"{float(v):g}"),
+    ("Peak memory/rank (GiB)", "peak_memory_gb", fmt_num),
+)
 
 
 def detail_order(summary: pd.DataFrame) -> tuple[tuple[str, ...], tuple[tuple[str, str, Any], ...]]:
@@ -208,12 +276,14 @@ def failure_rows(summary: pd.DataFrame, records: pd.DataFrame) -> list[dict[str,
         if n_ok >= n_total and all(s == "ok" for s, _ in parse_statuses(r.get("statuses"))):
             continue
         cid = fmt_text(r.get("config_id"))
-        rows.append({
-            "Config": cid,
-            "Status": failure_text(r),
-            "Message": fmt_text(r.get("error")) or DASH,
-            "Log": logs.get(cid, "") or DASH,
-        })
+        rows.append(
+            {
+                "Config": cid,
+                "Status": failure_text(r),
+                "Message": fmt_text(r.get("error")) or DASH,
+                "Log": logs.get(cid, "") or DASH,
+            }
+        )
     rows.sort(key=lambda x: x["Config"])
     return rows
 
@@ -229,16 +299,18 @@ def environment_view(env: dict[str, Any]) -> dict[str, Any]:
     frameworks = []
     for name, info in sorted((env.get("frameworks") or {}).items()):
         info = info if isinstance(info, dict) else {"version": info}
-        frameworks.append({
-            "name": str(name),
-            "version": fmt_text(info.get("framework_version") or info.get("version")) or DASH,
-            "python": fmt_text(info.get("python")) or DASH,
-            "cuda": fmt_text(info.get("cuda")) or DASH,
-            "cudnn": fmt_text(info.get("cudnn")) or DASH,
-            # the framework's settings in effect (threads, oneDNN, layout, ...), read back by its backend
-            "settings": fmt_text((info.get("settings") or {}).get("summary")) or DASH,
-            "packages": [str(p) for p in info.get("packages") or []],
-        })
+        frameworks.append(
+            {
+                "name": str(name),
+                "version": fmt_text(info.get("framework_version") or info.get("version")) or DASH,
+                "python": fmt_text(info.get("python")) or DASH,
+                "cuda": fmt_text(info.get("cuda")) or DASH,
+                "cudnn": fmt_text(info.get("cudnn")) or DASH,
+                # the framework's settings in effect (threads, oneDNN, layout, ...), read back by its backend
+                "settings": fmt_text((info.get("settings") or {}).get("summary")) or DASH,
+                "packages": [str(p) for p in info.get("packages") or []],
+            }
+        )
 
     def as_list(value: Any) -> list[str]:
         if value is None:
@@ -255,8 +327,9 @@ def environment_view(env: dict[str, Any]) -> dict[str, Any]:
         # the peak MFU uses per GPU (aggregate.environment, dlbench.devices); a CPU has none and is not listed
         "device_peaks": [f"{name}: {text}" for name, text in sorted(peaks.items()) if name not in cpus],
         "frameworks": frameworks,
-        "config_yaml": yaml.safe_dump(config, sort_keys=False, allow_unicode=True,
-                                      default_flow_style=False) if config else "",
+        "config_yaml": yaml.safe_dump(config, sort_keys=False, allow_unicode=True, default_flow_style=False)
+        if config
+        else "",
     }
 
 

@@ -103,17 +103,21 @@ class Nvml:
         nv, out = self.nv, []
         for h in self.handles:
             procs = (self._get("nvmlDeviceGetComputeRunningProcesses", h) or []) + (
-                self._get("nvmlDeviceGetGraphicsRunningProcesses", h) or [])
+                self._get("nvmlDeviceGetGraphicsRunningProcesses", h) or []
+            )
             energy = self._get("nvmlDeviceGetTotalEnergyConsumption", h)
-            out.append({
-                "name": self._get("nvmlDeviceGetName", h), "uuid": self._get("nvmlDeviceGetUUID", h),
-                "persistence_mode": self._get("nvmlDeviceGetPersistenceMode", h),
-                "app_clock_sm_mhz": self._get("nvmlDeviceGetApplicationsClock", h, nv.NVML_CLOCK_SM),
-                "app_clock_mem_mhz": self._get("nvmlDeviceGetApplicationsClock", h, nv.NVML_CLOCK_MEM),
-                "power_limit_w": (self._get("nvmlDeviceGetEnforcedPowerLimit", h) or 0) / 1000 or None,
-                "energy_counter": energy is not None,
-                "other_processes": sorted({p.pid for p in procs} - run_pids),
-            })
+            out.append(
+                {
+                    "name": self._get("nvmlDeviceGetName", h),
+                    "uuid": self._get("nvmlDeviceGetUUID", h),
+                    "persistence_mode": self._get("nvmlDeviceGetPersistenceMode", h),
+                    "app_clock_sm_mhz": self._get("nvmlDeviceGetApplicationsClock", h, nv.NVML_CLOCK_SM),
+                    "app_clock_mem_mhz": self._get("nvmlDeviceGetApplicationsClock", h, nv.NVML_CLOCK_MEM),
+                    "power_limit_w": (self._get("nvmlDeviceGetEnforcedPowerLimit", h) or 0) / 1000 or None,
+                    "energy_counter": energy is not None,
+                    "other_processes": sorted({p.pid for p in procs} - run_pids),
+                }
+            )
         return out
 
     def read(self) -> list[dict[str, Any]]:
@@ -125,15 +129,19 @@ class Nvml:
             reasons = self._get("nvmlDeviceGetCurrentClocksEventReasons", h)
             if reasons is None:
                 reasons = self._get("nvmlDeviceGetCurrentClocksThrottleReasons", h)
-            out.append({
-                "util": util.gpu if util else None, "mem_util": util.memory if util else None,
-                "mem_used": mem.used if mem else None,
-                "sm_mhz": self._get("nvmlDeviceGetClockInfo", h, nv.NVML_CLOCK_SM),
-                "mem_mhz": self._get("nvmlDeviceGetClockInfo", h, nv.NVML_CLOCK_MEM),
-                "power_w": power / 1000 if power is not None else None,
-                "temp_c": self._get("nvmlDeviceGetTemperature", h, nv.NVML_TEMPERATURE_GPU),
-                "throttle": reasons, "energy_mj": self._get("nvmlDeviceGetTotalEnergyConsumption", h),
-            })
+            out.append(
+                {
+                    "util": util.gpu if util else None,
+                    "mem_util": util.memory if util else None,
+                    "mem_used": mem.used if mem else None,
+                    "sm_mhz": self._get("nvmlDeviceGetClockInfo", h, nv.NVML_CLOCK_SM),
+                    "mem_mhz": self._get("nvmlDeviceGetClockInfo", h, nv.NVML_CLOCK_MEM),
+                    "power_w": power / 1000 if power is not None else None,
+                    "temp_c": self._get("nvmlDeviceGetTemperature", h, nv.NVML_TEMPERATURE_GPU),
+                    "throttle": reasons,
+                    "energy_mj": self._get("nvmlDeviceGetTotalEnergyConsumption", h),
+                }
+            )
         return out
 
 
@@ -143,8 +151,11 @@ def cpu_provenance() -> dict[str, Any]:
     no_turbo = read_text(cpufreq / "intel_pstate/no_turbo")
     boost = read_text(cpufreq / "cpufreq/boost")
     turbo = {"0": True, "1": False}.get(no_turbo) if no_turbo is not None else {"1": True, "0": False}.get(boost)
-    return {"governor": governor, "turbo": turbo,
-            "why_missing": "" if governor else "no cpufreq in /sys (a VM, or no cpufreq driver)"}
+    return {
+        "governor": governor,
+        "turbo": turbo,
+        "why_missing": "" if governor else "no cpufreq in /sys (a VM, or no cpufreq driver)",
+    }
 
 
 class Tree:
@@ -236,8 +247,9 @@ class Stop:
         self.now = True
 
 
-def sample_loop(out: Path, interval_ms: int, pids: list[int], parent: int | None, match: str,
-                max_seconds: float = 0.0) -> None:
+def sample_loop(
+    out: Path, interval_ms: int, pids: list[int], parent: int | None, match: str, max_seconds: float = 0.0
+) -> None:
     stop = Stop()
     started = time.monotonic()
     nvml, rapl = Nvml(), Rapl()
@@ -248,14 +260,28 @@ def sample_loop(out: Path, interval_ms: int, pids: list[int], parent: int | None
     me = psutil.Process()
     freq = cpu_freq_mhz()
     start = {
-        "kind": "start", "t": time.time(), "host": socket.gethostname(), "interval_ms": interval * 1000,
-        "requested_interval_ms": interval_ms, "ncpu": psutil.cpu_count(), "run_pids": sorted(tree.pids()),
-        "cpu": {**cpu_provenance(), "freq_available": freq is not None,
-                "freq_why_missing": "" if freq is not None else "psutil.cpu_freq() has no reading (a VM?)"},
-        "rapl": {"available": bool(rapl.zones), "why_missing": rapl.reason,
-                 "zones": {k: top for k, (_, top) in rapl.zones.items()}},
-        "gpu": {"available": bool(nvml.handles), "why_missing": nvml.reason,
-                "devices": nvml.provenance(tree.pids()) if nvml.handles else []},
+        "kind": "start",
+        "t": time.time(),
+        "host": socket.gethostname(),
+        "interval_ms": interval * 1000,
+        "requested_interval_ms": interval_ms,
+        "ncpu": psutil.cpu_count(),
+        "run_pids": sorted(tree.pids()),
+        "cpu": {
+            **cpu_provenance(),
+            "freq_available": freq is not None,
+            "freq_why_missing": "" if freq is not None else "psutil.cpu_freq() has no reading (a VM?)",
+        },
+        "rapl": {
+            "available": bool(rapl.zones),
+            "why_missing": rapl.reason,
+            "zones": {k: top for k, (_, top) in rapl.zones.items()},
+        },
+        "gpu": {
+            "available": bool(nvml.handles),
+            "why_missing": nvml.reason,
+            "devices": nvml.provenance(tree.pids()) if nvml.handles else [],
+        },
     }
     with open(out, "w", encoding="utf-8") as f:
         f.write(json.dumps(start) + "\n")
@@ -264,8 +290,15 @@ def sample_loop(out: Path, interval_ms: int, pids: list[int], parent: int | None
         while not stop.now:
             busy, total = node_cpu()
             t = me.cpu_times()
-            sample = {"kind": "sample", "t": time.time(), "node_busy_s": busy, "node_total_s": total,
-                      "run_s": tree.cpu_seconds(), "sampler_s": t.user + t.system, "freq_mhz": cpu_freq_mhz()}
+            sample = {
+                "kind": "sample",
+                "t": time.time(),
+                "node_busy_s": busy,
+                "node_total_s": total,
+                "run_s": tree.cpu_seconds(),
+                "sampler_s": t.user + t.system,
+                "freq_mhz": cpu_freq_mhz(),
+            }
             if rapl.zones:
                 sample["rapl_uj"] = rapl.read()
             if nvml.handles:
@@ -279,8 +312,17 @@ def sample_loop(out: Path, interval_ms: int, pids: list[int], parent: int | None
             next_at += interval
             time.sleep(max(0.0, next_at - time.monotonic()))
         t = me.cpu_times()
-        f.write(json.dumps({"kind": "end", "t": time.time(), "sampler_cpu_s": t.user + t.system,
-                            "sampler_wall_s": time.monotonic() - started}) + "\n")
+        f.write(
+            json.dumps(
+                {
+                    "kind": "end",
+                    "t": time.time(),
+                    "sampler_cpu_s": t.user + t.system,
+                    "sampler_wall_s": time.monotonic() - started,
+                }
+            )
+            + "\n"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

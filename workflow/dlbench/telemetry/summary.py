@@ -19,13 +19,43 @@ from typing import Any
 # enough to cost a CPU-bound run a few percent.
 CONTENTION_MAX_CORES = 0.10
 
-FIELDS = ("telemetry", "telemetry_interval_ms", "cpu_run_cores", "cpu_rank_cores", "cpu_warmup_run_cores",
-          "cpu_node_util", "cpu_freq_mhz_mean", "contention_cores", "contended", "sampler_cores", "rapl",
-          "gpu_telemetry", "gpu_util_mean", "gpu_mem_util_mean", "gpu_mem_used_max_bytes", "gpu_sm_clock_mean_mhz",
-          "gpu_sm_clock_min_mhz", "gpu_mem_clock_mean_mhz", "gpu_temp_max_c", "throttled", "throttle_reasons",
-          "gpu_energy_j", "gpu_energy_source", "cpu_energy_j", "energy_j", "energy_scope", "energy_per_sample_j",
-          "samples_per_j", "power_mean_w", "power_max_w", "cpu_governor", "cpu_turbo", "gpu_app_clocks",
-          "gpu_persistence", "gpu_other_processes")
+FIELDS = (
+    "telemetry",
+    "telemetry_interval_ms",
+    "cpu_run_cores",
+    "cpu_rank_cores",
+    "cpu_warmup_run_cores",
+    "cpu_node_util",
+    "cpu_freq_mhz_mean",
+    "contention_cores",
+    "contended",
+    "sampler_cores",
+    "rapl",
+    "gpu_telemetry",
+    "gpu_util_mean",
+    "gpu_mem_util_mean",
+    "gpu_mem_used_max_bytes",
+    "gpu_sm_clock_mean_mhz",
+    "gpu_sm_clock_min_mhz",
+    "gpu_mem_clock_mean_mhz",
+    "gpu_temp_max_c",
+    "throttled",
+    "throttle_reasons",
+    "gpu_energy_j",
+    "gpu_energy_source",
+    "cpu_energy_j",
+    "energy_j",
+    "energy_scope",
+    "energy_per_sample_j",
+    "samples_per_j",
+    "power_mean_w",
+    "power_max_w",
+    "cpu_governor",
+    "cpu_turbo",
+    "gpu_app_clocks",
+    "gpu_persistence",
+    "gpu_other_processes",
+)
 
 
 def unwrap(values: Sequence[float], top: float) -> list[float]:
@@ -82,8 +112,9 @@ def _host(lines: list[dict[str, Any]], start: float, end: float, warmup: tuple[f
     run = [sum(s["run_s"].values()) for s in samples]
     mine = [s["sampler_s"] for s in samples]
     out["cpu_run_cores"] = delta(ts, run, start, end) / span
-    out["cpu_rank_cores"] = ";".join(f"{delta(ts, [s['run_s'].get(r, 0.0) for s in samples], start, end) / span:.3f}"
-                                     for r in ranks)
+    out["cpu_rank_cores"] = ";".join(
+        f"{delta(ts, [s['run_s'].get(r, 0.0) for s in samples], start, end) / span:.3f}" for r in ranks
+    )
     if warmup and warmup[1] > warmup[0]:
         out["cpu_warmup_run_cores"] = delta(ts, run, *warmup) / (warmup[1] - warmup[0])
     node_busy = delta(ts, busy, start, end)
@@ -114,8 +145,7 @@ def _host(lines: list[dict[str, Any]], start: float, end: float, warmup: tuple[f
     out["gpu_telemetry"] = f"nvml: {len(devices)} GPU(s)"
     out["gpu_app_clocks"] = ";".join(f"{d.get('app_clock_sm_mhz')}/{d.get('app_clock_mem_mhz')} MHz" for d in devices)
     out["gpu_persistence"] = ";".join(str(d.get("persistence_mode")) for d in devices)
-    out["gpu_other_processes"] = ";".join(",".join(map(str, d.get("other_processes") or [])) or "none"
-                                          for d in devices)
+    out["gpu_other_processes"] = ";".join(",".join(map(str, d.get("other_processes") or [])) or "none" for d in devices)
     per = [g for s in inside for g in s.get("gpus", [])]
     pick = lambda key: [g[key] for g in per if g.get(key) is not None]  # noqa: E731
     out["gpu_util_mean"], out["gpu_mem_util_mean"] = _mean(pick("util")), _mean(pick("mem_util"))
@@ -197,7 +227,8 @@ def summarise(telemetry: list[dict[str, Any]], window: dict[str, Any] | None, sa
         out["energy_j"] = sum(v for _, v in energies)
         out["energy_scope"] = " + ".join(
             f"GPU ({out['gpu_energy_source']})" if k == "gpu_energy_j" else "CPU package + DRAM (RAPL)"
-            for k, _ in energies)
+            for k, _ in energies
+        )
         out["power_mean_w"] = out["energy_j"] / (end - start)
         if samples and out["energy_j"] > 0:
             out["energy_per_sample_j"] = out["energy_j"] / samples

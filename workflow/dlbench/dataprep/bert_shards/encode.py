@@ -35,13 +35,20 @@ class ExampleEncoder:
         self.table_valid = self.table_valid.view("<u4").ravel()
         self.table_len = valid.sum(axis=1).astype(np.uint8)
         # framing of the variable-length features, by payload length (a varint is 1..3 bytes per value)
-        self.headers = {key: self._header_table(key, 3 * width)
-                        for key, width in (("input_ids", L), ("masked_lm_positions", P), ("masked_lm_ids", P))}
+        self.headers = {
+            key: self._header_table(key, 3 * width)
+            for key, width in (("input_ids", L), ("masked_lm_positions", P), ("masked_lm_ids", P))
+        }
         # the fixed-length features: constant framing
-        self.fixed = {key: np.frombuffer(tfr.entry_head(key, kind, size), np.uint8)
-                      for key, kind, size in (("input_mask", tfr.INT64_LIST, L), ("segment_ids", tfr.INT64_LIST, L),
-                                              ("masked_lm_weights", tfr.FLOAT_LIST, 4 * P),
-                                              ("next_sentence_labels", tfr.INT64_LIST, 1))}
+        self.fixed = {
+            key: np.frombuffer(tfr.entry_head(key, kind, size), np.uint8)
+            for key, kind, size in (
+                ("input_mask", tfr.INT64_LIST, L),
+                ("segment_ids", tfr.INT64_LIST, L),
+                ("masked_lm_weights", tfr.FLOAT_LIST, 4 * P),
+                ("next_sentence_labels", tfr.INT64_LIST, 1),
+            )
+        }
 
     @staticmethod
     def _header_table(key: str, max_payload: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -51,8 +58,8 @@ class ExampleEncoder:
         data = np.zeros((len(headers), width), np.uint8)
         valid = np.zeros((len(headers), width), bool)
         for n, h in enumerate(headers):
-            data[n, :len(h)] = np.frombuffer(h, np.uint8)
-            valid[n, :len(h)] = True
+            data[n, : len(h)] = np.frombuffer(h, np.uint8)
+            valid[n, : len(h)] = True
         return data, valid, np.array([len(h) + n for n, h in enumerate(headers)], np.int64)
 
     def _varints(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -68,10 +75,15 @@ class ExampleEncoder:
         weights = (np.arange(P)[None, :] < b.num_predictions[:, None]).astype("<f4")
         slots: list[tuple[np.ndarray, np.ndarray | None]] = []  # (bytes [n or 1, w], valid or None)
         features_len = np.zeros(n, np.int64)
-        for key, values in (("input_ids", b.input_ids), ("input_mask", b.input_mask),
-                            ("segment_ids", b.segment_ids), ("masked_lm_positions", b.positions),
-                            ("masked_lm_ids", b.masked_ids), ("masked_lm_weights", weights),
-                            ("next_sentence_labels", b.next_sentence)):
+        for key, values in (
+            ("input_ids", b.input_ids),
+            ("input_mask", b.input_mask),
+            ("segment_ids", b.segment_ids),
+            ("masked_lm_positions", b.positions),
+            ("masked_lm_ids", b.masked_ids),
+            ("masked_lm_weights", weights),
+            ("next_sentence_labels", b.next_sentence),
+        ):
             if key in self.headers:
                 data, valid, payload_len = self._varints(values)
                 head, head_valid, entry_len = self.headers[key]
@@ -83,8 +95,13 @@ class ExampleEncoder:
                 features_len += len(self.fixed[key]) + payload.shape[1]
         example_head, example_head_valid = tfr.varint_slots(features_len, 3)
         example_len = len(_EXAMPLE_TAG[0]) + example_head_valid.sum(axis=1) + features_len
-        slots = [(tfr.record_headers(example_len), None), (_EXAMPLE_TAG, None),
-                 (example_head, example_head_valid), *slots, (np.zeros((1, tfr.FOOTER_BYTES), np.uint8), None)]
+        slots = [
+            (tfr.record_headers(example_len), None),
+            (_EXAMPLE_TAG, None),
+            (example_head, example_head_valid),
+            *slots,
+            (np.zeros((1, tfr.FOOTER_BYTES), np.uint8), None),
+        ]
 
         # lay the slots side by side, then compact the valid bytes
         edges = np.concatenate(([0], np.cumsum([data.shape[1] for data, _ in slots])))
@@ -102,7 +119,7 @@ class ExampleEncoder:
         start = 0
         for lo in range(0, n, 512):
             end = int(record_ends[min(lo + 512, n) - 1])
-            np.compress(valid[lo:lo + 512].ravel(), rows[lo:lo + 512].ravel(), out=records[start:end])
+            np.compress(valid[lo : lo + 512].ravel(), rows[lo : lo + 512].ravel(), out=records[start:end])
             start = end
         ends = record_ends - tfr.FOOTER_BYTES
         tfr.fill_footers(records, ends - example_len, ends)

@@ -32,13 +32,14 @@ class Uniforms:
 @dataclasses.dataclass
 class Batch:
     """Instances ready to write (rows aligned)."""
-    input_ids: np.ndarray        # int32 [n, L]
-    input_mask: np.ndarray       # int8 [n, L]
-    segment_ids: np.ndarray      # int8 [n, L]
-    positions: np.ndarray        # int32 [n, P]
-    masked_ids: np.ndarray       # int32 [n, P]
+
+    input_ids: np.ndarray  # int32 [n, L]
+    input_mask: np.ndarray  # int8 [n, L]
+    segment_ids: np.ndarray  # int8 [n, L]
+    positions: np.ndarray  # int32 [n, P]
+    masked_ids: np.ndarray  # int32 [n, P]
     num_predictions: np.ndarray  # int32 [n]
-    next_sentence: np.ndarray    # int8 [n]
+    next_sentence: np.ndarray  # int8 [n]
 
     def __len__(self) -> int:
         return len(self.next_sentence)
@@ -54,8 +55,14 @@ class Batch:
 SPAN_FIELDS = 6  # per instance in pair_spans' list
 
 
-def pair_spans(doc_ranges: list[tuple[int, int]], targets: list[int], pool_docs: list[tuple[int, int]],
-               doc_pool_index: list[int], cum: list[int], uniforms: Uniforms) -> list[int]:
+def pair_spans(
+    doc_ranges: list[tuple[int, int]],
+    targets: list[int],
+    pool_docs: list[tuple[int, int]],
+    doc_pool_index: list[int],
+    cum: list[int],
+    uniforms: Uniforms,
+) -> list[int]:
     """The reference's chunking loop for a block of documents. Per instance, SPAN_FIELDS values one after the
     other in one flat list (numpy converts it at half the cost of a list of tuples): A start, A length, B start,
     B length, random next (0 no, 1 by the coin, 2 forced: a one-sentence chunk), document; starts are offsets
@@ -105,8 +112,14 @@ def pair_spans(doc_ranges: list[tuple[int, int]], targets: list[int], pool_docs:
 class InstanceMaker:
     """Builds a shard's instances: chunking (Python), truncation, [CLS]/[SEP] layout and masking (numpy)."""
 
-    def __init__(self, params: Params, vocab: Vocab, rng: np.random.Generator, mask_rng: np.random.Generator,
-                 stats: dict[str, int]) -> None:
+    def __init__(
+        self,
+        params: Params,
+        vocab: Vocab,
+        rng: np.random.Generator,
+        mask_rng: np.random.Generator,
+        stats: dict[str, int],
+    ) -> None:
         # two streams: rng for what makes the instances (targets, chunks, truncation), mask_rng for the masking,
         # so that how masking draws (its speed) changes neither which instances there are nor their count
         self.p, self.vocab, self.rng, self.mask_rng, self.stats = params, vocab, rng, mask_rng, stats
@@ -115,8 +128,15 @@ class InstanceMaker:
         if self.max_num_tokens < 2:
             raise InputError(f"--max-seq-length {params.max_seq_length} is too small (at least 5)")
 
-    def block(self, pool_counts: np.ndarray, pool_lengths: np.ndarray, pool_tokens: np.ndarray,
-              first_doc: int, n_docs: int, batch_size: int = 4096) -> Iterator[Batch]:
+    def block(
+        self,
+        pool_counts: np.ndarray,
+        pool_lengths: np.ndarray,
+        pool_tokens: np.ndarray,
+        first_doc: int,
+        n_docs: int,
+        batch_size: int = 4096,
+    ) -> Iterator[Batch]:
         """Instances of documents first_doc..first_doc+n_docs-1 of the pool (one dupe pass), in batches of at
         most batch_size (the numpy work's memory does not depend on how long the documents are)."""
         cum = np.concatenate(([0], np.cumsum(pool_lengths))).tolist()
@@ -126,15 +146,14 @@ class InstanceMaker:
         short = rng.random(n_docs) < self.p.short_seq_prob
         targets = np.where(short, 2 + (rng.random(n_docs) * (mnt - 1)).astype(np.int64), mnt)
         docs = list(range(first_doc, first_doc + n_docs))
-        spans = pair_spans(pool_docs[first_doc:first_doc + n_docs], targets.tolist(), pool_docs, docs, cum,
-                           self.u)
+        spans = pair_spans(pool_docs[first_doc : first_doc + n_docs], targets.tolist(), pool_docs, docs, cum, self.u)
         padded = np.append(pool_tokens, 0)  # the last one: where padding positions gather from
         st = self.stats
         st["document_passes"] += n_docs
         st["short_target_passes"] += int(short.sum())
         step = SPAN_FIELDS * batch_size
         for lo in range(0, len(spans), step):
-            fields = np.array(spans[lo:lo + step], np.int64).reshape(-1, SPAN_FIELDS).T.copy()
+            fields = np.array(spans[lo : lo + step], np.int64).reshape(-1, SPAN_FIELDS).T.copy()
             a_lo, a_len, b_lo, b_len, rand_next, doc_of = fields
             st["short_target_instances"] += int(short[doc_of].sum())
             self._truncate(a_lo, a_len, b_lo, b_len)
@@ -159,8 +178,15 @@ class InstanceMaker:
         b_lo[cut] += fb
         b_len[cut] -= rb
 
-    def _layout_and_mask(self, padded: np.ndarray, a_lo: np.ndarray, a_len: np.ndarray, b_lo: np.ndarray,
-                         b_len: np.ndarray, rand_next: np.ndarray) -> Batch:
+    def _layout_and_mask(
+        self,
+        padded: np.ndarray,
+        a_lo: np.ndarray,
+        a_len: np.ndarray,
+        b_lo: np.ndarray,
+        b_len: np.ndarray,
+        rand_next: np.ndarray,
+    ) -> Batch:
         """[CLS] A [SEP] B [SEP] and zero padding, gathered in one go from the pool's tokens (`padded`: with a
         zero after them); then the masked positions."""
         L, P, V, rng = self.p.max_seq_length, self.p.max_predictions, self.vocab, self.mask_rng
@@ -197,8 +223,9 @@ class InstanceMaker:
         masked_ids[r, slot] = original
         draw = rng.random(len(r))
         to_mask, to_random = draw < 0.8, draw >= 0.9
-        ids[r, c] = np.where(to_mask, V.mask_id,
-                             np.where(to_random, rng.integers(0, V.size, len(r)), original)).astype(np.int32)
+        ids[r, c] = np.where(to_mask, V.mask_id, np.where(to_random, rng.integers(0, V.size, len(r)), original)).astype(
+            np.int32
+        )
         st = self.stats
         st["instances"] += n
         st["tokens"] += int(total.sum())
@@ -209,15 +236,22 @@ class InstanceMaker:
         st["kept"] += int(len(r) - to_mask.sum() - to_random.sum())
         st["random_next"] += int((rand_next > 0).sum())
         st["forced_random_next"] += int((rand_next == 2).sum())
-        return Batch(ids, input_mask, segment_ids, positions.astype(np.int32), masked_ids, counts.astype(np.int32),
-                     (rand_next > 0).astype(np.int8))
+        return Batch(
+            ids,
+            input_mask,
+            segment_ids,
+            positions.astype(np.int32),
+            masked_ids,
+            counts.astype(np.int32),
+            (rand_next > 0).astype(np.int8),
+        )
 
     def _keys(self, shape: tuple[int, int]) -> np.ndarray:
         """Random sort keys, distinct within a row: 20 random bits above the column index (12 bits: L <= 4096);
         uint32, whose row sorts are several times faster than int64's. Two candidates tie in their random bits
         with probability 2**-20; the lower column then comes first."""
         n, L = shape
-        bits = self.mask_rng.bit_generator.random_raw((n * L + 1) // 2).view(np.uint32)[:n * L].reshape(n, L)
+        bits = self.mask_rng.bit_generator.random_raw((n * L + 1) // 2).view(np.uint32)[: n * L].reshape(n, L)
         return (bits & np.uint32(0xFFFFF000)) | np.arange(L, dtype=np.uint32)[None, :]
 
     def _tokens(self, cand: np.ndarray, k: np.ndarray) -> np.ndarray:
@@ -284,11 +318,18 @@ class ShuffleBuffer:
         capacity = -1 if self.held is None else len(self.held)
         if rows <= capacity:
             return
-        grown = Batch(*(np.empty((min(self.size, max(rows, 2 * capacity, 0)), *getattr(batch, f.name).shape[1:]),
-                                 getattr(batch, f.name).dtype) for f in dataclasses.fields(Batch)))
+        grown = Batch(
+            *(
+                np.empty(
+                    (min(self.size, max(rows, 2 * capacity, 0)), *getattr(batch, f.name).shape[1:]),
+                    getattr(batch, f.name).dtype,
+                )
+                for f in dataclasses.fields(Batch)
+            )
+        )
         if self.held is not None:
             for f in dataclasses.fields(Batch):
-                getattr(grown, f.name)[:self.count] = getattr(self.held, f.name)[:self.count]
+                getattr(grown, f.name)[: self.count] = getattr(self.held, f.name)[: self.count]
         self.held = grown
 
     def add(self, batch: Batch) -> Batch | None:
@@ -297,7 +338,7 @@ class ShuffleBuffer:
         surplus = n + b - self.size
         if surplus <= 0:
             for f in dataclasses.fields(Batch):
-                getattr(self.held, f.name)[n:n + b] = getattr(batch, f.name)
+                getattr(self.held, f.name)[n : n + b] = getattr(batch, f.name)
             self.count = n + b
             return None
         emit = self.rng.permutation(n + b)[:surplus]  # a random subset of held + batch, in random order

@@ -40,9 +40,13 @@ def summarise(shards: list[dict]) -> tuple[dict, dict]:
         "random_token_fraction": frac("random_token", "predictions"),
         "nsp_random_fraction": frac("random_next", "instances"),
         # the coin alone: instances whose chunk had two sentences or more (one-sentence chunks are always random)
-        "nsp_coin_random_fraction": round((totals["random_next"] - totals["forced_random_next"])
-                                          / (totals["instances"] - totals["forced_random_next"]), 6)
-        if totals["instances"] > totals["forced_random_next"] else None,
+        "nsp_coin_random_fraction": round(
+            (totals["random_next"] - totals["forced_random_next"])
+            / (totals["instances"] - totals["forced_random_next"]),
+            6,
+        )
+        if totals["instances"] > totals["forced_random_next"]
+        else None,
         "short_target_fraction": frac("short_target_passes", "document_passes"),
         "short_target_instance_fraction": frac("short_target_instances", "instances"),
         "short_length_fraction": frac("short_length_instances", "instances"),  # < 90% of max_seq_length tokens
@@ -55,25 +59,40 @@ def summarise(shards: list[dict]) -> tuple[dict, dict]:
 def _with_shards(run: dict, shards: list[dict]) -> dict:
     """A manifest: the run's description, then the shards (by index), their totals and statistics."""
     totals, statistics = summarise(shards)
-    return {**run, "shards": sorted(shards, key=lambda s: s["index"]), "instances": totals["instances"],
-            "totals": totals, "statistics": statistics}
+    return {
+        **run,
+        "shards": sorted(shards, key=lambda s: s["index"]),
+        "instances": totals["instances"],
+        "totals": totals,
+        "statistics": statistics,
+    }
 
 
-def make_manifest(params: Params, vocab: Vocab, inputs: list[Path], shards: list[dict],
-                  group: tuple[int, int] | None) -> dict:
+def make_manifest(
+    params: Params, vocab: Vocab, inputs: list[Path], shards: list[dict], group: tuple[int, int] | None
+) -> dict:
     L, P = params.max_seq_length, params.max_predictions
-    manifest = _with_shards({
-        "format": MANIFEST_FORMAT,
-        "parameters": params.manifest(),
-        "vocab": {"path": str(vocab.path), "size": vocab.size, "sha256": vocab.sha256},
-        "inputs": [{"path": str(p), "bytes": p.stat().st_size} for p in inputs],
-        "features": {
-            "tfrecord": {**{k: ["int64", L] for k in INT_FEATURES_L}, **{k: ["int64", P] for k in INT_FEATURES_P},
-                         "masked_lm_weights": ["float", P], "next_sentence_labels": ["int64", 1]},
-            "hdf5": {k: [d, [L] if k in INT_FEATURES_L else [P] if k in INT_FEATURES_P else []]
-                     for k, d in HDF5_DTYPES.items()},
+    manifest = _with_shards(
+        {
+            "format": MANIFEST_FORMAT,
+            "parameters": params.manifest(),
+            "vocab": {"path": str(vocab.path), "size": vocab.size, "sha256": vocab.sha256},
+            "inputs": [{"path": str(p), "bytes": p.stat().st_size} for p in inputs],
+            "features": {
+                "tfrecord": {
+                    **{k: ["int64", L] for k in INT_FEATURES_L},
+                    **{k: ["int64", P] for k in INT_FEATURES_P},
+                    "masked_lm_weights": ["float", P],
+                    "next_sentence_labels": ["int64", 1],
+                },
+                "hdf5": {
+                    k: [d, [L] if k in INT_FEATURES_L else [P] if k in INT_FEATURES_P else []]
+                    for k, d in HDF5_DTYPES.items()
+                },
+            },
         },
-    }, shards)
+        shards,
+    )
     if group is not None:
         manifest["shard_group"] = f"{group[0]}/{group[1]}"
     return manifest
@@ -106,6 +125,14 @@ def merge_manifest(args: argparse.Namespace) -> int:
         raise InputError(f"{out}: the groups hold shards {indices}, not 0..{first['parameters']['shards'] - 1}")
     merged = _with_shards({key: first[key] for key in RUN_KEYS}, shards)
     write_json(out / layout.MANIFEST, merged)
-    print(json.dumps({"manifest": str(out / layout.MANIFEST), "groups": n, "shards": len(shards),
-                      "instances": merged["instances"]}))
+    print(
+        json.dumps(
+            {
+                "manifest": str(out / layout.MANIFEST),
+                "groups": n,
+                "shards": len(shards),
+                "instances": merged["instances"],
+            }
+        )
+    )
     return 0

@@ -8,11 +8,32 @@ import dataclasses
 MANIFEST_FORMAT = "dlbench-bert-shards/1"
 INT_FEATURES_L = ("input_ids", "input_mask", "segment_ids")
 INT_FEATURES_P = ("masked_lm_positions", "masked_lm_ids")
-HDF5_DTYPES = {"input_ids": "i4", "input_mask": "i1", "segment_ids": "i1", "masked_lm_positions": "i4",
-               "masked_lm_ids": "i4", "next_sentence_labels": "i1"}
-STAT_KEYS = ("documents", "sentences", "document_tokens", "document_passes", "short_target_passes",
-             "instances", "short_target_instances", "short_length_instances", "truncated_instances", "tokens",
-             "predictions", "mask_token", "kept", "random_token", "random_next", "forced_random_next")
+HDF5_DTYPES = {
+    "input_ids": "i4",
+    "input_mask": "i1",
+    "segment_ids": "i1",
+    "masked_lm_positions": "i4",
+    "masked_lm_ids": "i4",
+    "next_sentence_labels": "i1",
+}
+STAT_KEYS = (
+    "documents",
+    "sentences",
+    "document_tokens",
+    "document_passes",
+    "short_target_passes",
+    "instances",
+    "short_target_instances",
+    "short_length_instances",
+    "truncated_instances",
+    "tokens",
+    "predictions",
+    "mask_token",
+    "kept",
+    "random_token",
+    "random_next",
+    "forced_random_next",
+)
 
 
 # an instance is "short" below this share of max_seq_length tokens (issue 19's fidelity measure)
@@ -48,4 +69,3 @@ class Params:
         out = dataclasses.asdict(self)
         out["formats"] = list(self.formats)
         return out
-

@@ -21,8 +21,9 @@ def spill_path(spill_dir: Path, part: int, shard: int) -> Path:
     return spill_dir / f"w{part:03d}-s{shard:05d}.spill"
 
 
-def document_batches(inputs: list[Path], params: Params, shards: list[int],
-                     batch_lines: int = 4096) -> Iterator[list[tuple[int, str, int]]]:
+def document_batches(
+    inputs: list[Path], params: Params, shards: list[int], batch_lines: int = 4096
+) -> Iterator[list[tuple[int, str, int]]]:
     """The documents of `shards` as (document index, text, lines), in batches of about batch_lines lines (cut at
     document ends). A batch's distinct words are looked up once per batch: 4,096 lines (~0.5 MB of text) took
     7-8% off whole runs on the 1x and 4x inputs against 1,024 (interleaved runs, 2 workers)."""
@@ -61,16 +62,20 @@ class Spiller:
         stats: dict[int, dict[str, int]] = {}
         first = 0
         for index, _, n_lines in batch:
-            lens = lengths[first:first + n_lines]
+            lens = lengths[first : first + n_lines]
             lo, hi = offsets[first], offsets[first + n_lines]
             first += n_lines
             lens = lens[lens > 0]  # the reference drops lines without tokens, then empty documents
             if lens.size == 0:
                 continue
             shard = index % self.params.shards
-            by_shard.setdefault(shard, []).extend((np.array([(index, lens.size, hi - lo)], _DOC_HEADER).tobytes(),
-                                                   lens.astype("<i4").tobytes(),
-                                                   tokens[lo:hi].astype(self.dtype).tobytes()))
+            by_shard.setdefault(shard, []).extend(
+                (
+                    np.array([(index, lens.size, hi - lo)], _DOC_HEADER).tobytes(),
+                    lens.astype("<i4").tobytes(),
+                    tokens[lo:hi].astype(self.dtype).tobytes(),
+                )
+            )
             st = stats.setdefault(shard, dict.fromkeys(PHASE1_STATS, 0))
             st["documents"] += 1
             st["sentences"] += int(lens.size)
@@ -93,8 +98,9 @@ def _spill_docs(path: Path, dtype: np.dtype) -> Iterator[tuple[int, np.ndarray, 
             yield index, lengths, tokens
 
 
-def spill_blocks(spill_dir: Path, parts: list[int], shard: int, dtype: np.dtype,
-                 docs_per_block: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+def spill_blocks(
+    spill_dir: Path, parts: list[int], shard: int, dtype: np.dtype, docs_per_block: int
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """A shard's documents in document-index order (merging the phase-1 parts), in blocks:
     (sentences per document, tokens per sentence, tokens as int32)."""
     streams = [_spill_docs(spill_path(spill_dir, p, shard), dtype) for p in parts]
@@ -111,4 +117,3 @@ def spill_blocks(spill_dir: Path, parts: list[int], shard: int, dtype: np.dtype,
 def _block(docs: list[tuple[int, np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     counts = np.array([len(d[1]) for d in docs], np.int64)
     return counts, np.concatenate([d[1] for d in docs]), np.concatenate([d[2] for d in docs]).astype(np.int32)
-

@@ -46,10 +46,11 @@ def load_vocab(path: Path) -> Vocab:
         raise InputError(f"{path}: not a BERT WordPiece vocabulary (no {', '.join(missing)} among {len(words)} lines)")
     # "##" pieces, found on the raw bytes: line starts followed by "##"
     raw = np.frombuffer(data + b"\n\0\0", np.uint8)
-    starts = np.concatenate(([0], np.flatnonzero(raw[:len(data)] == 10) + 1))[:len(words)]
+    starts = np.concatenate(([0], np.flatnonzero(raw[: len(data)] == 10) + 1))[: len(words)]
     continuation = (raw[starts] == 35) & (raw[starts + 1] == 35)
-    return Vocab(path, len(words), ids["[CLS]"], ids["[SEP]"], ids["[MASK]"], continuation,
-                 hashlib.sha256(data).hexdigest(), ids)
+    return Vocab(
+        path, len(words), ids["[CLS]"], ids["[SEP]"], ids["[MASK]"], continuation, hashlib.sha256(data).hexdigest(), ids
+    )
 
 
 # Characters Python's str.split() treats as whitespace but BERT's clean_text deletes (controls): removing them
@@ -70,8 +71,9 @@ def _drop_split_only(text: str) -> str:
 # same ids); and lead bytes that may start one of the non-ASCII characters that both str.split() and HF's
 # normaliser take for whitespace (U+0085 is gone already), checked in full where they occur.
 _WORD, _SPACE, _PUNCT, _LEAD = 0, 1, 2, 3
-_UNICODE_SPACES = [chr(c).encode() for c in (0xA0, 0x1680, *range(0x2000, 0x200B), 0x2028, 0x2029, 0x202F, 0x205F,
-                                             0x3000)]
+_UNICODE_SPACES = [
+    chr(c).encode() for c in (0xA0, 0x1680, *range(0x2000, 0x200B), 0x2028, 0x2029, 0x202F, 0x205F, 0x3000)
+]
 _KIND = bytearray(256)  # a bytes.translate table: byte -> its kind
 for _c in b"\t\n\v\f\r ":
     _KIND[_c] = _SPACE
@@ -138,7 +140,7 @@ def group_words(data: bytes, starts: np.ndarray, ends: np.ndarray) -> tuple[np.n
     rep = first[group]
     same = (head == head[rep]) & (tail == tail[rep]) & (lens == lens[rep])
     for w in np.flatnonzero(same & (lens > 16) & (rep != np.arange(n))).tolist():
-        same[w] = data[starts[w]:ends[w]] == data[starts[rep[w]]:ends[rep[w]]]
+        same[w] = data[starts[w] : ends[w]] == data[starts[rep[w]] : ends[rep[w]]]
     odd = np.flatnonzero(~same)
     group[odd] = len(first) + np.arange(len(odd))
     return group, np.concatenate([first, odd])
@@ -157,6 +159,7 @@ class WordTokenizer:
 
     def __init__(self, vocab: Vocab, lower_case: bool, cache_words: int = 1 << 19) -> None:
         from tokenizers import BertWordPieceTokenizer
+
         self.tokenizer = BertWordPieceTokenizer(str(vocab.path), lowercase=lower_case)
         self.model = self.tokenizer.model
         self.vocab = vocab.ids  # the model's vocabulary: a word that is an entry is one dict look-up
@@ -176,7 +179,7 @@ class WordTokenizer:
         if size <= len(array):
             return array
         grown = np.zeros(max(size, 2 * len(array)), array.dtype)
-        grown[:len(array)] = array
+        grown[: len(array)] = array
         return grown
 
     def _tokenize(self, words: set[str]) -> tuple[list[str], list[int], list[int]]:
@@ -205,8 +208,11 @@ class WordTokenizer:
         if others:
             enc = self.tokenizer.encode(others, is_pretokenized=True, add_special_tokens=False)
             ids += enc.ids
-            counts += np.bincount(np.asarray(enc.word_ids, np.int64), minlength=len(others)).tolist() if enc.ids \
+            counts += (
+                np.bincount(np.asarray(enc.word_ids, np.int64), minlength=len(others)).tolist()
+                if enc.ids
                 else [0] * len(others)
+            )
         return simple + others, ids, counts
 
     def _word_indices(self, words: list[str]) -> np.ndarray:
@@ -220,9 +226,9 @@ class WordTokenizer:
             base = len(self.index)
             self.index.update(zip(new_words, range(base, base + len(new_words)), strict=True))
             self.starts = self._fit(self.starts, base + len(new_words) + 1)
-            self.starts[base + 1:base + len(new_words) + 1] = self.stored + np.cumsum(counts)
+            self.starts[base + 1 : base + len(new_words) + 1] = self.stored + np.cumsum(counts)
             self.store = self._fit(self.store, self.stored + len(ids))
-            self.store[self.stored:self.stored + len(ids)] = ids
+            self.store[self.stored : self.stored + len(ids)] = ids
             self.stored += len(ids)
         return np.fromiter(map(self.index.__getitem__, words), np.int64, len(words))
 
@@ -269,4 +275,3 @@ def iter_documents(paths: list[Path], chunk_chars: int = 1 << 20) -> Iterator[st
 
 def token_dtype(vocab: Vocab) -> np.dtype:
     return np.dtype("<u2" if vocab.size <= 1 << 16 else "<i4")
-

@@ -30,8 +30,12 @@ def verify(args: argparse.Namespace) -> int:
         raise InputError(f"{manifest_path}: unreadable manifest ({exc})") from exc
     params = manifest["parameters"]
     L, P = params["max_seq_length"], params["max_predictions"]
-    expected_tf = {**{k: L for k in INT_FEATURES_L}, **{k: P for k in INT_FEATURES_P}, "masked_lm_weights": P,
-                   "next_sentence_labels": 1}
+    expected_tf = {
+        **{k: L for k in INT_FEATURES_L},
+        **{k: P for k in INT_FEATURES_P},
+        "masked_lm_weights": P,
+        "next_sentence_labels": 1,
+    }
     checked = 0
     for shard in manifest["shards"]:
         n = shard["instances"]
@@ -55,6 +59,7 @@ def verify(args: argparse.Namespace) -> int:
             _check_file(path, shard["tfrecord"])
         if "hdf5" in shard:
             import h5py
+
             path = out / shard["hdf5"]["path"]
             if not path.is_file():
                 raise VerifyError(f"{path}: missing")
@@ -66,8 +71,9 @@ def verify(args: argparse.Namespace) -> int:
                             raise VerifyError(f"{path}: no dataset {key}")
                         d = f[key]
                         if d.shape != shape or d.dtype != np.dtype(dtype):
-                            raise VerifyError(f"{path}: {key} is {d.dtype}{list(d.shape)}, expected "
-                                              f"{np.dtype(dtype)}{list(shape)}")
+                            raise VerifyError(
+                                f"{path}: {key} is {d.dtype}{list(d.shape)}, expected {np.dtype(dtype)}{list(shape)}"
+                            )
                         if n:
                             d[n - 1]  # reads (and decompresses) the last chunk
             except OSError as exc:

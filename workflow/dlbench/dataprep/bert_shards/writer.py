@@ -34,8 +34,11 @@ class ShardWriter:
     def __init__(self, out: Path, params: Params, shard: int, vocab_size: int) -> None:
         self.params, self.count = params, 0
         # the files' paths relative to `out` (as the manifest lists them) and where they are written first
-        self.relative = {fmt: layout.bert_shard(fmt, params.name, shard, params.shards)
-                         for fmt in layout.BERT_FORMATS if fmt in params.formats}
+        self.relative = {
+            fmt: layout.bert_shard(fmt, params.name, shard, params.shards)
+            for fmt in layout.BERT_FORMATS
+            if fmt in params.formats
+        }
         self.final = {fmt: out / path for fmt, path in self.relative.items()}
         self.tmp = {fmt: temporary(path) for fmt, path in self.final.items()}
         for path in self.final.values():
@@ -49,6 +52,7 @@ class ShardWriter:
 
     def _open_hdf5(self) -> None:
         import h5py
+
         L, P = self.params.max_seq_length, self.params.max_predictions
         self.h5 = h5py.File(self.tmp["hdf5"], "w")
         self.chunk_rows = max(64, (1 << 19) // (4 * L))
@@ -60,8 +64,16 @@ class ShardWriter:
         for key, dtype in HDF5_DTYPES.items():
             width = () if key == "next_sentence_labels" else ((L,) if key in INT_FEATURES_L else (P,))
             self.datasets[key] = self.h5.create_dataset(
-                key, shape=(0, *width), maxshape=(None, *width), dtype=dtype, chunks=(self.chunk_rows, *width),
-                compression="gzip", compression_opts=level, shuffle=self.params.hdf5_shuffle, track_times=False)
+                key,
+                shape=(0, *width),
+                maxshape=(None, *width),
+                dtype=dtype,
+                chunks=(self.chunk_rows, *width),
+                compression="gzip",
+                compression_opts=level,
+                shuffle=self.params.hdf5_shuffle,
+                track_times=False,
+            )
 
     def write(self, batch: Batch) -> None:
         if not len(batch):
@@ -90,14 +102,19 @@ class ShardWriter:
         if not rows:
             return
         lo, hi = self.h5_rows, self.h5_rows + rows
-        columns = {"input_ids": head.input_ids, "input_mask": head.input_mask, "segment_ids": head.segment_ids,
-                   "masked_lm_positions": head.positions, "masked_lm_ids": head.masked_ids,
-                   "next_sentence_labels": head.next_sentence}
+        columns = {
+            "input_ids": head.input_ids,
+            "input_mask": head.input_mask,
+            "segment_ids": head.segment_ids,
+            "masked_lm_positions": head.positions,
+            "masked_lm_ids": head.masked_ids,
+            "next_sentence_labels": head.next_sentence,
+        }
         for key, data in columns.items():
             dset = self.datasets[key]
             dset.resize(hi, axis=0)
             for start in range(0, rows, self.chunk_rows):
-                chunk = data[start:start + self.chunk_rows]
+                chunk = data[start : start + self.chunk_rows]
                 dset.id.write_direct_chunk((lo + start,) + (0,) * (data.ndim - 1), self._filtered(chunk))
         self.h5_rows = hi
 

@@ -75,13 +75,16 @@ class BackendBase(ABC):
         framework that has it (frameworks.py, `compiler_modes`)."""
         framework = REGISTRY[self.spec.framework]
         if self.spec.compiler_mode and not framework.compiler_modes:
-            raise Unsupported(f"compiler mode {self.spec.compiler_mode} is torch.compile's; {framework.display_name}'s "
-                              f"compiler ({framework.compiler}) is on or off")
+            raise Unsupported(
+                f"compiler mode {self.spec.compiler_mode} is torch.compile's; {framework.display_name}'s "
+                f"compiler ({framework.compiler}) is on or off"
+            )
         if self.is_bert:
             return
         if self.spec.optimizer != "auto":
-            raise Unsupported(f"optimizer {self.spec.optimizer!r} is a BERT setting; ResNet-50 trains with SGD and "
-                              "momentum")
+            raise Unsupported(
+                f"optimizer {self.spec.optimizer!r} is a BERT setting; ResNet-50 trains with SGD and momentum"
+            )
         if self.spec.grad_clip:
             raise Unsupported("grad_clip is a BERT setting; ResNet-50 trains without gradient clipping")
 
@@ -181,9 +184,13 @@ class BackendBase(ABC):
     def bert_environment(self, optimizer: str, clip_norm: float) -> dict:
         """The BERT keys of environment(): the optimizer as this framework implements it, clipping, shapes."""
         spec = self.spec
-        return {"optimizer": optimizer, "grad_clip": spec.grad_clip,
-                "clip_norm": clip_norm if spec.grad_clip else None,
-                "seq_length": spec.seq_length, "max_predictions": spec.predictions}
+        return {
+            "optimizer": optimizer,
+            "grad_clip": spec.grad_clip,
+            "clip_norm": clip_norm if spec.grad_clip else None,
+            "seq_length": spec.seq_length,
+            "max_predictions": spec.predictions,
+        }
 
     @abstractmethod
     def device_name(self) -> str:

@@ -54,8 +54,13 @@ GATHER_KEY = 1 << 30  # kvstore key of all_gather's buffer (the Trainer uses 0..
 GATHER_BYTES = 16384  # per rank
 KV_CHILD_WAIT_S = 30.0
 # spec.strategy -> the kvstore type within one node (strategies.py); auto = dist_sync
-KV_TYPES = {"auto": "dist_sync", "dist_sync": "dist_sync", "dist_device_sync": "dist_device_sync",
-            "dist_sync_ps": "dist_sync", "dist_async": "dist_async"}
+KV_TYPES = {
+    "auto": "dist_sync",
+    "dist_sync": "dist_sync",
+    "dist_device_sync": "dist_device_sync",
+    "dist_sync_ps": "dist_sync",
+    "dist_async": "dist_async",
+}
 SERVER_UPDATE = ("dist_sync_ps", "dist_async")  # the server runs the optimizer (update_on_kvstore=True)
 
 
@@ -106,17 +111,25 @@ def interpreter_facts() -> dict:
     """This interpreter's MXNet (dlbench.harness.probe): the wheel's CUDA, cuDNN and NCCL, and the GPUs it sees
     (MXNet names no GPU model: gpu0, gpu1, ...)."""
     _, cuda = _distribution()
-    return {"framework_version": mx.__version__, "cuda": cuda if _feature("CUDA") else None,
-            "cudnn": (_cudnn_version() or "enabled") if _feature("CUDNN") else None,
-            "nccl": "enabled" if _feature("NCCL") else None,
-            "gpus": [f"gpu{i}" for i in range(mx.context.num_gpus())] if _feature("CUDA") else []}
+    return {
+        "framework_version": mx.__version__,
+        "cuda": cuda if _feature("CUDA") else None,
+        "cudnn": (_cudnn_version() or "enabled") if _feature("CUDNN") else None,
+        "nccl": "enabled" if _feature("NCCL") else None,
+        "gpus": [f"gpu{i}" for i in range(mx.context.num_gpus())] if _feature("CUDA") else [],
+    }
 
 
 class Backend(BackendBase):
     models = ("resnet50", "bert_base", "bert_tiny")
     data = ("synthetic", "real")
-    oom_markers = ("out of memory", "cannot allocate memory", "std::bad_alloc", "failed to allocate",
-                   "can't allocate memory")
+    oom_markers = (
+        "out of memory",
+        "cannot allocate memory",
+        "std::bad_alloc",
+        "failed to allocate",
+        "can't allocate memory",
+    )
     # The PyPI builds of MXNet 1.9 index tensors with int32 (USE_INT64_TENSOR_SIZE=0): a configuration
     # needing a tensor of 2^31 elements or more cannot run with them, whatever the memory.
     unsupported_markers = ("larger than 2^31 elements",)
@@ -141,8 +154,9 @@ class Backend(BackendBase):
                 reason = "this MXNet build has no CUDA" if not _feature("CUDA") else "no GPU is visible"
                 raise Unsupported(f"device 'cuda' requested but {reason}")
             if self.spec.devices_per_node > gpus:
-                raise Unsupported(f"topology {self.spec.topology} needs {self.spec.devices_per_node} GPUs per node; "
-                                  f"{gpus} visible")
+                raise Unsupported(
+                    f"topology {self.spec.topology} needs {self.spec.devices_per_node} GPUs per node; {gpus} visible"
+                )
             return mx.gpu(self.local_rank)
         return mx.cpu()
 
@@ -163,16 +177,22 @@ class Backend(BackendBase):
 
             amp.init(target_dtype=self.amp_dtype)
 
-    def _trainer(self, params: gluon.ParameterDict, optimizer: str | mx.optimizer.Optimizer,
-                 optimizer_params: dict | None = None) -> gluon.Trainer:
+    def _trainer(
+        self, params: gluon.ParameterDict, optimizer: str | mx.optimizer.Optimizer, optimizer_params: dict | None = None
+    ) -> gluon.Trainer:
         if self.hvd is not None:
             self.hvd.broadcast_parameters(params, root_rank=0)
             trainer = self.hvd.DistributedTrainer(params, optimizer, optimizer_params)
         else:
             # one process, one context: no kvstore; several: the dist kvstore sums the gradients and
             # every worker updates its own copy of the weights.
-            trainer = gluon.Trainer(params, optimizer, optimizer_params, kvstore=self.kv,
-                                    update_on_kvstore=self.update_on_kvstore if self.kv is not None else None)
+            trainer = gluon.Trainer(
+                params,
+                optimizer,
+                optimizer_params,
+                kvstore=self.kv,
+                update_on_kvstore=self.update_on_kvstore if self.kv is not None else None,
+            )
             if self.kv is not None:  # broadcast the first worker's weights now, not inside the first step
                 trainer._init_kvstore()
                 trainer._init_params()
@@ -234,8 +254,9 @@ class Backend(BackendBase):
         if spec.data == "real":
             self.pipeline = mx_data.bert_pipeline(spec, self.rank, self.world, self.ctx)
             return
-        batch = bert.synthetic_batch(cfg, spec.batch_size, spec.seq_length, spec.predictions,
-                                     seed=spec.seed + self.rank)
+        batch = bert.synthetic_batch(
+            cfg, spec.batch_size, spec.seq_length, spec.predictions, seed=spec.seed + self.rank
+        )
         self.inputs, self.targets = mx_bert.arrays(batch, self.ctx)
 
     def _amp_dtype(self) -> str:
@@ -245,21 +266,27 @@ class Backend(BackendBase):
             raise Unsupported("AMP on CPU needs bfloat16 kernels: this MXNet build has no oneDNN (MKLDNN)")
         flags = _cpu_flags()
         if not {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags:
-            raise Unsupported("AMP on CPU runs in bfloat16, which MXNet's oneDNN kernels support only on "
-                              "CPUs with AVX-512 (avx512_core); this CPU has none")
+            raise Unsupported(
+                "AMP on CPU runs in bfloat16, which MXNet's oneDNN kernels support only on "
+                "CPUs with AVX-512 (avx512_core); this CPU has none"
+            )
         return "bfloat16"
 
     def _init_distributed(self) -> None:
         name = self.spec.strategy
         if name in SERVER_UPDATE and self.is_bert:
-            raise Unsupported(f"strategy {name!r} runs the optimizer on the kvstore server, but BERT's learning-rate "
-                              "schedule and gradient clipping run on the workers (ResNet-50 only)")
+            raise Unsupported(
+                f"strategy {name!r} runs the optimizer on the kvstore server, but BERT's learning-rate "
+                "schedule and gradient clipping run on the workers (ResNet-50 only)"
+            )
         if name == "horovod":
             try:
                 import horovod.mxnet as hvd
             except ImportError as exc:
-                raise Unsupported(f"strategy 'horovod' needs Horovod (horovod.mxnet), which is not installed ({exc}); "
-                                  "the dist kvstore (strategy auto) needs nothing more") from None
+                raise Unsupported(
+                    f"strategy 'horovod' needs Horovod (horovod.mxnet), which is not installed ({exc}); "
+                    "the dist kvstore (strategy auto) needs nothing more"
+                ) from None
             hvd.init()
             if hvd.size() != self.world:
                 raise RuntimeError(f"Horovod sees {hvd.size()} ranks, the launcher started {self.world}")
@@ -273,14 +300,19 @@ class Backend(BackendBase):
         """ps-lite across the allocation: rank 0 starts the scheduler (at MASTER_ADDR:MASTER_PORT), the first rank
         of every node one server."""
         if not _feature("DIST_KVSTORE"):
-            raise Unsupported("MXNet multi-process training needs Horovod or a dist kvstore: this MXNet build "
-                              "has no DIST_KVSTORE")
+            raise Unsupported(
+                "MXNet multi-process training needs Horovod or a dist kvstore: this MXNet build has no DIST_KVSTORE"
+            )
         port = os.environ.get("MASTER_PORT")
         if not port:
             raise Unsupported("MXNet multi-process training needs MASTER_PORT for its dist kvstore's scheduler")
         root = socket.gethostbyname(os.environ.get("MASTER_ADDR") or "127.0.0.1")
-        dmlc = {"DMLC_PS_ROOT_URI": root, "DMLC_PS_ROOT_PORT": port,
-                "DMLC_NUM_SERVER": str(self.spec.nodes), "DMLC_NUM_WORKER": str(self.world)}
+        dmlc = {
+            "DMLC_PS_ROOT_URI": root,
+            "DMLC_PS_ROOT_PORT": port,
+            "DMLC_NUM_SERVER": str(self.spec.nodes),
+            "DMLC_NUM_WORKER": str(self.world),
+        }
         if "DMLC_INTERFACE" not in os.environ:  # the user's choice of interface wins (ps-lite reads it)
             dmlc["DMLC_NODE_HOST"] = os.environ.get("DMLC_NODE_HOST") or address_towards(root, int(port))
         roles = (["scheduler"] if self.rank == 0 else []) + (["server"] if self.local_rank == 0 else [])
@@ -289,8 +321,11 @@ class Backend(BackendBase):
             env = dict(os.environ, **dmlc, DMLC_ROLE=role, OMP_NUM_THREADS="1")
             self._kv_children.append(subprocess.Popen([sys.executable, "-c", "import mxnet"], env=env))
         os.environ.update(dmlc, DMLC_ROLE="worker")
-        self.kv_addresses = {"scheduler": f"{root}:{port}", "node_host": dmlc.get("DMLC_NODE_HOST", ""),
-                             "servers": self.spec.nodes}
+        self.kv_addresses = {
+            "scheduler": f"{root}:{port}",
+            "node_host": dmlc.get("DMLC_NODE_HOST", ""),
+            "servers": self.spec.nodes,
+        }
         kv = mx.kv.create(kv_type)  # blocks until every worker and the server have joined
         if kv.num_workers != self.world:
             raise RuntimeError(f"dist kvstore sees {kv.num_workers} workers, the launcher started {self.world}")
@@ -363,7 +398,7 @@ class Backend(BackendBase):
             raise ValueError(f"all_gather: {len(data)} bytes, at most {GATHER_BYTES} per rank")
         slot = self.kv.rank if self.kv is not None else self.hvd.rank()
         buf = np.zeros(self.world * GATHER_BYTES, dtype=np.float32)  # bytes as exact float32 values
-        buf[slot * GATHER_BYTES: slot * GATHER_BYTES + len(data)] = np.frombuffer(data, dtype=np.uint8)
+        buf[slot * GATHER_BYTES : slot * GATHER_BYTES + len(data)] = np.frombuffer(data, dtype=np.uint8)
         nd = mx.nd.array(buf)
         if self.kv is not None:
             self.kv.pushpull(GATHER_KEY, nd, out=nd)  # the server sums: every slot holds its rank's bytes
@@ -372,7 +407,7 @@ class Backend(BackendBase):
             summed = self.hvd.allreduce(nd, average=False, name="dlbench_gather").asnumpy()
         gathered = {}
         for r in range(self.world):
-            chunk = summed[r * GATHER_BYTES: (r + 1) * GATHER_BYTES].astype(np.uint8).tobytes().rstrip(b"\0")
+            chunk = summed[r * GATHER_BYTES : (r + 1) * GATHER_BYTES].astype(np.uint8).tobytes().rstrip(b"\0")
             rank, value = json.loads(chunk)
             gathered[rank] = value
         self._finished = True
@@ -393,25 +428,38 @@ class Backend(BackendBase):
     def strategy_in_effect(self) -> dict:
         """Read back from MXNet: the kvstore's type and worker count and where the Trainer updates, or Horovod."""
         if self.hvd is not None:
-            return {"library": "horovod", "size": self.hvd.size(),
-                    "summary": f"Horovod DistributedTrainer over {self.hvd.size()} ranks"}
+            return {
+                "library": "horovod",
+                "size": self.hvd.size(),
+                "summary": f"Horovod DistributedTrainer over {self.hvd.size()} ranks",
+            }
         if self.kv is None:
             return {"summary": "none (one rank)"}
         on_server = bool(self.trainer._update_on_kvstore)
         servers = self.kv_addresses["servers"]  # what ps-lite was told to wait for (_init_kvstore)
-        facts = {"kvstore_type": self.kv.type, "num_workers": self.kv.num_workers, "num_servers": servers,
-                 "update_on_kvstore": on_server}
-        facts["summary"] = (f"kvstore {facts['kvstore_type']} (ps-lite, {facts['num_workers']} workers, "
-                            f"{servers} server{'s' if servers > 1 else ''}), "
-                            f"optimizer on {'the server' if on_server else 'each worker'}")
+        facts = {
+            "kvstore_type": self.kv.type,
+            "num_workers": self.kv.num_workers,
+            "num_servers": servers,
+            "update_on_kvstore": on_server,
+        }
+        facts["summary"] = (
+            f"kvstore {facts['kvstore_type']} (ps-lite, {facts['num_workers']} workers, "
+            f"{servers} server{'s' if servers > 1 else ''}), "
+            f"optimizer on {'the server' if on_server else 'each worker'}"
+        )
         return facts
 
     # ---- facts for the log
     def device_name(self) -> str:
         if self.gpu:
             try:
-                out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader",
-                                      "-i", str(self.ctx.device_id)], capture_output=True, text=True, timeout=30)
+                out = subprocess.run(
+                    ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", str(self.ctx.device_id)],
+                    capture_output=True,
+                    text=True,
+                    timeout=30,
+                )
                 if out.returncode == 0 and out.stdout.strip():
                     return out.stdout.strip().splitlines()[0]
             except (OSError, subprocess.SubprocessError):
@@ -448,7 +496,8 @@ class Backend(BackendBase):
             "kvstore_processes": [p.pid for p in self._kv_children],  # rank 0's ps-lite scheduler and server
             "kvstore_addresses": self.kv_addresses,
             "threads": {
-                "omp": self.threads, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+                "omp": self.threads,
+                "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
                 "MXNET_CPU_WORKER_NTHREADS": os.environ.get("MXNET_CPU_WORKER_NTHREADS", "1"),
                 "MXNET_ENGINE_TYPE": os.environ.get("MXNET_ENGINE_TYPE", "ThreadedEnginePerDevice"),
             },
@@ -457,26 +506,36 @@ class Backend(BackendBase):
             "compiler": "hybridize(static_alloc, static_shape)" if self.spec.compiler else None,
             "hybridize": bool(self.spec.compiler),
             "parameters": self.parameters,
-            "input_pipeline": self.pipeline.describe() if self.pipeline is not None
+            "input_pipeline": self.pipeline.describe()
+            if self.pipeline is not None
             else "synthetic: one random batch resident on the context, reused every step",
-            **(self.bert_environment(mx_bert.OPTIMIZER_NAMES[self.spec.optimizer_name], self.settings.clip_norm)
-               if self.is_bert else {}),
+            **(
+                self.bert_environment(mx_bert.OPTIMIZER_NAMES[self.spec.optimizer_name], self.settings.clip_norm)
+                if self.is_bert
+                else {}
+            ),
         }
 
     def settings_in_effect(self) -> dict:
         """What decides this framework's speed here, read back from MXNet and its environment (the report's
         settings column)."""
-        facts = {"onednn": _feature("MKLDNN"), "omp_threads": self.threads,
-                 "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
-                 "engine": os.environ.get("MXNET_ENGINE_TYPE", "ThreadedEnginePerDevice"),
-                 "hybridize": bool(self.spec.compiler), "memory_format": None if self.is_bert else "contiguous",
-                 "optimizer_aggregation": optimizer.aggregate_num if (optimizer := self._optimizer()) else None}
+        facts = {
+            "onednn": _feature("MKLDNN"),
+            "omp_threads": self.threads,
+            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+            "engine": os.environ.get("MXNET_ENGINE_TYPE", "ThreadedEnginePerDevice"),
+            "hybridize": bool(self.spec.compiler),
+            "memory_format": None if self.is_bert else "contiguous",
+            "optimizer_aggregation": optimizer.aggregate_num if (optimizer := self._optimizer()) else None,
+        }
         where = "GPU" if self.gpu else f"oneDNN {'on' if facts['onednn'] else 'off'}"
         aggregation = facts["optimizer_aggregation"]
-        facts["summary"] = (f"{where}, {facts['omp_threads']} OpenMP threads, {facts['engine']}, "
-                            f"{'hybridized' if facts['hybridize'] else 'imperative'}"
-                            + ("" if self.is_bert else ", NCHW")
-                            + ("" if aggregation is None else f", optimizer updates {aggregation} tensor(s) per call"))
+        facts["summary"] = (
+            f"{where}, {facts['omp_threads']} OpenMP threads, {facts['engine']}, "
+            f"{'hybridized' if facts['hybridize'] else 'imperative'}"
+            + ("" if self.is_bert else ", NCHW")
+            + ("" if aggregation is None else f", optimizer updates {aggregation} tensor(s) per call")
+        )
         return facts
 
     def _optimizer(self) -> mx.optimizer.Optimizer | None:

@@ -32,8 +32,13 @@ def gelu(F, x):
 
 
 def _dense(cfg: bert.BertConfig, units: int, in_units: int, activation: str | None = None) -> nn.Dense:
-    return nn.Dense(units, in_units=in_units, flatten=False, activation=activation,
-                    weight_initializer=init.Normal(cfg.initializer_range))
+    return nn.Dense(
+        units,
+        in_units=in_units,
+        flatten=False,
+        activation=activation,
+        weight_initializer=init.Normal(cfg.initializer_range),
+    )
 
 
 def _layer_norm(cfg: bert.BertConfig) -> nn.LayerNorm:
@@ -90,9 +95,11 @@ class BertForPreTraining(gluon.HybridBlock):
             # the tied word embeddings: one Parameter, read by the lookup and by the masked-LM decoder
             self.word_embeddings = self.params.get("word_embeddings", shape=(v, h), init=normal)
             self.position_embeddings = self.params.get(
-                "position_embeddings", shape=(cfg.max_position_embeddings, h), init=normal)
+                "position_embeddings", shape=(cfg.max_position_embeddings, h), init=normal
+            )
             self.token_type_embeddings = self.params.get(
-                "token_type_embeddings", shape=(cfg.type_vocab_size, h), init=normal)
+                "token_type_embeddings", shape=(cfg.type_vocab_size, h), init=normal
+            )
             self.embeddings_norm = _layer_norm(cfg)
             self.embeddings_dropout = nn.Dropout(cfg.hidden_dropout)
             self.encoder = nn.HybridSequential()
@@ -105,15 +112,31 @@ class BertForPreTraining(gluon.HybridBlock):
             self.nsp_weights = self.params.get("nsp_weights", shape=(2, h), init=normal)  # [out, in]
             self.nsp_bias = self.params.get("nsp_bias", shape=(2,), init="zeros")
 
-    def hybrid_forward(self, F, input_ids, input_mask, segment_ids, masked_lm_positions, word_embeddings,
-                       position_embeddings, token_type_embeddings, mlm_output_bias, nsp_weights, nsp_bias):
+    def hybrid_forward(
+        self,
+        F,
+        input_ids,
+        input_mask,
+        segment_ids,
+        masked_lm_positions,
+        word_embeddings,
+        position_embeddings,
+        token_type_embeddings,
+        mlm_output_bias,
+        nsp_weights,
+        nsp_bias,
+    ):
         cfg = self.cfg
         h, v = cfg.hidden_size, cfg.vocab_size
         positions = F.contrib.arange_like(input_ids, axis=1)  # [S]
         x = F.Embedding(input_ids, word_embeddings, input_dim=v, output_dim=h)
         x = x + F.Embedding(segment_ids, token_type_embeddings, input_dim=cfg.type_vocab_size, output_dim=h)
-        x = F.broadcast_add(x, F.Embedding(positions, position_embeddings, input_dim=cfg.max_position_embeddings,
-                                           output_dim=h).expand_dims(axis=0))
+        x = F.broadcast_add(
+            x,
+            F.Embedding(
+                positions, position_embeddings, input_dim=cfg.max_position_embeddings, output_dim=h
+            ).expand_dims(axis=0),
+        )
         x = self.embeddings_dropout(self.embeddings_norm(x))
         mask_adder = (1.0 - F.cast(input_mask, "float32")).reshape((0, 1, 1, -1)) * MASK_ADDER
         for i in range(len(self.encoder)):
@@ -121,8 +144,9 @@ class BertForPreTraining(gluon.HybridBlock):
         pooled = self.pooler(F.slice_axis(x, axis=1, begin=0, end=1).reshape((0, -1)))  # first token
         nsp_logits = F.FullyConnected(pooled, nsp_weights, nsp_bias, num_hidden=2)
         # the sequence output at the masked positions: [B, P, H], by (row, position) index pairs
-        rows = F.broadcast_like(F.contrib.arange_like(masked_lm_positions, axis=0).reshape((-1, 1)),
-                                masked_lm_positions)  # arange_like keeps the positions' dtype (int32)
+        rows = F.broadcast_like(
+            F.contrib.arange_like(masked_lm_positions, axis=0).reshape((-1, 1)), masked_lm_positions
+        )  # arange_like keeps the positions' dtype (int32)
         picked = F.gather_nd(x, F.stack(rows, masked_lm_positions, axis=0))
         picked = self.mlm_norm(gelu(F, self.mlm_transform(picked)))
         mlm_logits = F.FullyConnected(picked, word_embeddings, mlm_output_bias, num_hidden=v, flatten=False)
@@ -208,14 +232,16 @@ def exclude_from_weight_decay(net: BertForPreTraining) -> None:
 
 def arrays(batch: dict[str, np.ndarray], ctx: mx.Context) -> tuple[list[mx.nd.NDArray], list[mx.nd.NDArray]]:
     """(model inputs, loss labels) of a bert.synthetic_batch, on ctx, in the order the blocks take them."""
+
     def put(name: str) -> mx.nd.NDArray:
         return mx.nd.array(batch[name], ctx=ctx, dtype=batch[name].dtype)
 
     return [put(n) for n in INPUTS], [put(n) for n in LABELS]
 
 
-def pretraining_outputs(cfg: bert.BertConfig, weights: dict[str, np.ndarray],
-                        batch: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, float]:
+def pretraining_outputs(
+    cfg: bert.BertConfig, weights: dict[str, np.ndarray], batch: dict[str, np.ndarray]
+) -> tuple[np.ndarray, np.ndarray, float]:
     """(mlm_logits, nsp_logits, loss) for canonical weights, fp32, dropout off (no autograd.record)."""
     net = build(cfg)
     load_canonical(net, weights)
@@ -233,22 +259,36 @@ class AdamWeightDecay(mx.optimizer.Optimizer):
     so eta carries the learning rate (with lr_mult) and lr is 1: w -= lr_t * (m / (sqrt(v) + eps) + wd * w).
     Per-parameter weight decay through Parameter.wd_mult."""
 
-    def __init__(self, learning_rate: float = 1e-4, beta1: float = 0.9, beta2: float = 0.999,
-                 epsilon: float = 1e-6, **kwargs) -> None:
+    def __init__(
+        self, learning_rate: float = 1e-4, beta1: float = 0.9, beta2: float = 0.999, epsilon: float = 1e-6, **kwargs
+    ) -> None:
         super().__init__(learning_rate=learning_rate, **kwargs)
         self.beta1, self.beta2, self.epsilon = beta1, beta2, epsilon
 
     def create_state(self, index, weight):
-        return (mx.nd.zeros(weight.shape, weight.context, dtype=weight.dtype),
-                mx.nd.zeros(weight.shape, weight.context, dtype=weight.dtype))
+        return (
+            mx.nd.zeros(weight.shape, weight.context, dtype=weight.dtype),
+            mx.nd.zeros(weight.shape, weight.context, dtype=weight.dtype),
+        )
 
     def update(self, index, weight, grad, state):
         self._update_count(index)
         mean, var = state
-        mx.nd.contrib.adamw_update(weight, grad, mean, var, rescale_grad=self.rescale_grad, lr=1.0,
-                                   eta=self._get_lr(index), wd=self._get_wd(index), beta1=self.beta1,
-                                   beta2=self.beta2, epsilon=self.epsilon,
-                                   clip_gradient=self.clip_gradient or -1.0, out=weight)
+        mx.nd.contrib.adamw_update(
+            weight,
+            grad,
+            mean,
+            var,
+            rescale_grad=self.rescale_grad,
+            lr=1.0,
+            eta=self._get_lr(index),
+            wd=self._get_wd(index),
+            beta1=self.beta1,
+            beta2=self.beta2,
+            epsilon=self.epsilon,
+            clip_gradient=self.clip_gradient or -1.0,
+            out=weight,
+        )
 
 
 OPTIMIZER_NAMES = {
@@ -260,8 +300,13 @@ OPTIMIZER_NAMES = {
 def optimizer(name: str) -> mx.optimizer.Optimizer:
     """The optimizer `name` ('adam' | 'lamb') with bert.OPTIMIZERS[name]; the Trainer sets the LR per step."""
     s = bert.OPTIMIZERS[name]
-    common = {"learning_rate": s.learning_rate, "beta1": s.beta1, "beta2": s.beta2, "epsilon": s.epsilon,
-              "wd": s.weight_decay}
+    common = {
+        "learning_rate": s.learning_rate,
+        "beta1": s.beta1,
+        "beta2": s.beta2,
+        "epsilon": s.epsilon,
+        "wd": s.weight_decay,
+    }
     if name == "adam":
         return AdamWeightDecay(**common)
     if name == "lamb":

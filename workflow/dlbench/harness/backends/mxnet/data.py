@@ -45,16 +45,19 @@ def _dali():
         import nvidia.dali as dali
         from nvidia.dali import fn, tfrecord, types
     except ImportError as exc:
-        raise Unsupported(f"data 'real' with MXNet reads ImageNet through NVIDIA DALI (nvidia-dali-cuda120), "
-                          f"which is not importable here: {exc}") from None
+        raise Unsupported(
+            f"data 'real' with MXNet reads ImageNet through NVIDIA DALI (nvidia-dali-cuda120), "
+            f"which is not importable here: {exc}"
+        ) from None
     return dali, fn, tfrecord, types
 
 
 class ImagenetPipeline(datasets.InputPipeline):
     """A built DALI pipeline; `next()` returns (images, labels) on the context."""
 
-    def __init__(self, spec: RunSpec, rank: int, world: int, threads: int, ctx: mx.Context,
-                 shuffle: bool = True) -> None:
+    def __init__(
+        self, spec: RunSpec, rank: int, world: int, threads: int, ctx: mx.Context, shuffle: bool = True
+    ) -> None:
         dali, fn, tfrecord, types = _dali()
         from nvidia.dali.pipeline import Pipeline
 
@@ -62,22 +65,38 @@ class ImagenetPipeline(datasets.InputPipeline):
         self.ctx = ctx
         self.gpu = ctx.device_type == "gpu"
         self.threads = max(1, threads)
-        pipe = Pipeline(batch_size=spec.batch_size, num_threads=self.threads,
-                        device_id=ctx.device_id if self.gpu else None, seed=spec.seed + rank,
-                        prefetch_queue_depth=PREFETCH_QUEUE_DEPTH)
+        pipe = Pipeline(
+            batch_size=spec.batch_size,
+            num_threads=self.threads,
+            device_id=ctx.device_id if self.gpu else None,
+            seed=spec.seed + rank,
+            prefetch_queue_depth=PREFETCH_QUEUE_DEPTH,
+        )
         with pipe:
             inputs = fn.readers.tfrecord(
-                path=files, index_path=indexes, shard_id=rank, num_shards=world, random_shuffle=shuffle,
-                name="reader", features={
+                path=files,
+                index_path=indexes,
+                shard_id=rank,
+                num_shards=world,
+                random_shuffle=shuffle,
+                name="reader",
+                features={
                     "image/encoded": tfrecord.FixedLenFeature((), tfrecord.string, ""),
                     "image/class/label": tfrecord.FixedLenFeature([1], tfrecord.int64, -1),
-                })
-            images = fn.decoders.image(inputs["image/encoded"], device="mixed" if self.gpu else "cpu",
-                                       output_type=types.RGB)
+                },
+            )
+            images = fn.decoders.image(
+                inputs["image/encoded"], device="mixed" if self.gpu else "cpu", output_type=types.RGB
+            )
             images = fn.random_resized_crop(images, size=(spec.image_size, spec.image_size))
             images = fn.crop_mirror_normalize(
-                images, dtype=types.FLOAT, output_layout="CHW", mean=list(datasets.IMAGENET_MEAN),
-                std=list(datasets.IMAGENET_STD), mirror=fn.random.coin_flip(probability=0.5) if shuffle else 0)
+                images,
+                dtype=types.FLOAT,
+                output_layout="CHW",
+                mean=list(datasets.IMAGENET_MEAN),
+                std=list(datasets.IMAGENET_STD),
+                mirror=fn.random.coin_flip(probability=0.5) if shuffle else 0,
+            )
             pipe.set_outputs(images, inputs["image/class/label"])
         pipe.build()
         self.pipe = pipe
@@ -88,7 +107,8 @@ class ImagenetPipeline(datasets.InputPipeline):
             f"DALI {dali.__version__} fn.readers.tfrecord ({len(files)} files, {share}, "
             f"{'shuffled' if shuffle else 'in order'}), {'mixed (nvJPEG)' if self.gpu else 'CPU'} decode, "
             f"random-resized-crop + flip + normalise, {threads_text}, prefetch {PREFETCH_QUEUE_DEPTH}; "
-            f"to MXNet by {'DLPack (mx.nd.from_dlpack, no copy)' if self.gpu else 'as_array() -> mx.nd.array'}")
+            f"to MXNet by {'DLPack (mx.nd.from_dlpack, no copy)' if self.gpu else 'as_array() -> mx.nd.array'}"
+        )
 
     def next(self) -> tuple[mx.nd.NDArray, mx.nd.NDArray]:
         images, labels = self.pipe.run()
@@ -103,8 +123,9 @@ class ImagenetPipeline(datasets.InputPipeline):
         self.pipe = None  # DALI stops its threads when the pipeline goes
 
 
-def imagenet_pipeline(spec: RunSpec, rank: int, world: int, threads: int, device: mx.Context,
-                      shuffle: bool = True) -> ImagenetPipeline:
+def imagenet_pipeline(
+    spec: RunSpec, rank: int, world: int, threads: int, device: mx.Context, shuffle: bool = True
+) -> ImagenetPipeline:
     """ResNet-50 training batches from the ImageNet TFRecords (module docstring); `shuffle=False` (tests):
     records in file order, no flip."""
     return ImagenetPipeline(spec, rank, world, threads, device, shuffle)
@@ -121,8 +142,10 @@ class BertPipeline(datasets.InputPipeline):
         self.ctx = ctx
         self.host_batches = bert_hdf5.batches(mine, spec.batch_size, np.random.default_rng([spec.seed, rank]))
         share = f"{len(mine)} of {len(shards)} shards" if world > 1 else f"{len(shards)} shards"
-        self.description = (f"h5py NVIDIA HDF5 ({share}, shuffled per shard), next shard read by a background "
-                            f"thread; numpy batches -> mx.nd.array")
+        self.description = (
+            f"h5py NVIDIA HDF5 ({share}, shuffled per shard), next shard read by a background "
+            f"thread; numpy batches -> mx.nd.array"
+        )
 
     def next_numpy(self) -> dict[str, np.ndarray]:
         """The next batch as bert.synthetic_batch's dict of numpy arrays."""

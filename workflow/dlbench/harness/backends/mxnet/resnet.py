@@ -33,13 +33,21 @@ _TORCH_TO_GLUON = {
 
 def conv(channels: int, kernel: int, in_channels: int, stride: int = 1, padding: int = 0) -> nn.Conv2D:
     # He-normal, fan_out (as kaiming_normal_(mode="fan_out", nonlinearity="relu")): scale 2, out = O*k*k
-    return nn.Conv2D(channels, kernel, strides=stride, padding=padding, use_bias=False, in_channels=in_channels,
-                     weight_initializer=init.MSRAPrelu(factor_type="out", slope=0.0))
+    return nn.Conv2D(
+        channels,
+        kernel,
+        strides=stride,
+        padding=padding,
+        use_bias=False,
+        in_channels=in_channels,
+        weight_initializer=init.MSRAPrelu(factor_type="out", slope=0.0),
+    )
 
 
 def batch_norm(channels: int, zero: bool = False) -> nn.BatchNorm:
-    return nn.BatchNorm(momentum=BN_MOMENTUM, epsilon=BN_EPSILON, in_channels=channels,
-                        gamma_initializer="zeros" if zero else "ones")
+    return nn.BatchNorm(
+        momentum=BN_MOMENTUM, epsilon=BN_EPSILON, in_channels=channels, gamma_initializer="zeros" if zero else "ones"
+    )
 
 
 class Bottleneck(gluon.HybridBlock):
@@ -83,8 +91,12 @@ class ResNet50(gluon.HybridBlock):
                     channels = width * Bottleneck.expansion
             # PyTorch's nn.Linear default init (uniform +-1/sqrt(fan_in)) for weight and bias
             bound = 1.0 / np.sqrt(channels)
-            self.fc = nn.Dense(num_classes, in_units=channels, weight_initializer=init.Uniform(bound),
-                               bias_initializer=init.Uniform(bound))
+            self.fc = nn.Dense(
+                num_classes,
+                in_units=channels,
+                weight_initializer=init.Uniform(bound),
+                bias_initializer=init.Uniform(bound),
+            )
 
     def hybrid_forward(self, F, x):  # noqa: N803 - Gluon's signature
         x = self.maxpool(F.relu(self.bn1(self.conv1(x))))

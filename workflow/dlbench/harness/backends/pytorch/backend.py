@@ -34,8 +34,13 @@ def interpreter_facts() -> dict:
         nccl = ".".join(map(str, torch.cuda.nccl.version())) if torch.version.cuda else None
     except (RuntimeError, AttributeError):
         nccl = None
-    return {"framework_version": torch.__version__, "cuda": torch.version.cuda, "cudnn": cudnn, "nccl": nccl,
-            "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if cuda else []}
+    return {
+        "framework_version": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": cudnn,
+        "nccl": nccl,
+        "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if cuda else [],
+    }
 
 
 def optimizer_implementation(optimizer: torch.optim.Optimizer | None) -> str | None:
@@ -68,8 +73,9 @@ class Backend(BackendBase):
                 raise Unsupported("device 'cuda' requested but torch.cuda.is_available() is False")
             per_node = self.spec.devices_per_node
             if per_node > torch.cuda.device_count():
-                raise Unsupported(f"topology {self.spec.topology} needs {per_node} GPUs per node; "
-                                  f"{torch.cuda.device_count()} visible")
+                raise Unsupported(
+                    f"topology {self.spec.topology} needs {per_node} GPUs per node; {torch.cuda.device_count()} visible"
+                )
             torch.cuda.set_device(self.local_rank)
             return torch.device("cuda", self.local_rank)
         return torch.device("cpu")
@@ -125,15 +131,17 @@ class Backend(BackendBase):
         if self._distributed and not self._sharded:
             cuda = self.device.type == "cuda"
             bucket = strategies.find("pytorch", name).number(name) if name.startswith("ddp_bucket") else None
-            model = nn.parallel.DistributedDataParallel(model, device_ids=[self.local_rank] if cuda else None,
-                                                        bucket_cap_mb=bucket)
+            model = nn.parallel.DistributedDataParallel(
+                model, device_ids=[self.local_rank] if cuda else None, bucket_cap_mb=bucket
+            )
             self._ddp = model
             if name in ("ddp_fp16", "ddp_bf16", "ddp_powersgd"):
                 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 
                 if name == "ddp_powersgd":
-                    state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=1,
-                                                        start_powerSGD_iter=2)
+                    state = powerSGD_hook.PowerSGDState(
+                        process_group=None, matrix_approximation_rank=1, start_powerSGD_iter=2
+                    )
                     model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
                 else:
                     hook = default_hooks.fp16_compress_hook if name == "ddp_fp16" else default_hooks.bf16_compress_hook
@@ -151,11 +159,16 @@ class Backend(BackendBase):
         if self._ddp is not None:
             data = self._ddp._get_ddp_logging_data()  # what DDP itself records about its setup
             # (its bucket_sizes are not read: before the first backward they are not yet the cap's)
-            facts |= {"wrapper": type(self._ddp).__name__, "bucket_cap_bytes": data.get("bucket_cap_bytes"),
-                      "comm_hook": data.get("comm_hook")}
+            facts |= {
+                "wrapper": type(self._ddp).__name__,
+                "bucket_cap_bytes": data.get("bucket_cap_bytes"),
+                "comm_hook": data.get("comm_hook"),
+            }
             hook = f", comm hook {facts['comm_hook']}" if facts["comm_hook"] else ""
-            facts["summary"] = (f"DistributedDataParallel over {facts['process_group_backend']}, buckets "
-                                f"{facts['bucket_cap_bytes'] / 2**20:g} MiB{hook}")
+            facts["summary"] = (
+                f"DistributedDataParallel over {facts['process_group_backend']}, buckets "
+                f"{facts['bucket_cap_bytes'] / 2**20:g} MiB{hook}"
+            )
             return facts
         from torch.distributed.fsdp import FSDPModule
         from torch.distributed.tensor import DTensor
@@ -164,10 +177,15 @@ class Backend(BackendBase):
         param = next(model.parameters())
         placements = [str(p) for p in param.placements] if isinstance(param, DTensor) else []
         mesh = param.device_mesh.size() if isinstance(param, DTensor) else None
-        facts |= {"wrapper": "fully_shard" if isinstance(model, FSDPModule) else type(model).__name__,
-                  "placements": placements, "mesh_size": mesh}
-        facts["summary"] = (f"FSDP2 {facts['wrapper']} over {facts['process_group_backend']}, parameters "
-                            f"{'/'.join(placements) or 'not sharded'} over {mesh} ranks")
+        facts |= {
+            "wrapper": "fully_shard" if isinstance(model, FSDPModule) else type(model).__name__,
+            "placements": placements,
+            "mesh_size": mesh,
+        }
+        facts["summary"] = (
+            f"FSDP2 {facts['wrapper']} over {facts['process_group_backend']}, parameters "
+            f"{'/'.join(placements) or 'not sharded'} over {mesh} ranks"
+        )
         return facts
 
     def setup_resnet(self) -> None:
@@ -181,16 +199,19 @@ class Backend(BackendBase):
         # fused: PyTorch's documented fastest implementation (CPU and CUDA), one kernel per tensor; the default
         # for-loop one took 30 ms per ResNet-50 update on the 2-core VM, fused 15 (issue 19). FSDP2's sharded
         # parameters (DTensor) have no fused SGD kernel: the default there.
-        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-5,
-                                         fused=not self._sharded)
+        self.optimizer = torch.optim.SGD(
+            model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-5, fused=not self._sharded
+        )
         self.model = self._wrap(model)
         if spec.data == "real":
-            self.pipeline = torch_data.imagenet_pipeline(spec, self.rank, self.world, self.threads, self.device,
-                                                         self.memory_format)
+            self.pipeline = torch_data.imagenet_pipeline(
+                spec, self.rank, self.world, self.threads, self.device, self.memory_format
+            )
         else:
             size = spec.image_size
             self.images = torch.randn(spec.batch_size, 3, size, size, device=self.device).contiguous(
-                memory_format=self.memory_format)
+                memory_format=self.memory_format
+            )
             self.labels = torch.randint(0, 1000, (spec.batch_size,), device=self.device)
         self.loss_fn = nn.CrossEntropyLoss()
 
@@ -198,8 +219,9 @@ class Backend(BackendBase):
         spec = self.spec
         cfg = bert.CONFIGS[spec.model]
         if spec.seq_length > cfg.max_position_embeddings:
-            raise Unsupported(f"seq_length {spec.seq_length} exceeds BERT's {cfg.max_position_embeddings} "
-                              "position embeddings")
+            raise Unsupported(
+                f"seq_length {spec.seq_length} exceeds BERT's {cfg.max_position_embeddings} position embeddings"
+            )
         self.memory_format = torch.contiguous_format
         model = torch_bert.BertForPreTraining(cfg).to(self.device)
         self.parameters = torch_bert.parameter_count(model)
@@ -211,8 +233,9 @@ class Backend(BackendBase):
         if spec.data == "real":
             self.pipeline = torch_data.bert_pipeline(spec, self.rank, self.world, self.device)
         else:
-            batch = bert.synthetic_batch(cfg, spec.batch_size, spec.seq_length, spec.predictions,
-                                         seed=spec.seed + self.rank)
+            batch = bert.synthetic_batch(
+                cfg, spec.batch_size, spec.seq_length, spec.predictions, seed=spec.seed + self.rank
+            )
             self.batch = torch_bert.batch_tensors(batch, self.device)
 
     # ---- the measured work
@@ -250,8 +273,9 @@ class Backend(BackendBase):
             return
         for group in self.optimizer.param_groups:
             group.update(momentum=settings.momentum, weight_decay=settings.weight_decay)
-        self.evaluation = torch_data.ImagenetEval(self.spec, self.rank, self.world, self.threads, self.device,
-                                                  self.memory_format)
+        self.evaluation = torch_data.ImagenetEval(
+            self.spec, self.rank, self.world, self.threads, self.device, self.memory_format
+        )
 
     def train_records(self) -> int:
         if self.is_bert:
@@ -284,8 +308,9 @@ class Backend(BackendBase):
         return int(counts[0]), int(counts[1])
 
     def _autocast(self) -> torch.autocast:
-        return torch.autocast(self.device.type, dtype=self.amp_dtype or torch.float32,
-                              enabled=self.amp_dtype is not None)
+        return torch.autocast(
+            self.device.type, dtype=self.amp_dtype or torch.float32, enabled=self.amp_dtype is not None
+        )
 
     def _update(self, loss: torch.Tensor, clip: bool = False) -> None:
         """Backward (loss-scaled with fp16), optionally clip, optimizer step (the gradients were dropped by step())."""
@@ -350,16 +375,24 @@ class Backend(BackendBase):
             "device_count": torch.cuda.device_count() if cuda else 0,
             "world_size": self.world,
             "distributed_backend": dist.get_backend() if self._distributed else None,
-            "threads": {"intra_op": torch.get_num_threads(), "inter_op": torch.get_num_interop_threads(),
-                        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")},
+            "threads": {
+                "intra_op": torch.get_num_threads(),
+                "inter_op": torch.get_num_interop_threads(),
+                "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+            },
             "memory_format": "channels_last" if self.memory_format is torch.channels_last else "contiguous",
             "settings": self.settings_in_effect(),
             "amp_dtype": str(self.amp_dtype).replace("torch.", "") if self.amp_dtype else None,
-            "compiler": (None if not self.spec.compiler else
-                         f"torch.compile (mode {self.spec.compiler_mode})" if self.spec.compiler_mode else
-                         "torch.compile"),
+            "compiler": (
+                None
+                if not self.spec.compiler
+                else f"torch.compile (mode {self.spec.compiler_mode})"
+                if self.spec.compiler_mode
+                else "torch.compile"
+            ),
             "parameters": self.parameters,
-            "input_pipeline": self.pipeline.describe() if self.pipeline is not None
+            "input_pipeline": self.pipeline.describe()
+            if self.pipeline is not None
             else "synthetic: one random batch resident on the device, reused every step",
         }
         if self.is_bert:
@@ -370,21 +403,26 @@ class Backend(BackendBase):
     def settings_in_effect(self) -> dict:
         """What decides this framework's speed here, read back from PyTorch (the report's settings column)."""
         cuda = self.device.type == "cuda"
-        facts = {"intra_op_threads": torch.get_num_threads(), "inter_op_threads": torch.get_num_interop_threads(),
-                 "parallel_backend": "OpenMP" if torch.backends.openmp.is_available() else "native",
-                 "onednn": torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled,
-                 "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-                 "memory_format": "channels_last" if self.memory_format is torch.channels_last else "contiguous",
-                 "cudnn_benchmark": torch.backends.cudnn.benchmark if cuda else None,
-                 "tf32_matmul": torch.backends.cuda.matmul.allow_tf32 if cuda else None,
-                 "tf32_cudnn": torch.backends.cudnn.allow_tf32 if cuda else None,
-                 "optimizer": optimizer_implementation(getattr(self, "optimizer", None))}
-        where = (f"cuDNN benchmark {'on' if facts['cudnn_benchmark'] else 'off'}, TF32 matmul "
-                 f"{'on' if facts['tf32_matmul'] else 'off'} / conv {'on' if facts['tf32_cudnn'] else 'off'}"
-                 if cuda else
-                 f"oneDNN {'on' if facts['onednn'] else 'off'} ({facts['cpu_capability']}), "
-                 f"{facts['intra_op_threads']} intra-op / {facts['inter_op_threads']} inter-op threads "
-                 f"({facts['parallel_backend']})")
+        facts = {
+            "intra_op_threads": torch.get_num_threads(),
+            "inter_op_threads": torch.get_num_interop_threads(),
+            "parallel_backend": "OpenMP" if torch.backends.openmp.is_available() else "native",
+            "onednn": torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled,
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "memory_format": "channels_last" if self.memory_format is torch.channels_last else "contiguous",
+            "cudnn_benchmark": torch.backends.cudnn.benchmark if cuda else None,
+            "tf32_matmul": torch.backends.cuda.matmul.allow_tf32 if cuda else None,
+            "tf32_cudnn": torch.backends.cudnn.allow_tf32 if cuda else None,
+            "optimizer": optimizer_implementation(getattr(self, "optimizer", None)),
+        }
+        where = (
+            f"cuDNN benchmark {'on' if facts['cudnn_benchmark'] else 'off'}, TF32 matmul "
+            f"{'on' if facts['tf32_matmul'] else 'off'} / conv {'on' if facts['tf32_cudnn'] else 'off'}"
+            if cuda
+            else f"oneDNN {'on' if facts['onednn'] else 'off'} ({facts['cpu_capability']}), "
+            f"{facts['intra_op_threads']} intra-op / {facts['inter_op_threads']} inter-op threads "
+            f"({facts['parallel_backend']})"
+        )
         facts["summary"] = f"{where}, {facts['memory_format']}, {facts['optimizer']}"
         return facts
 

@@ -116,9 +116,16 @@ class BertForPreTraining(nn.Module):
                 nn.init.zeros_(m.bias)
         nn.init.zeros_(self.output_bias)
 
-    def forward(self, input_ids: torch.Tensor, input_mask: torch.Tensor, segment_ids: torch.Tensor,
-                masked_lm_positions: torch.Tensor, masked_lm_ids: torch.Tensor, masked_lm_weights: torch.Tensor,
-                next_sentence_labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        input_mask: torch.Tensor,
+        segment_ids: torch.Tensor,
+        masked_lm_positions: torch.Tensor,
+        masked_lm_ids: torch.Tensor,
+        masked_lm_weights: torch.Tensor,
+        next_sentence_labels: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         x = self.embeddings(input_ids, segment_ids)
         mask = (1.0 - input_mask[:, None, None, :].float()) * MASK_ADDEND  # [B, 1, 1, S], broadcast over heads
         for layer in self.layers:
@@ -142,6 +149,7 @@ class BertForPreTraining(nn.Module):
 def canonical_parameters(model: BertForPreTraining) -> dict[str, tuple[nn.Parameter, bool]]:
     """Google checkpoint name -> (parameter, stored transposed). torch keeps Linear weights [out, in],
     Google's kernels are [in, out]; the next-sentence output_weights are [out, in] in both."""
+
     def dense(prefix: str, linear: nn.Linear) -> dict[str, tuple[nn.Parameter, bool]]:
         return {f"{prefix}/kernel": (linear.weight, True), f"{prefix}/bias": (linear.bias, False)}
 
@@ -193,12 +201,15 @@ def parameter_count(model: nn.Module) -> int:
 
 def batch_tensors(batch: dict[str, np.ndarray], device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
     """A bert.synthetic_batch as tensors on the device: ids as int64 (what gather and cross_entropy take)."""
-    return {name: torch.as_tensor(value).to(device, torch.float32 if value.dtype.kind == "f" else torch.int64)
-            for name, value in batch.items()}
+    return {
+        name: torch.as_tensor(value).to(device, torch.float32 if value.dtype.kind == "f" else torch.int64)
+        for name, value in batch.items()
+    }
 
 
-def pretraining_outputs(cfg: bert.BertConfig, weights: dict[str, np.ndarray],
-                        batch: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, float]:
+def pretraining_outputs(
+    cfg: bert.BertConfig, weights: dict[str, np.ndarray], batch: dict[str, np.ndarray]
+) -> tuple[np.ndarray, np.ndarray, float]:
     """(mlm_logits, nsp_logits, loss) for canonical weights and a batch: fp32, dropout off (bert_logits CLI)."""
     model = BertForPreTraining(cfg).eval()
     load_canonical(model, weights)
@@ -217,8 +228,14 @@ class Lamb(torch.optim.Optimizer):
     update buffer: fresh temporaries the size of the model would cost more in page faults than the
     arithmetic on a CPU."""
 
-    def __init__(self, params: Iterable, lr: float, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-6, weight_decay: float = 0.0) -> None:
+    def __init__(
+        self,
+        params: Iterable,
+        lr: float,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-6,
+        weight_decay: float = 0.0,
+    ) -> None:
         super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay})
 
     @torch.no_grad()
@@ -235,8 +252,12 @@ class Lamb(torch.optim.Optimizer):
             for p in params:
                 state = self.state[p]
                 if not state:
-                    state |= {"step": 0, "exp_avg": torch.zeros_like(p), "exp_avg_sq": torch.zeros_like(p),
-                              "update": torch.zeros_like(p)}
+                    state |= {
+                        "step": 0,
+                        "exp_avg": torch.zeros_like(p),
+                        "exp_avg_sq": torch.zeros_like(p),
+                        "update": torch.zeros_like(p),
+                    }
                 state["step"] += 1
             grads = [p.grad for p in params]
             m, v, u = ([self.state[p][k] for p in params] for k in ("exp_avg", "exp_avg_sq", "update"))
@@ -272,7 +293,7 @@ def _bias_correct(tensors: list[torch.Tensor], steps: list[int], beta: float) ->
 
 OPTIMIZER_NAMES = {
     "adam": "AdamW (torch.optim, fused; decoupled weight decay, bias-corrected: Google's AdamWeightDecay has no "
-            "bias correction)",
+    "bias correction)",
     "lamb": "LAMB (dlbench's, bias-corrected, trust ratio on every tensor)",
 }
 
@@ -286,8 +307,9 @@ def parameter_groups(model: BertForPreTraining, weight_decay: float) -> list[dic
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
-def make_optimizer(model: BertForPreTraining, name: str,
-                   settings: bert.OptimizerSettings | None = None) -> torch.optim.Optimizer:
+def make_optimizer(
+    model: BertForPreTraining, name: str, settings: bert.OptimizerSettings | None = None
+) -> torch.optim.Optimizer:
     """Adam with decoupled weight decay ("adam") or LAMB ("lamb"), with bert.OPTIMIZERS[name] settings
     unless given; the learning rate is settings.learning_rate (a scheduler scales it per step)."""
     s = settings or bert.OPTIMIZERS[name]
@@ -300,8 +322,10 @@ def make_optimizer(model: BertForPreTraining, name: str,
     raise ValueError(f"no BERT optimizer {name!r} (adam, lamb)")
 
 
-def make_scheduler(optimizer: torch.optim.Optimizer,
-                   settings: bert.OptimizerSettings) -> torch.optim.lr_scheduler.LambdaLR:
+def make_scheduler(
+    optimizer: torch.optim.Optimizer, settings: bert.OptimizerSettings
+) -> torch.optim.lr_scheduler.LambdaLR:
     """bert.learning_rate per 0-based step: linear warm-up, then linear decay."""
     return torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: bert.learning_rate(settings, step) / settings.learning_rate)
+        optimizer, lambda step: bert.learning_rate(settings, step) / settings.learning_rate
+    )

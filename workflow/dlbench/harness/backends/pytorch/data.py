@@ -51,8 +51,16 @@ def _cuda_index(device: torch.device) -> int:
 class ImagenetPipeline(datasets.InputPipeline):
     """`next()` -> (images, labels) on the device: the next batch of the DALI pipeline."""
 
-    def __init__(self, spec: RunSpec, rank: int, world: int, threads: int, device: torch.device,
-                 memory_format: torch.memory_format | None = None, shuffle: bool = True) -> None:
+    def __init__(
+        self,
+        spec: RunSpec,
+        rank: int,
+        world: int,
+        threads: int,
+        device: torch.device,
+        memory_format: torch.memory_format | None = None,
+        shuffle: bool = True,
+    ) -> None:
         import nvidia.dali as dali
         import nvidia.dali.fn as fn
         import nvidia.dali.tfrecord as tfrec
@@ -69,34 +77,55 @@ class ImagenetPipeline(datasets.InputPipeline):
         threads = max(1, threads)
         size = spec.image_size
 
-        pipe = dali.Pipeline(batch_size=spec.batch_size, num_threads=threads,
-                             device_id=_cuda_index(device) if cuda else None, seed=spec.seed + rank,
-                             prefetch_queue_depth=PREFETCH_DEPTH)
+        pipe = dali.Pipeline(
+            batch_size=spec.batch_size,
+            num_threads=threads,
+            device_id=_cuda_index(device) if cuda else None,
+            seed=spec.seed + rank,
+            prefetch_queue_depth=PREFETCH_DEPTH,
+        )
         with pipe:
             inputs = fn.readers.tfrecord(
-                path=paths, index_path=indexes, shard_id=rank, num_shards=world, random_shuffle=shuffle,
-                features={"image/encoded": tfrec.FixedLenFeature((), tfrec.string, ""),
-                          "image/class/label": tfrec.FixedLenFeature([1], tfrec.int64, -1)},
-                name="Reader")
+                path=paths,
+                index_path=indexes,
+                shard_id=rank,
+                num_shards=world,
+                random_shuffle=shuffle,
+                features={
+                    "image/encoded": tfrec.FixedLenFeature((), tfrec.string, ""),
+                    "image/class/label": tfrec.FixedLenFeature([1], tfrec.int64, -1),
+                },
+                name="Reader",
+            )
             # mixed: nvJPEG, with NVIDIA's ResNet-50 example's buffer paddings (no reallocation mid-run)
-            decode = ({"device": "mixed", "device_memory_padding": 211025920, "host_memory_padding": 140544512}
-                      if cuda else {"device": "cpu"})
+            decode = (
+                {"device": "mixed", "device_memory_padding": 211025920, "host_memory_padding": 140544512}
+                if cuda
+                else {"device": "cpu"}
+            )
             images = fn.decoders.image(inputs["image/encoded"], output_type=types.RGB, **decode)
-            images = fn.random_resized_crop(images, size=[size, size], random_area=list(CROP_AREA),
-                                            random_aspect_ratio=list(CROP_ASPECT))
-            images = fn.crop_mirror_normalize(images, dtype=types.FLOAT,
-                                              output_layout="HWC" if self.channels_last else "CHW",
-                                              mean=list(datasets.IMAGENET_MEAN), std=list(datasets.IMAGENET_STD),
-                                              mirror=fn.random.coin_flip(probability=0.5))
+            images = fn.random_resized_crop(
+                images, size=[size, size], random_area=list(CROP_AREA), random_aspect_ratio=list(CROP_ASPECT)
+            )
+            images = fn.crop_mirror_normalize(
+                images,
+                dtype=types.FLOAT,
+                output_layout="HWC" if self.channels_last else "CHW",
+                mean=list(datasets.IMAGENET_MEAN),
+                std=list(datasets.IMAGENET_STD),
+                mirror=fn.random.coin_flip(probability=0.5),
+            )
             labels = inputs["image/class/label"]
             pipe.set_outputs(images, labels.gpu() if cuda else labels)
         # No reader_name and size -1: no epoch end, the reader wraps around (infinite repeat).
         self.iterator = DALIGenericIterator([pipe], ["images", "labels"], size=-1)
         self.pipe = pipe
         where = "GPU (nvJPEG, mixed) decode" if cuda else "CPU decode"
-        self.description = (f"DALI {dali.__version__} tfrecord reader + index files, {where}, "
-                            f"random_resized_crop + flip + normalize, {threads} thread{'s' if threads > 1 else ''}, "
-                            f"prefetch {PREFETCH_DEPTH}")
+        self.description = (
+            f"DALI {dali.__version__} tfrecord reader + index files, {where}, "
+            f"random_resized_crop + flip + normalize, {threads} thread{'s' if threads > 1 else ''}, "
+            f"prefetch {PREFETCH_DEPTH}"
+        )
 
     def next(self) -> tuple[torch.Tensor, torch.Tensor]:
         out = next(self.iterator)[0]
@@ -111,8 +140,15 @@ class ImagenetPipeline(datasets.InputPipeline):
         self.pipe = None
 
 
-def imagenet_pipeline(spec: RunSpec, rank: int, world: int, threads: int, device: torch.device | str,
-                      memory_format: torch.memory_format | None = None, shuffle: bool = True) -> ImagenetPipeline:
+def imagenet_pipeline(
+    spec: RunSpec,
+    rank: int,
+    world: int,
+    threads: int,
+    device: torch.device | str,
+    memory_format: torch.memory_format | None = None,
+    shuffle: bool = True,
+) -> ImagenetPipeline:
     """ResNet-50 training batches from the ImageNet TFRecords (see the module docstring). memory_format: the
     model's (default: channels_last on CUDA, contiguous otherwise); shuffle=False reads the records in file
     order (tests)."""
@@ -127,8 +163,15 @@ class ImagenetEval:
     validation records once, in file order (shorter side resized to EVAL_RESIZE x image_size, centre crop,
     normalised; no augmentation), the last batch partial."""
 
-    def __init__(self, spec: RunSpec, rank: int, world: int, threads: int, device: torch.device,
-                 memory_format: torch.memory_format) -> None:
+    def __init__(
+        self,
+        spec: RunSpec,
+        rank: int,
+        world: int,
+        threads: int,
+        device: torch.device,
+        memory_format: torch.memory_format,
+    ) -> None:
         import nvidia.dali as dali
         import nvidia.dali.fn as fn
         import nvidia.dali.tfrecord as tfrec
@@ -140,24 +183,46 @@ class ImagenetEval:
         self.channels_last = memory_format is torch.channels_last
         paths, indexes = datasets.imagenet_shards(spec, "validation")
         size = spec.image_size
-        pipe = dali.Pipeline(batch_size=spec.batch_size, num_threads=max(1, threads),
-                             device_id=_cuda_index(device) if cuda else None, seed=spec.seed + rank)
+        pipe = dali.Pipeline(
+            batch_size=spec.batch_size,
+            num_threads=max(1, threads),
+            device_id=_cuda_index(device) if cuda else None,
+            seed=spec.seed + rank,
+        )
         with pipe:
             inputs = fn.readers.tfrecord(
-                path=paths, index_path=indexes, shard_id=rank, num_shards=world, random_shuffle=False,
-                features={"image/encoded": tfrec.FixedLenFeature((), tfrec.string, ""),
-                          "image/class/label": tfrec.FixedLenFeature([1], tfrec.int64, -1)},
-                name="Reader")
-            images = fn.decoders.image(inputs["image/encoded"], output_type=types.RGB,
-                                       device="mixed" if cuda else "cpu")
+                path=paths,
+                index_path=indexes,
+                shard_id=rank,
+                num_shards=world,
+                random_shuffle=False,
+                features={
+                    "image/encoded": tfrec.FixedLenFeature((), tfrec.string, ""),
+                    "image/class/label": tfrec.FixedLenFeature([1], tfrec.int64, -1),
+                },
+                name="Reader",
+            )
+            images = fn.decoders.image(
+                inputs["image/encoded"], output_type=types.RGB, device="mixed" if cuda else "cpu"
+            )
             images = fn.resize(images, resize_shorter=round(size * EVAL_RESIZE))
-            images = fn.crop_mirror_normalize(images, dtype=types.FLOAT, crop=(size, size),
-                                              output_layout="HWC" if self.channels_last else "CHW",
-                                              mean=list(datasets.IMAGENET_MEAN), std=list(datasets.IMAGENET_STD))
+            images = fn.crop_mirror_normalize(
+                images,
+                dtype=types.FLOAT,
+                crop=(size, size),
+                output_layout="HWC" if self.channels_last else "CHW",
+                mean=list(datasets.IMAGENET_MEAN),
+                std=list(datasets.IMAGENET_STD),
+            )
             labels = inputs["image/class/label"]
             pipe.set_outputs(images, labels.gpu() if cuda else labels)
-        self.iterator = DALIGenericIterator([pipe], ["images", "labels"], reader_name="Reader",
-                                            last_batch_policy=LastBatchPolicy.PARTIAL, auto_reset=True)
+        self.iterator = DALIGenericIterator(
+            [pipe],
+            ["images", "labels"],
+            reader_name="Reader",
+            last_batch_policy=LastBatchPolicy.PARTIAL,
+            auto_reset=True,
+        )
 
     def epoch(self):
         for out in self.iterator:
@@ -188,8 +253,10 @@ class BertPipeline(datasets.InputPipeline):
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._produce, name=f"bert-hdf5-rank{rank}", daemon=True)
         self.thread.start()
-        self.description = (f"h5py NVIDIA HDF5 shards ({len(self.shards)} for this rank), whole shard read "
-                            f"ahead, shuffled per shard, background thread, prefetch {PREFETCH_DEPTH} batches")
+        self.description = (
+            f"h5py NVIDIA HDF5 shards ({len(self.shards)} for this rank), whole shard read "
+            f"ahead, shuffled per shard, background thread, prefetch {PREFETCH_DEPTH} batches"
+        )
 
     def _produce(self) -> None:
         try:
@@ -232,5 +299,7 @@ def bert_eval_batches(spec: RunSpec, rank: int, world: int, device: torch.device
     arrays = [bert_hdf5.read_shard(path) for path in shards]
     mine = {name: np.concatenate([a[name] for a in arrays])[rank::world] for name in bert.FEATURES}
     count = len(mine["input_ids"])
-    return [{name: _to_tensor(value[start:start + spec.batch_size], False).to(device) for name, value in mine.items()}
-            for start in range(0, count, spec.batch_size)]
+    return [
+        {name: _to_tensor(value[start : start + spec.batch_size], False).to(device) for name, value in mine.items()}
+        for start in range(0, count, spec.batch_size)
+    ]

@@ -62,17 +62,28 @@ def interpreter_facts() -> dict:
     """This interpreter's TensorFlow (dlbench.harness.probe): its build's CUDA and cuDNN, and the GPUs it sees."""
     info = tf.sysconfig.get_build_info()
     gpus = tf.config.list_physical_devices("GPU")
-    return {"framework_version": tf.__version__, "cuda": info.get("cuda_version"), "cudnn": info.get("cudnn_version"),
-            "nccl": None,  # bundled with the CUDA build; TensorFlow does not report its version
-            "gpus": [tf.config.experimental.get_device_details(g).get("device_name", g.name) for g in gpus]}
+    return {
+        "framework_version": tf.__version__,
+        "cuda": info.get("cuda_version"),
+        "cudnn": info.get("cudnn_version"),
+        "nccl": None,  # bundled with the CUDA build; TensorFlow does not report its version
+        "gpus": [tf.config.experimental.get_device_details(g).get("device_name", g.name) for g in gpus],
+    }
 
 
 class Backend(BackendBase):
     models = ("resnet50", "resnet_tiny", "bert_base", "bert_tiny")
     data = ("synthetic", "real")
     oom_errors = (tf.errors.ResourceExhaustedError,)
-    oom_markers = ("out of memory", "oom when allocating", "resource exhausted", "resource_exhausted",
-                   "can't allocate memory", "not enough memory", "failed to allocate")
+    oom_markers = (
+        "out of memory",
+        "oom when allocating",
+        "resource exhausted",
+        "resource_exhausted",
+        "can't allocate memory",
+        "not enough memory",
+        "failed to allocate",
+    )
 
     def __init__(self, spec: RunSpec, rank: int, world: int, local_rank: int, threads: int) -> None:
         super().__init__(spec, rank, world, local_rank, threads)
@@ -116,23 +127,31 @@ class Backend(BackendBase):
             # resolver's task list (it zips tasks with GPU slots), so they are one slot per task here.
             port = int(os.environ.get("MASTER_PORT") or 0) or 20000 + int(os.environ.get("SLURM_JOB_ID", "0")) % 20000
             resolver = tf.distribute.cluster_resolver.SlurmClusterResolver(
-                port_base=port, gpus_per_node=self.spec.devices_per_node, gpus_per_task=1, auto_set_gpu=False)
+                port_base=port, gpus_per_node=self.spec.devices_per_node, gpus_per_task=1, auto_set_gpu=False
+            )
             cluster = resolver.cluster_spec()
             if resolver.task_id != self.rank or cluster.num_tasks("worker") != self.world:
-                raise RuntimeError(f"SlurmClusterResolver places this task as worker {resolver.task_id} of "
-                                   f"{cluster.num_tasks('worker')}, SLURM says rank {self.rank} of {self.world}")
+                raise RuntimeError(
+                    f"SlurmClusterResolver places this task as worker {resolver.task_id} of "
+                    f"{cluster.num_tasks('worker')}, SLURM says rank {self.rank} of {self.world}"
+                )
             # The resolver lists workers host by host (sorted), i.e. it assumes srun's block distribution.
             host = cluster.task_address("worker", self.rank).rsplit(":", 1)[0].split(".")[0]
             if host != sysinfo.hostname().split(".")[0]:
-                print(f"[dlbench] warning: SlurmClusterResolver gives rank {self.rank} the address of {host}, "
-                      f"but it runs on {sysinfo.hostname()} (srun --distribution=block expected)", file=sys.stderr)
+                print(
+                    f"[dlbench] warning: SlurmClusterResolver gives rank {self.rank} the address of {host}, "
+                    f"but it runs on {sysinfo.hostname()} (srun --distribution=block expected)",
+                    file=sys.stderr,
+                )
             return resolver
         address = os.environ.get("MASTER_ADDR", "127.0.0.1")
         port = int(os.environ.get("MASTER_PORT", "29500"))
-        os.environ["TF_CONFIG"] = json.dumps({
-            "cluster": {"worker": [f"{address}:{port + r}" for r in range(self.world)]},
-            "task": {"type": "worker", "index": self.rank},
-        })
+        os.environ["TF_CONFIG"] = json.dumps(
+            {
+                "cluster": {"worker": [f"{address}:{port + r}" for r in range(self.world)]},
+                "task": {"type": "worker", "index": self.rank},
+            }
+        )
         return tf.distribute.cluster_resolver.TFConfigClusterResolver()
 
     # ---- building
@@ -143,7 +162,8 @@ class Backend(BackendBase):
             self._communication = options.implementation
             # Must come before any other op: it starts this worker's gRPC server and the collectives.
             self.strategy = tf.distribute.MultiWorkerMirroredStrategy(
-                cluster_resolver=self._cluster_resolver(), communication_options=options)
+                cluster_resolver=self._cluster_resolver(), communication_options=options
+            )
         else:
             self.strategy = tf.distribute.get_strategy()  # the default (no-op) strategy
         if spec.precision == "amp":
@@ -156,13 +176,17 @@ class Backend(BackendBase):
         on CPUs. NCCL without a GPU is refused here: TensorFlow would accept it and run something else."""
         implementation = tf.distribute.experimental.CommunicationImplementation
         name = self.spec.strategy
-        chosen = {"mwms_ring": implementation.RING, "mwms_nccl": implementation.NCCL,
-                  "mwms_auto": implementation.AUTO}.get(name, implementation.NCCL if self.gpu else implementation.RING)
+        chosen = {
+            "mwms_ring": implementation.RING,
+            "mwms_nccl": implementation.NCCL,
+            "mwms_auto": implementation.AUTO,
+        }.get(name, implementation.NCCL if self.gpu else implementation.RING)
         if not self.gpu and (reason := strategies.cpu_problem("tensorflow", name)):
             raise Unsupported(reason)
         pack = strategies.find("tensorflow", name).number(name) if name.startswith("mwms_pack") else None
-        return tf.distribute.experimental.CommunicationOptions(bytes_per_pack=(pack or 0) * 2**20,
-                                                               implementation=chosen)
+        return tf.distribute.experimental.CommunicationOptions(
+            bytes_per_pack=(pack or 0) * 2**20, implementation=chosen
+        )
 
     def strategy_in_effect(self) -> dict:
         """Read back from the strategy object: its class, the cross-device ops it built and the communication
@@ -172,12 +196,18 @@ class Backend(BackendBase):
         extended = self.strategy.extended
         options = extended._communication_options
         cross = extended._get_cross_device_ops(None)
-        facts = {"strategy_class": type(self.strategy).__name__, "cross_device_ops": type(cross).__name__,
-                 "implementation": options.implementation.name, "bytes_per_pack": options.bytes_per_pack,
-                 "replicas": self.strategy.num_replicas_in_sync}
+        facts = {
+            "strategy_class": type(self.strategy).__name__,
+            "cross_device_ops": type(cross).__name__,
+            "implementation": options.implementation.name,
+            "bytes_per_pack": options.bytes_per_pack,
+            "replicas": self.strategy.num_replicas_in_sync,
+        }
         pack = f"{options.bytes_per_pack / 2**20:g} MiB" if options.bytes_per_pack else "auto"
-        facts["summary"] = (f"{facts['strategy_class']} ({facts['cross_device_ops']}), implementation "
-                            f"{facts['implementation']}, bytes_per_pack {pack}, {facts['replicas']} replicas")
+        facts["summary"] = (
+            f"{facts['strategy_class']} ({facts['cross_device_ops']}), implementation "
+            f"{facts['implementation']}, bytes_per_pack {pack}, {facts['replicas']} replicas"
+        )
         return facts
 
     def setup_resnet(self) -> None:
@@ -186,17 +216,21 @@ class Backend(BackendBase):
             self.model = tf_models.build(tf_models.ResNet50(model=spec.model))
             if self.policy == "mixed_float16":  # loss scaling (GPUs) wraps a Keras optimizer
                 self.optimizer = keras.optimizers.LossScaleOptimizer(
-                    keras.optimizers.SGD(learning_rate=0.1, momentum=0.9, weight_decay=WEIGHT_DECAY))
+                    keras.optimizers.SGD(learning_rate=0.1, momentum=0.9, weight_decay=WEIGHT_DECAY)
+                )
                 self.optimizer.build(self.model.trainable_variables)
             else:
-                self.optimizer = tf_models.FusedSGD(self.model.trainable_variables, learning_rate=0.1,
-                                                    momentum=0.9, weight_decay=WEIGHT_DECAY)
+                self.optimizer = tf_models.FusedSGD(
+                    self.model.trainable_variables, learning_rate=0.1, momentum=0.9, weight_decay=WEIGHT_DECAY
+                )
         self.parameters = tf_models.parameter_count(self.model)
-        self._step = tf_models.make_train_step(self.model, self.optimizer, world=self.world,
-                                               strategy=self.strategy, jit_compile=spec.compiler)
+        self._step = tf_models.make_train_step(
+            self.model, self.optimizer, world=self.world, strategy=self.strategy, jit_compile=spec.compiler
+        )
         if spec.data == "real":
-            self.pipeline = tf_data.imagenet_pipeline(spec, self.rank, self.world, self.threads, self._device(),
-                                                   strategy=self.strategy)
+            self.pipeline = tf_data.imagenet_pipeline(
+                spec, self.rank, self.world, self.threads, self._device(), strategy=self.strategy
+            )
             return
         size, batch = spec.image_size, spec.batch_size
         seed = spec.seed + self.rank
@@ -221,14 +255,22 @@ class Backend(BackendBase):
             self.optimizer = optimizer
         self.parameters = tf_bert.parameter_count(self.model)
         clip_norm = bert.OPTIMIZERS[spec.optimizer_name].clip_norm if spec.grad_clip else None
-        self._step = tf_bert.make_train_step(self.model, self.optimizer, clip_norm=clip_norm, world=self.world,
-                                             strategy=self.strategy, jit_compile=spec.compiler)
+        self._step = tf_bert.make_train_step(
+            self.model,
+            self.optimizer,
+            clip_norm=clip_norm,
+            world=self.world,
+            strategy=self.strategy,
+            jit_compile=spec.compiler,
+        )
         if spec.data == "real":
-            self.pipeline = tf_data.bert_pipeline(spec, self.rank, self.world, self._device(), threads=self.threads,
-                                               strategy=self.strategy)
+            self.pipeline = tf_data.bert_pipeline(
+                spec, self.rank, self.world, self._device(), threads=self.threads, strategy=self.strategy
+            )
             return
-        batch = bert.synthetic_batch(cfg, spec.batch_size, spec.seq_length, spec.predictions,
-                                     seed=spec.seed + self.rank)
+        batch = bert.synthetic_batch(
+            cfg, spec.batch_size, spec.seq_length, spec.predictions, seed=spec.seed + self.rank
+        )
         # tf.identity copies each feature onto this worker's device: resident there, not fed from the host
         self._synthetic(lambda _context: {name: tf.identity(value) for name, value in batch.items()})
 
@@ -243,7 +285,8 @@ class Backend(BackendBase):
         data, which the budget would count against the batch."""
         if self.gpu is None and not self.spec.memory_limit_gb:
             dataset = self.strategy.distribute_datasets_from_function(
-                lambda context: tf.data.Dataset.from_tensors(make_data(context)).repeat())
+                lambda context: tf.data.Dataset.from_tensors(make_data(context)).repeat()
+            )
             self._batches = iter(dataset)
             self._fed_step = tf.function(lambda iterator: self._take_step(next(iterator)))
         else:  # resident on this worker's device (a tensor of its replica; the default strategy: a tensor)
@@ -285,8 +328,9 @@ class Backend(BackendBase):
             def correct_mlm(features):
                 mlm_logits, _ = model(features, training=False)
                 real = features["masked_lm_weights"] > 0
-                hit = tf.logical_and(tf.argmax(mlm_logits, axis=-1, output_type=tf.int32) == features["masked_lm_ids"],
-                                     real)
+                hit = tf.logical_and(
+                    tf.argmax(mlm_logits, axis=-1, output_type=tf.int32) == features["masked_lm_ids"], real
+                )
                 return tf.reduce_sum(tf.cast(hit, tf.int64)), tf.reduce_sum(tf.cast(real, tf.int64))
 
             self._correct = correct_mlm
@@ -394,9 +438,11 @@ class Backend(BackendBase):
             "device_count": len(tf.config.list_physical_devices("GPU")) if gpu else 0,
             "world_size": self.world,
             "distributed_backend": distributed,
-            "threads": {"intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
-                        "inter_op": tf.config.threading.get_inter_op_parallelism_threads(),
-                        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")},
+            "threads": {
+                "intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
+                "inter_op": tf.config.threading.get_inter_op_parallelism_threads(),
+                "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+            },
             "memory_format": "channels_last",  # NHWC, TensorFlow's native layout
             "settings": self.settings_in_effect(),
             "amp_dtype": amp_dtype,
@@ -405,10 +451,14 @@ class Backend(BackendBase):
             "compiler": "xla" if self.spec.compiler else None,
             "xla": ("on" if self.world == 1 else "on (forward and backward)") if self.spec.compiler else "off",
             "parameters": self.parameters,
-            "input_pipeline": self.pipeline.describe() if self.pipeline is not None
-            else "synthetic: one batch on the device" + (", repeated by a tf.data iterator taken inside the step's "
-                                                         "function (as Keras's fit)" if self._batches is not None
-                                                         else ""),
+            "input_pipeline": self.pipeline.describe()
+            if self.pipeline is not None
+            else "synthetic: one batch on the device"
+            + (
+                ", repeated by a tf.data iterator taken inside the step's function (as Keras's fit)"
+                if self._batches is not None
+                else ""
+            ),
             **(self._bert_environment() if self.is_bert else {}),
         }
 
@@ -416,27 +466,37 @@ class Backend(BackendBase):
         """What decides this framework's speed here, read back from TensorFlow (the report's settings column)."""
         from tensorflow.python.util import _pywrap_util_port  # the flag TensorFlow's own tests read
 
-        facts = {"onednn": bool(_pywrap_util_port.IsMklEnabled()),
-                 "TF_ENABLE_ONEDNN_OPTS": os.environ.get("TF_ENABLE_ONEDNN_OPTS"),
-                 "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
-                 "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
-                 "xla": bool(self.spec.compiler), "memory_format": None if self.is_bert else "channels_last",
-                 # fp32 matrix products on TF32 tensor cores (on by default; Ampere and later): the peak MFU uses
-                 "tf32": tf.config.experimental.tensor_float_32_execution_enabled() if self.gpu is not None else None}
+        facts = {
+            "onednn": bool(_pywrap_util_port.IsMklEnabled()),
+            "TF_ENABLE_ONEDNN_OPTS": os.environ.get("TF_ENABLE_ONEDNN_OPTS"),
+            "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
+            "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
+            "xla": bool(self.spec.compiler),
+            "memory_format": None if self.is_bert else "channels_last",
+            # fp32 matrix products on TF32 tensor cores (on by default; Ampere and later): the peak MFU uses
+            "tf32": tf.config.experimental.tensor_float_32_execution_enabled() if self.gpu is not None else None,
+        }
         if not self.is_bert:
             rule = self._update_rule()
             facts["optimizer"] = "SGD fused" if isinstance(rule, tf_models.FusedSGD) else f"Keras {type(rule).__name__}"
-        where = (f"GPU, TF32 {'on' if facts['tf32'] else 'off'}" if self.gpu is not None
-                 else f"oneDNN {'on' if facts['onednn'] else 'off (Eigen)'}")
-        facts["summary"] = (f"{where}, {facts['intra_op_threads']} intra-op / {facts['inter_op_threads']} inter-op "
-                            f"threads, XLA {'on' if facts['xla'] else 'off'}"
-                            + ("" if self.is_bert else f", channels_last (NHWC), {facts['optimizer']}"))
+        where = (
+            f"GPU, TF32 {'on' if facts['tf32'] else 'off'}"
+            if self.gpu is not None
+            else f"oneDNN {'on' if facts['onednn'] else 'off (Eigen)'}"
+        )
+        facts["summary"] = (
+            f"{where}, {facts['intra_op_threads']} intra-op / {facts['inter_op_threads']} inter-op "
+            f"threads, XLA {'on' if facts['xla'] else 'off'}"
+            + ("" if self.is_bert else f", channels_last (NHWC), {facts['optimizer']}")
+        )
         return facts
 
     def _bert_environment(self) -> dict:
         name = self.spec.optimizer_name
-        return {"memory_format": None,  # no images
-                **self.bert_environment(tf_bert.OPTIMIZER_NAMES[name], bert.OPTIMIZERS[name].clip_norm)}
+        return {
+            "memory_format": None,  # no images
+            **self.bert_environment(tf_bert.OPTIMIZER_NAMES[name], bert.OPTIMIZERS[name].clip_norm),
+        }
 
     def shutdown(self) -> None:
         """After the last collective, wait until every worker is past it before this one exits.

@@ -67,10 +67,12 @@ class Embeddings(keras.layers.Layer):
         init = _initializer(cfg)
         h = cfg.hidden_size
         self.word_embeddings = self.add_weight(shape=(cfg.vocab_size, h), initializer=init, name="word_embeddings")
-        self.token_type_embeddings = self.add_weight(shape=(cfg.type_vocab_size, h), initializer=init,
-                                                     name="token_type_embeddings")
-        self.position_embeddings = self.add_weight(shape=(cfg.max_position_embeddings, h), initializer=init,
-                                                   name="position_embeddings")
+        self.token_type_embeddings = self.add_weight(
+            shape=(cfg.type_vocab_size, h), initializer=init, name="token_type_embeddings"
+        )
+        self.position_embeddings = self.add_weight(
+            shape=(cfg.max_position_embeddings, h), initializer=init, name="position_embeddings"
+        )
         self.type_vocab_size = cfg.type_vocab_size
         self.layer_norm = _layer_norm(cfg)
         self.dropout = keras.layers.Dropout(cfg.hidden_dropout)
@@ -162,11 +164,15 @@ class BertPretraining(keras.Model):
 def pretraining_loss(features: dict, mlm_logits: tf.Tensor, nsp_logits: tf.Tensor) -> tf.Tensor:
     """Google's loss: masked-LM cross entropy weighted by masked_lm_weights + mean next-sentence cross entropy."""
     per_position = tf.nn.sparse_softmax_cross_entropy_with_logits(  # -log_softmax[label], [B, P]
-        labels=tf.cast(features["masked_lm_ids"], tf.int32), logits=tf.cast(mlm_logits, tf.float32))
+        labels=tf.cast(features["masked_lm_ids"], tf.int32), logits=tf.cast(mlm_logits, tf.float32)
+    )
     weights = tf.cast(features["masked_lm_weights"], tf.float32)
     mlm = tf.reduce_sum(weights * per_position) / (tf.reduce_sum(weights) + MLM_DENOMINATOR_EPSILON)
-    nsp = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=tf.cast(features["next_sentence_labels"], tf.int32), logits=tf.cast(nsp_logits, tf.float32)))
+    nsp = tf.reduce_mean(
+        tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=tf.cast(features["next_sentence_labels"], tf.int32), logits=tf.cast(nsp_logits, tf.float32)
+        )
+    )
     return mlm + nsp
 
 
@@ -181,10 +187,12 @@ def canonical_variables(model: BertPretraining) -> dict[str, keras.Variable]:
         return {f"{prefix}/gamma": layer.gamma, f"{prefix}/beta": layer.beta}
 
     e = model.embeddings
-    out = {"bert/embeddings/word_embeddings": e.word_embeddings,
-           "bert/embeddings/token_type_embeddings": e.token_type_embeddings,
-           "bert/embeddings/position_embeddings": e.position_embeddings,
-           **norm("bert/embeddings/LayerNorm", e.layer_norm)}
+    out = {
+        "bert/embeddings/word_embeddings": e.word_embeddings,
+        "bert/embeddings/token_type_embeddings": e.token_type_embeddings,
+        "bert/embeddings/position_embeddings": e.position_embeddings,
+        **norm("bert/embeddings/LayerNorm", e.layer_norm),
+    }
     for index, layer in enumerate(model.encoder):
         p = f"bert/encoder/layer_{index}"
         out |= dense(f"{p}/attention/self/query", layer.query) | dense(f"{p}/attention/self/key", layer.key)
@@ -195,9 +203,11 @@ def canonical_variables(model: BertPretraining) -> dict[str, keras.Variable]:
         out |= norm(f"{p}/output/LayerNorm", layer.output_norm)
     out |= dense("bert/pooler/dense", model.pooler) | dense("cls/predictions/transform/dense", model.transform)
     out |= norm("cls/predictions/transform/LayerNorm", model.transform_norm)
-    out |= {"cls/predictions/output_bias": model.output_bias,
-            "cls/seq_relationship/output_weights": model.nsp_weights,
-            "cls/seq_relationship/output_bias": model.nsp_bias}
+    out |= {
+        "cls/predictions/output_bias": model.output_bias,
+        "cls/seq_relationship/output_weights": model.nsp_weights,
+        "cls/seq_relationship/output_bias": model.nsp_bias,
+    }
     return out
 
 
@@ -216,8 +226,9 @@ def load_canonical(model: BertPretraining, weights: dict[str, np.ndarray]) -> No
         variable.assign(value.astype(variable.dtype))
 
 
-def pretraining_outputs(cfg: BertConfig, weights: dict[str, np.ndarray],
-                        batch: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, float]:
+def pretraining_outputs(
+    cfg: BertConfig, weights: dict[str, np.ndarray], batch: dict[str, np.ndarray]
+) -> tuple[np.ndarray, np.ndarray, float]:
     """(masked-LM logits, next-sentence logits, loss) in float32 with dropout off: for bert_logits."""
     keras.mixed_precision.set_global_policy("float32")
     model = BertPretraining(cfg)
@@ -243,31 +254,47 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
         return tf.where(step < self.warmup_steps, warmup, decay)
 
     def get_config(self) -> dict:
-        return {"learning_rate": self.learning_rate, "warmup_steps": self.warmup_steps,
-                "train_steps": self.train_steps}
+        return {"learning_rate": self.learning_rate, "warmup_steps": self.warmup_steps, "train_steps": self.train_steps}
 
 
-OPTIMIZER_NAMES = {"adam": "AdamW (keras.optimizers.AdamW: decoupled weight decay, bias-corrected)",
-                   "lamb": "LAMB (keras.optimizers.Lamb: decoupled weight decay, per-tensor trust ratio)"}
+OPTIMIZER_NAMES = {
+    "adam": "AdamW (keras.optimizers.AdamW: decoupled weight decay, bias-corrected)",
+    "lamb": "LAMB (keras.optimizers.Lamb: decoupled weight decay, per-tensor trust ratio)",
+}
 
 
 def make_optimizer(name: str, model: BertPretraining, learning_rate: float | None = None) -> keras.optimizers.Optimizer:
     """bert.OPTIMIZERS[name] as a Keras optimizer over the model's variables, LayerNorm and biases excluded
     from weight decay. learning_rate None: the warm-up/decay schedule; a number: that constant rate."""
     settings = bert.OPTIMIZERS[name]
-    rate = learning_rate if learning_rate is not None else WarmupLinearDecay(
-        settings.learning_rate, settings.warmup_steps, settings.train_steps)
+    rate = (
+        learning_rate
+        if learning_rate is not None
+        else WarmupLinearDecay(settings.learning_rate, settings.warmup_steps, settings.train_steps)
+    )
     kind = {"adam": keras.optimizers.AdamW, "lamb": keras.optimizers.Lamb}[name]
-    optimizer = kind(learning_rate=rate, weight_decay=settings.weight_decay, beta_1=settings.beta1,
-                     beta_2=settings.beta2, epsilon=settings.epsilon)
+    optimizer = kind(
+        learning_rate=rate,
+        weight_decay=settings.weight_decay,
+        beta_1=settings.beta1,
+        beta_2=settings.beta2,
+        epsilon=settings.epsilon,
+    )
     excluded = [v for n, v in canonical_variables(model).items() if bert.excluded_from_weight_decay(n)]
     optimizer.exclude_from_weight_decay(var_list=excluded)
     return optimizer
 
 
 # ------------------------------------------------------------------------- the training step
-def make_train_step(model: BertPretraining, optimizer: keras.optimizers.Optimizer, *, clip_norm: float | None,
-                    world: int = 1, strategy: tf.distribute.Strategy | None = None, jit_compile: bool = False):
+def make_train_step(
+    model: BertPretraining,
+    optimizer: keras.optimizers.Optimizer,
+    *,
+    clip_norm: float | None,
+    world: int = 1,
+    strategy: tf.distribute.Strategy | None = None,
+    jit_compile: bool = False,
+):
     """The step `features -> loss` (a tf.function): forward in training mode (dropout on), loss,
     gradients, clipping by global norm when clip_norm is given, update.
 
@@ -298,6 +325,7 @@ def make_train_step(model: BertPretraining, optimizer: keras.optimizers.Optimize
         return tf.clip_by_global_norm(grads, bound)[0]
 
     if world == 1:
+
         def train_step(features):
             loss, grads = gradients(features)
             optimizer.apply(clip(grads), variables)

@@ -55,8 +55,9 @@ BOX_KEYS = ("image/object/bbox/ymin", "image/object/bbox/xmin", "image/object/bb
 class Pipeline(datasets.InputPipeline):
     """An iterator over a tf.data pipeline's batches, created once; `next()` returns the next batch."""
 
-    def __init__(self, make_dataset, world: int, strategy: tf.distribute.Strategy | None, device: str | None,
-                 description: str) -> None:
+    def __init__(
+        self, make_dataset, world: int, strategy: tf.distribute.Strategy | None, device: str | None, description: str
+    ) -> None:
         if world > 1 and strategy is not None:
             # per worker: its own dataset (batch per replica, our sharding), batches put on its device
             self.dataset = strategy.distribute_datasets_from_function(lambda _context: make_dataset())
@@ -88,8 +89,9 @@ def _share(files: list[str], rank: int, world: int) -> str:
     return f"{len(files[rank::world])} of {len(files)} files"
 
 
-def _records(files: list[str], rank: int, world: int, threads: int, shuffle_buffer: int,
-             bert_order: bool = False) -> tf.data.Dataset:
+def _records(
+    files: list[str], rank: int, world: int, threads: int, shuffle_buffer: int, bert_order: bool = False
+) -> tf.data.Dataset:
     """This rank's serialized records, shuffled, repeated forever."""
     if world > 1 and len(files) < world:
         # fewer files than ranks: every rank reads all files in one fixed (deterministic) order, keeps 1/world
@@ -104,12 +106,14 @@ def _records(files: list[str], rank: int, world: int, threads: int, shuffle_buff
     cycle = min(count, threads if bert_order else CYCLE_LENGTH)
     if bert_order:  # run_pretraining.py: repeat, shuffle the files, interleave, shuffle(100)
         names = names.repeat().shuffle(count)
-        dataset = names.interleave(tf.data.TFRecordDataset, cycle_length=cycle, num_parallel_calls=cycle,
-                                   deterministic=False).shuffle(shuffle_buffer)
+        dataset = names.interleave(
+            tf.data.TFRecordDataset, cycle_length=cycle, num_parallel_calls=cycle, deterministic=False
+        ).shuffle(shuffle_buffer)
     else:  # Model Garden: shuffle the files, interleave, shuffle buffer, repeat
         names = names.shuffle(count, reshuffle_each_iteration=True)
-        dataset = names.interleave(tf.data.TFRecordDataset, cycle_length=cycle, num_parallel_calls=AUTOTUNE,
-                                   deterministic=False)
+        dataset = names.interleave(
+            tf.data.TFRecordDataset, cycle_length=cycle, num_parallel_calls=AUTOTUNE, deterministic=False
+        )
         dataset = dataset.shuffle(shuffle_buffer, reshuffle_each_iteration=True).repeat()
     return dataset
 
@@ -132,9 +136,14 @@ def parse_imagenet(record: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
 def decode_and_random_crop(jpeg: tf.Tensor, boxes: tf.Tensor) -> tf.Tensor:
     """A random window (covering >= 10% of a box, or of the image when it has none), decoded alone: uint8 HWC."""
     begin, size, _ = tf.image.sample_distorted_bounding_box(
-        tf.image.extract_jpeg_shape(jpeg), bounding_boxes=boxes, min_object_covered=CROP_MIN_OBJECT_COVERED,
-        aspect_ratio_range=CROP_ASPECT, area_range=CROP_AREA, max_attempts=CROP_ATTEMPTS,
-        use_image_if_no_bounding_boxes=True)
+        tf.image.extract_jpeg_shape(jpeg),
+        bounding_boxes=boxes,
+        min_object_covered=CROP_MIN_OBJECT_COVERED,
+        aspect_ratio_range=CROP_ASPECT,
+        area_range=CROP_AREA,
+        max_attempts=CROP_ATTEMPTS,
+        use_image_if_no_bounding_boxes=True,
+    )
     offset_y, offset_x, _ = tf.unstack(begin)
     height, width, _ = tf.unstack(size)
     return tf.image.decode_and_crop_jpeg(jpeg, tf.stack([offset_y, offset_x, height, width]), channels=3)
@@ -189,8 +198,16 @@ def _compute_dtype(dtype) -> tf.DType:
     return tf.as_dtype(dtype)
 
 
-def imagenet_pipeline(spec: RunSpec, rank: int, world: int, threads: int, device: str | None = None, *,
-                      strategy: tf.distribute.Strategy | None = None, dtype=None) -> Pipeline:
+def imagenet_pipeline(
+    spec: RunSpec,
+    rank: int,
+    world: int,
+    threads: int,
+    device: str | None = None,
+    *,
+    strategy: tf.distribute.Strategy | None = None,
+    dtype=None,
+) -> Pipeline:
     """This rank's ImageNet training batches: (images [B, S, S, 3] NHWC, labels [B] int32 0..999).
 
     device: a TensorFlow device name ("/GPU:0") or None for the CPU; strategy: the backend's (several ranks);
@@ -201,14 +218,17 @@ def imagenet_pipeline(spec: RunSpec, rank: int, world: int, threads: int, device
 
     def make_dataset():
         dataset = _records(files, rank, world, threads, SHUFFLE_BUFFER)
-        dataset = dataset.map(imagenet_train_map(spec.image_size, dtype), num_parallel_calls=AUTOTUNE,
-                              deterministic=False)
+        dataset = dataset.map(
+            imagenet_train_map(spec.image_size, dtype), num_parallel_calls=AUTOTUNE, deterministic=False
+        )
         dataset = dataset.batch(spec.batch_size, drop_remainder=True)
         return dataset.prefetch(AUTOTUNE).with_options(_options(threads))
 
-    description = (f"tf.data TFRecordDataset ({share}, interleaved), shuffle {SHUFFLE_BUFFER}, "
-                   f"parallel map AUTOTUNE (JPEG decode_and_crop, random crop + flip, resize, normalise, "
-                   f"{dtype.name}), prefetch AUTOTUNE, {max(1, threads)} threads")
+    description = (
+        f"tf.data TFRecordDataset ({share}, interleaved), shuffle {SHUFFLE_BUFFER}, "
+        f"parallel map AUTOTUNE (JPEG decode_and_crop, random crop + flip, resize, normalise, "
+        f"{dtype.name}), prefetch AUTOTUNE, {max(1, threads)} threads"
+    )
     return Pipeline(make_dataset, world, strategy, device, description)
 
 
@@ -248,8 +268,15 @@ def bert_eval_dataset(spec: RunSpec, threads: int) -> tf.data.Dataset:
     return dataset.batch(spec.batch_size).map(_bert_step_layout).prefetch(AUTOTUNE).with_options(_options(threads))
 
 
-def bert_pipeline(spec: RunSpec, rank: int, world: int, device: str | None = None, *, threads: int = 4,
-                  strategy: tf.distribute.Strategy | None = None) -> Pipeline:
+def bert_pipeline(
+    spec: RunSpec,
+    rank: int,
+    world: int,
+    device: str | None = None,
+    *,
+    threads: int = 4,
+    strategy: tf.distribute.Strategy | None = None,
+) -> Pipeline:
     """This rank's BERT batches: a dict of bert.FEATURES as bert.synthetic_batch gives them (int32 ids,
     float32 masked_lm_weights, next_sentence_labels [B]). threads: run_pretraining.py's num_cpu_threads."""
     files = datasets.bert_shards(spec, "tfrecord")
@@ -258,11 +285,14 @@ def bert_pipeline(spec: RunSpec, rank: int, world: int, device: str | None = Non
 
     def make_dataset():
         dataset = _records(files, rank, world, threads, BERT_SHUFFLE_BUFFER, bert_order=True)
-        dataset = dataset.map(lambda record: decode_record(record, name_to_features), num_parallel_calls=AUTOTUNE,
-                              deterministic=False)
+        dataset = dataset.map(
+            lambda record: decode_record(record, name_to_features), num_parallel_calls=AUTOTUNE, deterministic=False
+        )
         dataset = dataset.batch(spec.batch_size, drop_remainder=True).map(_bert_step_layout)
         return dataset.prefetch(AUTOTUNE).with_options(_options(threads))
 
-    description = (f"tf.data TFRecordDataset ({share}, interleaved), shuffle {BERT_SHUFFLE_BUFFER}, "
-                   f"_decode_record (run_pretraining.py) AUTOTUNE, prefetch AUTOTUNE, {max(1, threads)} threads")
+    description = (
+        f"tf.data TFRecordDataset ({share}, interleaved), shuffle {BERT_SHUFFLE_BUFFER}, "
+        f"_decode_record (run_pretraining.py) AUTOTUNE, prefetch AUTOTUNE, {max(1, threads)} threads"
+    )
     return Pipeline(make_dataset, world, strategy, device, description)

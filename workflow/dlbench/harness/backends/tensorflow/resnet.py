@@ -47,7 +47,12 @@ def _conv(filters: int, kernel: int, stride: int, name: str) -> keras.layers.Con
     """A bias-free convolution; 'valid' unless stride 1 with a 3x3 kernel (symmetric 'same')."""
     padding = "same" if kernel > 1 and stride == 1 else "valid"
     return keras.layers.Conv2D(
-        filters, kernel, strides=stride, padding=padding, use_bias=False, name=name,
+        filters,
+        kernel,
+        strides=stride,
+        padding=padding,
+        use_bias=False,
+        name=name,
         # kaiming_normal_(mode="fan_out", nonlinearity="relu"): std = sqrt(2 / (k * k * out))
         kernel_initializer=keras.initializers.VarianceScaling(2.0, "fan_out", "untruncated_normal"),
     )
@@ -55,7 +60,10 @@ def _conv(filters: int, kernel: int, stride: int, name: str) -> keras.layers.Con
 
 def _bn(name: str, zero_gamma: bool = False) -> keras.layers.BatchNormalization:
     return keras.layers.BatchNormalization(
-        axis=-1, momentum=BN_MOMENTUM, epsilon=BN_EPSILON, name=name,
+        axis=-1,
+        momentum=BN_MOMENTUM,
+        epsilon=BN_EPSILON,
+        name=name,
         gamma_initializer="zeros" if zero_gamma else "ones",
     )
 
@@ -78,8 +86,7 @@ class Bottleneck(keras.layers.Layer):
         self.bn3 = _bn(f"{prefix}.bn3", zero_gamma=True)
         self.downsample = None
         if stride != 1 or in_channels != out_channels:
-            self.downsample = [_conv(out_channels, 1, stride, f"{prefix}.downsample.0"),
-                               _bn(f"{prefix}.downsample.1")]
+            self.downsample = [_conv(out_channels, 1, stride, f"{prefix}.downsample.0"), _bn(f"{prefix}.downsample.1")]
 
     def call(self, x, training=None):
         identity = x
@@ -112,7 +119,8 @@ class ResNet50(keras.Model):
         self.avgpool = keras.layers.GlobalAveragePooling2D(name="avgpool")
         bound = 1.0 / math.sqrt(channels)  # nn.Linear's default init: U(-1/sqrt(in), 1/sqrt(in))
         self.fc = keras.layers.Dense(
-            num_classes, name="fc",
+            num_classes,
+            name="fc",
             kernel_initializer=keras.initializers.RandomUniform(-bound, bound),
             bias_initializer=keras.initializers.RandomUniform(-bound, bound),
         )
@@ -200,8 +208,10 @@ class FusedSGD:
         """The momentum slots of `variables` (create it under the strategy's scope: mirrored with the weights)."""
         self.learning_rate = tf.Variable(learning_rate, trainable=False, dtype=tf.float32, name="learning_rate")
         self.momentum, self.weight_decay = momentum, weight_decay
-        self.slots = [tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False, name=f"momentum_{i}")
-                      for i, v in enumerate(variables)]
+        self.slots = [
+            tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False, name=f"momentum_{i}")
+            for i, v in enumerate(variables)
+        ]
 
     def apply(self, grads: list[tf.Tensor], variables: list) -> None:
         """One update of every variable, inside the step's tf.function. On several workers (a replica context
@@ -214,12 +224,25 @@ class FusedSGD:
         for grad, var, slot in zip(grads, variables, self.slots, strict=True):
             if self.weight_decay:
                 grad = grad + self.weight_decay * var
-            tf.raw_ops.ResourceApplyMomentum(var=var.handle, accum=slot.handle, lr=self.learning_rate, grad=grad,
-                                             momentum=momentum, use_locking=False, use_nesterov=False)
+            tf.raw_ops.ResourceApplyMomentum(
+                var=var.handle,
+                accum=slot.handle,
+                lr=self.learning_rate,
+                grad=grad,
+                momentum=momentum,
+                use_locking=False,
+                use_nesterov=False,
+            )
 
 
-def make_train_step(model: ResNet50, optimizer: FusedSGD | keras.optimizers.Optimizer, *, world: int = 1,
-                    strategy: tf.distribute.Strategy | None = None, jit_compile: bool = False):
+def make_train_step(
+    model: ResNet50,
+    optimizer: FusedSGD | keras.optimizers.Optimizer,
+    *,
+    world: int = 1,
+    strategy: tf.distribute.Strategy | None = None,
+    jit_compile: bool = False,
+):
     """The step `(images, labels) -> loss` (a tf.function): forward in training mode, softmax cross-entropy
     (the batch mean), gradients, update.
 
@@ -241,6 +264,7 @@ def make_train_step(model: ResNet50, optimizer: FusedSGD | keras.optimizers.Opti
         return loss, tape.gradient(objective, model.trainable_variables)
 
     if world == 1:
+
         def train_step(images, labels):
             loss, grads = gradients(images, labels)
             optimizer.apply(grads, model.trainable_variables)
