@@ -1,7 +1,7 @@
 """Render every benchmark results file (benchmarks/results/*.json, written by the scripts through resultfile.py)
 into the docs, between the markers `<!-- figures:<stem> -->` and `<!-- /figures:<stem> -->`.
 
-    .venv/bin/python benchmarks/figures.py           # rewrite the blocks in benchmarks/README.md and README.md
+    .venv/bin/python benchmarks/figures.py           # rewrite the blocks in the docs (DOCS below)
     .venv/bin/python benchmarks/figures.py --check   # exit 1 if any block differs from its results file
 
 A results file without a block anywhere gets one appended to benchmarks/README.md; a block without a results
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-DOCS = ("benchmarks/README.md", "README.md")
+DOCS = ("benchmarks/README.md", "docs/development.md")
 BLOCK = re.compile(r"<!-- figures:(?P<stem>[\w.-]+) -->\n.*?<!-- /figures:(?P=stem) -->", re.S)
 
 

@@ -188,23 +188,14 @@ def planned_jobs(workdir: Path, configfile: Path, snakefile: Path = REPO / "Snak
     return jobs
 
 
+TEST_STUDY = REPO / ".test" / "config.yaml"
+
+
 def tiny_config(venv_dir: Path = VENV_DIR, **overrides) -> dict:
-    """A study that trains for real in seconds: ResNet-50 at 32x32, a few steps."""
-    config = {
-        "study": "tiny",
-        "software": {"venv_dir": str(venv_dir)},
-        "platform": {"device": "cpu"},
-        "defaults": {"repeats": 2, "warmup_steps": 1, "measured_steps": 2, "image_size": 32, "timeout_minutes": 10},
-        "matrix": {
-            "framework": ["pytorch"],
-            "model": ["resnet50"],
-            "topology": ["1x1", "1x2"],
-            "precision": ["fp32"],
-            "compiler": [False],
-            "data": ["synthetic"],
-            "batch_size": [2],
-        },
-    }
+    """The checked-in small study (.test/config.yaml: ResNet-50 at 32x32, a few steps, trains for real in
+    seconds), with the tests' environment directory and `overrides` as top-level keys."""
+    config = yaml.safe_load(TEST_STUDY.read_text())
+    config["software"]["venv_dir"] = str(venv_dir)
     config.update(overrides)
     return config
 

@@ -24,7 +24,8 @@ def check(root: Path) -> subprocess.CompletedProcess:
 def copy_docs(tmp_path: Path) -> Path:
     """The docs and results files of this checkout, alone in tmp_path."""
     shutil.copytree(REPO / "benchmarks" / "results", tmp_path / "benchmarks" / "results")
-    for doc in ("README.md", "benchmarks/README.md"):
+    for doc in ("docs/development.md", "benchmarks/README.md"):
+        (tmp_path / doc).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(REPO / doc, tmp_path / doc)
     return tmp_path
 

@@ -529,7 +529,7 @@ def plausibility_flags(row: Mapping[str, Any]) -> list[Flag]:
                 "contention",
                 f"{contended} of {n_ok} runs shared the machine with other processes "
                 f"(up to {most:.2f} cores on average in the measured window): keep the "
-                "machine quiet (README, 'Telemetry') and rerun",
+                "machine quiet (docs/telemetry.md) and rerun",
             )
         )
     throttled = int(_number(row, "throttled_runs") or 0)

@@ -569,7 +569,7 @@ def _check_strategies(config: dict[str, Any]) -> list[str]:
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 problems.append(
                     f"{where}: {name!r} is not a known strategy{hint}; known: auto, "
-                    f"{', '.join(strategy_registry.names())} (README, 'Gradient-exchange strategies')"
+                    f"{', '.join(strategy_registry.names())} (docs/strategies.md)"
                 )
     if isinstance(spec, dict):
         problems += [

@@ -292,8 +292,8 @@ def comparison(inputs: ReportInputs) -> Section | None:
         "comparison",
         f"Compared with {inputs.baseline_label}",
         f"Ratio = this version's median / {inputs.baseline_label}'s, with its {level:.0%} bootstrap "
-        "interval; verdict from an exact rank test on log throughput at that level (README, 'Reading "
-        "intervals, verdicts and flags'). Configurations present in one side only say so.",
+        "interval; verdict from an exact rank test on log throughput at that level (docs/statistics.md)"
+        ". Configurations present in one side only say so.",
         rows,
     )
 
@@ -430,7 +430,7 @@ def batch_searches(inputs: ReportInputs) -> Section | None:
         "runs out of memory, then bisects; 'max (N)' in the tables is the largest size seen to fit. A probe "
         "that fails otherwise stops the search with its status, and the configuration has no runs. On CPU "
         "the budget is an address-space limit per rank above its size once the framework is loaded "
-        "(README, 'batch_size: max').",
+        "(docs/batch-size-search.md).",
         rows,
     )
 
