@@ -63,6 +63,24 @@ def run_harness(
     return subprocess.run(cmd, env=harness_env(), capture_output=True, text=True, timeout=timeout)
 
 
+def run_runner(python: Path, log: Path, definition: dict, *args: str, framework: str = "probe") -> dict:
+    """A real supervised 1x1 run (batch 2) of a runner definition; the summary line of its log."""
+    result = run_harness(
+        python,
+        log,
+        "--topology",
+        "1x1",
+        "--batch-size",
+        "2",
+        "--runner",
+        json.dumps(definition),
+        *args,
+        framework=framework,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return read_log(log)["summary"][-1]
+
+
 def run_env(python: Path | str, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
     """Run `python *args` with the workflow's package on the path; with check, insist that it succeeds."""
     result = subprocess.run([str(python), *args], env=harness_env(), capture_output=True, text=True, timeout=timeout)

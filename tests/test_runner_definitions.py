@@ -1,10 +1,13 @@
 """The shipped runner definitions (workflow/runners/*.yaml): valid against the config schema, and rendering the
 upstream scripts' flags for configurations they support. No upstream code runs here (none is in this repository):
-the checks stop at the argv dlbench would start."""
+the checks stop at the argv dlbench would start, except for tf_cnn_resnet50, run by the real supervisor against a
+stand-in of tf_cnn_benchmarks.py (tests/runners/tf_cnn_benchmarks.py: its flags, failures and output lines)."""
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -12,7 +15,8 @@ import jsonschema
 import pytest
 import yaml
 
-from conftest import REPO
+from conftest import REPO, read_log, run_runner
+from dlbench.aggregate import records_frame
 from dlbench.harness import runner
 from dlbench.harness.spec import FRAMEWORKS, RunSpec, Unsupported
 
@@ -54,6 +58,7 @@ def spec(framework: str, **changes) -> RunSpec:
         config_id="c",
         log="l.jsonl",
         seed=0,
+        device="cuda",  # what the upstream scripts were written for; CPU runs say device="cpu"
     )
     return RunSpec(**{**values, **FIXED.get(framework, {}), **changes})
 
@@ -211,11 +216,39 @@ RENDERED = [
                 "--batch_size=256",
                 "--num_warmup_batches=20",
                 "--num_batches=100",
-                "--variable_update=replicated",
             ],
-            ["--use_fp16", "--xla"],
+            [
+                "--optimizer=momentum",
+                "--variable_update=replicated",
+                "--all_reduce_spec=nccl",
+                "--data_format=NCHW",
+                "--use_fp16",
+                "--xla",
+            ],
         ],
         ["{python}", "tf_cnn_benchmarks.py"],
+    ),
+    # On a CPU, tf_cnn_benchmarks runs with CPU kernels only: NHWC, a parameter server on the CPU, no NCCL.
+    (
+        "tf_cnn_resnet50",
+        {"device": "cpu", "precision": "fp32", "devices_per_node": 1, "batch_size": 32},
+        [
+            ["--num_gpus=1", "--batch_size=32"],
+            [
+                "--device=cpu",
+                "--data_format=NHWC",
+                "--variable_update=parameter_server",
+                "--local_parameter_device=cpu",
+            ],
+        ],
+        ["{python}", "tf_cnn_benchmarks.py"],
+    ),
+    # DLE's PyTorch main.py takes the image size (--image-size): the run's own, not the model's default.
+    (
+        "dle_pytorch_resnet50",
+        {"image_size": 128},
+        [["--batch-size=256", "--image-size=128"]],
+        [sys.executable, "-m", "torch.distributed.run"],
     ),
     (
         "tf_cnn_resnet50",
@@ -244,6 +277,8 @@ def test_render_gives_the_upstream_flags(tmp_path, name, changes, parts, launche
     argv = runner.render(run, definition, run_dir)
     for part in parts:
         assert contains(argv, [filled(arg) for arg in part]), (part, argv)
+    if run.device == "cpu":  # nothing of the GPU set reaches a CPU run
+        assert not {"--all_reduce_spec=nccl", "--data_format=NCHW"} & set(argv), argv
     assert not [arg for arg in argv if "{" in arg or "}" in arg], argv
     full = runner.launch(run, definition, argv, in_slurm=False)
     assert full[: len(launched)] == [filled(arg) for arg in launched], full
@@ -294,11 +329,97 @@ def test_the_log_is_where_the_script_writes_it(tmp_path, name, log):
             {"model": "bert_base", "data": "real", "grad_clip": False},
             "cannot express grad_clip noclip",
         ),
+        # An image size the script cannot be told: the record would carry a size it never trained at.
+        ("tf_cnn_resnet50", {"image_size": 64}, "trains at image_size 224 only .*this run asks for 64"),
+        ("tf_cnn_resnet50", {"image_size": 64, "device": "cpu"}, "trains at image_size 224 only"),
+        ("dle_tensorflow_resnet50", {"image_size": 160, "data": "real"}, "trains at image_size 224 only"),
+        # GPU-only scripts on a CPU: unsupported with the reason, before anything runs.
+        ("dle_pytorch_resnet50", {"device": "cpu"}, "cannot express device cpu .*NVML"),
+        ("dle_tensorflow_resnet50", {"device": "cpu"}, "cannot express device cpu .*NVIDIA GPUs only"),
+        ("dle_pytorch_bert", {"model": "bert_base", "data": "real", "device": "cpu"}, "device cpu .*torch.device"),
+        ("dle_tensorflow_bert", {"model": "bert_base", "data": "real", "device": "cpu"}, "device cpu .*GPUs only"),
     ],
 )
 def test_what_upstream_cannot_express_is_unsupported(tmp_path, name, changes, reason):
     with pytest.raises(Unsupported, match=reason):
         runner.render(spec(name, **changes), shipped()[name], tmp_path)
+
+
+def test_every_definition_says_where_it_runs():
+    """Each shipped runner lists the devices it runs on, and says why for each one it cannot."""
+    for name, definition in shipped().items():
+        devices = definition["flags"].get("device", {})
+        assert devices, f"{name}: no flags.device"
+        for device in {"cuda", "cpu"} - set(devices):
+            assert definition.get("unsupported", {}).get("device", {}).get(device), f"{name}: no reason for {device}"
+
+
+def stand_in_tf_cnn(tmp_path: Path, device: str, image_size: int = 224, telemetry_ms: int = 0) -> Path:
+    """A real supervised run of the shipped tf_cnn_resnet50 definition against the stand-in script (1x1,
+    batch 2, 1 + 3 steps); the run log."""
+    definition = {**shipped()["tf_cnn_resnet50"], "workdir": str(REPO / "tests" / "runners"), "python": sys.executable}
+    log = tmp_path / f"{device}-{image_size}" / "rep1.jsonl"
+    run_runner(
+        Path(sys.executable),
+        log,
+        definition,
+        "--warmup-steps",
+        "1",
+        "--measured-steps",
+        "3",
+        "--device",
+        device,
+        "--image-size",
+        str(image_size),
+        "--telemetry-ms",
+        str(telemetry_ms),
+        framework="tf_cnn_resnet50",
+    )
+    return log
+
+
+def test_tf_cnn_on_a_cpu_runs_the_cpu_set_and_its_record_is_complete(tmp_path):
+    """On a CPU the definition's CPU arguments run (the stand-in fails, as TensorFlow does, on the GPU set); the
+    ok record carries the image size trained at, the command's elapsed time (also in records.csv) and why there
+    is no telemetry."""
+    log = stand_in_tf_cnn(tmp_path, "cpu", telemetry_ms=100)
+    summary = read_log(log)["summary"][-1]
+    assert summary["status"] == "ok", summary
+    argv = json.loads((runner.run_dir(log) / "command.json").read_text())
+    assert contains(argv, ["--device=cpu", "--data_format=NHWC", "--variable_update=parameter_server"]), argv
+    record = records_frame([str(log)]).iloc[0]
+    total = re.search(r"total images/sec: ([0-9.]+)", (runner.run_dir(log) / runner.OUTPUT_NAME).read_text())
+    assert record["status"] == "ok" and record["throughput"] == pytest.approx(float(total.group(1)))
+    assert record["image_size"] == 224 and record["framework"] == "tf_cnn_resnet50"
+    assert record["elapsed_s"] == pytest.approx(summary["elapsed_s"]) and record["elapsed_s"] > 0
+    assert record["telemetry"] == f"unavailable: {runner.NO_TELEMETRY}"
+    csv = tmp_path / "records.csv"
+    records_frame([str(log)]).to_csv(csv, index=False)
+    assert "elapsed_s" in csv.read_text().splitlines()[0]
+    assert float(records_frame([str(log)])["elapsed_s"].iloc[0]) == pytest.approx(summary["elapsed_s"])
+
+
+def test_tf_cnn_at_another_image_size_is_unsupported_before_it_runs(tmp_path):
+    log = stand_in_tf_cnn(tmp_path, "cpu", image_size=64)
+    summary = read_log(log)["summary"][-1]
+    assert summary["status"] == "unsupported" and "224" in summary["error"] and "64" in summary["error"]
+    assert not (runner.run_dir(log) / runner.OUTPUT_NAME).exists()  # nothing ran
+    record = records_frame([str(log)]).iloc[0]
+    assert record["status"] == "unsupported" and pd_null(record["throughput"])
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="the stand-in fails only where there is no GPU")
+def test_tf_cnn_gpu_set_without_a_gpu_names_the_missing_kernel(tmp_path):
+    """The GPU arguments where there is no GPU: the error says what failed (the NcclAllReduce kernel), not the
+    output's last lines."""
+    log = stand_in_tf_cnn(tmp_path, "cuda")
+    summary = read_log(log)["summary"][-1]
+    assert summary["status"] == "error"
+    assert "No OpKernel was registered to support Op 'NcclAllReduce'" in summary["error"], summary["error"]
+
+
+def pd_null(value) -> bool:
+    return value is None or value != value  # NaN
 
 
 def test_example_study_is_valid_and_pastes_the_shipped_runner():

@@ -420,6 +420,8 @@ def run_external(spec: RunSpec, log: Path, threads: int, procs: list[subprocess.
         append_line(log, failure_summary("unsupported", str(reason)))
         return
     status, message = supervise(spec, procs)
+    if spec.telemetry_ms > 0:  # the sampler summarises over rank 0's measured window, which a runner has not
+        append_line(log, {"type": "telemetry", "kind": "unavailable", "why": runner.NO_TELEMETRY})
     if status == "timeout":
         append_line(log, failure_summary(status, message))
         return

@@ -11,12 +11,20 @@ A runner definition (the study's `runners:` entry, as JSON):
                {devices_per_node}, {nodes}, {warmup_steps}, {measured_steps}, {steps}, {image_size},
                {seq_length}, {max_predictions}, {data_dir}, {seed}, {precision}, {model}, {repeat},
                {run_dir}, {python}, {workdir}); an item that is exactly {precision_args}, {compiler_args},
-               {data_args}, {optimizer_args} or {grad_clip_args} becomes the list `flags` gives for the run's
-               value (zero or more arguments).
+               {data_args}, {optimizer_args}, {grad_clip_args} or {device_args} becomes the list `flags` gives
+               for the run's value (zero or more arguments).
     flags      {precision: {fp32: [...], amp: [...]}, compiler: {nocompile: [...], compile: [...]},
-               data: {synthetic: [...], real: [...]}, and for BERT optimizer: {adam: [...], lamb: [...]},
-               grad_clip: {noclip: [...], clip: [...]}}. A value the runner has no flags for is `unsupported`
-               (an axis without flags supports only fp32 / nocompile / synthetic / adam / noclip).
+               data: {synthetic: [...], real: [...]}, device: {cuda: [...], cpu: [...]}, and for BERT
+               optimizer: {adam: [...], lamb: [...]}, grad_clip: {noclip: [...], clip: [...]}}. A value the
+               runner has no flags for is `unsupported` (an axis without flags supports only fp32 / nocompile /
+               synthetic / adam / noclip; without device flags, any device). The run's device is the study's
+               platform.device, `auto` read as cuda where nvidia-smi sees a GPU, else cpu.
+    unsupported  {<axis>: {<value>: why}}: the reason an `unsupported` record gives for a value the runner has
+               no flags for (e.g. {device: {cpu: "main.py hard-wires CUDA"}}).
+    fixed_inputs {image_size: N} / {seq_length: N}: the model input a command without that placeholder always
+               trains at. A run whose command (with its flag groups) has no {image_size} (ResNet models) or
+               {seq_length} (BERT models) is `unsupported` unless its value is the fixed one: a record never
+               carries a size the command did not use.
     models     the models the command trains (others are `unsupported`).
     launcher   none (the command starts its own processes), torchrun (several nodes: one torchrun per node,
                started by srun), mpirun or srun.
@@ -31,6 +39,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
 import string
@@ -40,17 +49,19 @@ from pathlib import Path
 from typing import Any
 
 from ..identity import compiler_part
-from . import lifeline
+from . import lifeline, sysinfo
 from .spec import RunSpec, Unsupported, is_bert
 
 LAUNCHERS = ("none", "torchrun", "mpirun", "srun")
-# Axes a runner expresses through flags, and the value a runner without flags for that axis stands for.
-AXIS_DEFAULTS = {
+# Axes a runner expresses through flags, and the value a runner without flags for that axis stands for
+# (None: every value, with no arguments).
+AXIS_DEFAULTS: dict[str, str | None] = {
     "precision": "fp32",
     "compiler": "nocompile",
     "data": "synthetic",
     "optimizer": "adam",
     "grad_clip": "noclip",
+    "device": None,
 }
 BERT_AXES = ("optimizer", "grad_clip")
 # Text of the frameworks' and allocators' out-of-memory failures (CUDA, cuDNN, TensorFlow, MXNet, the host).
@@ -63,7 +74,25 @@ OOM_MARKERS = (
     "std::bad_alloc",
     "MemoryError",
 )
+# A Python traceback's first line; the exception it ends with is the first line after it that is not indented.
+TRACEBACK = "Traceback (most recent call last):"
+# Exceptions a launcher raises about its workers: they say that a worker failed, not why.
+LAUNCHER_EXCEPTIONS = ("ChildFailedError",)
+# What a launcher prefixes to its workers' lines (torchrun's `[rank0]: `, `[default0]:`, mpirun's `[1,0]<stderr>:`).
+LINE_PREFIX = re.compile(r"^\[[\w,.-]+\](?:<std(?:out|err)>)?: ?")
+# A line that says what failed, when there is no traceback (argparse, TensorFlow's C++ log, a fatal signal).
+FAILURE_LINE = re.compile(
+    r"\berror: |\b\w*Error\b|\bERROR\b|\bF\d{4} |\bFATAL\b|Check failed|Segmentation fault|Aborted|\bfailed\b",
+)
+# Lines of a launcher's failure report that match FAILURE_LINE but name no cause (torchrun's footer, mpirun's).
+LAUNCHER_NOISE = re.compile(
+    r"^\s*(error_file|traceback)\s*:|FAILED$|^Root Cause|^Failures:|mpirun (detected|noticed)|^Primary job|"
+    + "|".join(LAUNCHER_EXCEPTIONS)
+)
 OUTPUT_NAME = "output.log"
+# Why a runner's run has no telemetry (its record's `telemetry`): telemetry is summarised over the measured
+# window, which only dlbench's own ranks report; a runner's script times its steps inside itself.
+NO_TELEMETRY = "a runner's script times its own measured steps; dlbench does not see its window to sample over"
 PLACEHOLDERS = (
     "batch_size",
     "global_batch_size",
@@ -104,12 +133,21 @@ def run_dir(log: Path) -> Path:
     return log.with_name(log.name.removesuffix(".jsonl") + ".runner")
 
 
+def device(spec: RunSpec) -> str:
+    """The device the run trains on: the study's, `auto` read as cuda where nvidia-smi sees a GPU, else cpu."""
+    if spec.device != "auto":
+        return spec.device
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES") in ("", "-1")
+    return "cuda" if not hidden and sysinfo.nvidia_driver() else "cpu"
+
+
 def axis_values(spec: RunSpec) -> dict[str, str]:
     """The run's value of every axis a runner expresses by flags (BERT's optimizer and clipping for BERT only)."""
     values = {
         "precision": spec.precision,
         "compiler": compiler_part(spec.compiler_mode or spec.compiler),
         "data": spec.data,
+        "device": device(spec),
     }
     if is_bert(spec.model):
         values |= {"optimizer": spec.optimizer_name, "grad_clip": "clip" if spec.grad_clip else "noclip"}
@@ -156,6 +194,16 @@ def _format(item: str, known: dict[str, str], name: str) -> str:
     return item.format_map(known)
 
 
+def _why(definition: dict[str, Any], axis: str, value: str) -> str:
+    reason = definition.get("unsupported", {}).get(axis, {}).get(value)
+    return f": {reason}" if reason else ""
+
+
+def input_axis(spec: RunSpec) -> tuple[str, int]:
+    """The model input a runner must honour: (image_size, its value) for ResNet models, seq_length for BERT."""
+    return ("seq_length", spec.seq_length) if is_bert(spec.model) else ("image_size", spec.image_size)
+
+
 def render(spec: RunSpec, definition: dict[str, Any], directory: Path) -> list[str]:
     """The command's argv for this run; Unsupported when the runner cannot express the run."""
     name = spec.framework
@@ -169,24 +217,40 @@ def render(spec: RunSpec, definition: dict[str, Any], directory: Path) -> list[s
     for axis, value in axis_values(spec).items():
         choices = flags.get(axis)
         if choices is None:
-            if value != AXIS_DEFAULTS[axis]:
-                raise Unsupported(f"runner {name} has no flags for {axis} {value} (only {AXIS_DEFAULTS[axis]})")
+            if AXIS_DEFAULTS[axis] is not None and value != AXIS_DEFAULTS[axis]:
+                raise Unsupported(
+                    f"runner {name} has no flags for {axis} {value} (only {AXIS_DEFAULTS[axis]})"
+                    + _why(definition, axis, value)
+                )
             expanded[f"{axis}_args"] = []
         elif value not in choices:
-            raise Unsupported(f"runner {name} cannot express {axis} {value} (it has: {', '.join(choices)})")
+            raise Unsupported(
+                f"runner {name} cannot express {axis} {value} (it has: {', '.join(choices)})"
+                + _why(definition, axis, value)
+            )
         else:
             expanded[f"{axis}_args"] = list(choices[value])
     for axis in BERT_AXES:
         expanded.setdefault(f"{axis}_args", [])
-    known = values(spec, definition, directory)
-    argv: list[str] = []
+    items: list[str] = []
     for item in definition["command"]:
         group = item.strip("{}") if item.startswith("{") and item.endswith("}") else None
-        if group in expanded:
-            argv += [_format(arg, known, name) for arg in expanded[group]]
-        else:
-            argv.append(_format(item, known, name))
-    return argv
+        items += expanded[group] if group in expanded else [item]
+    axis, value = input_axis(spec)
+    if not any(axis in placeholders(item) for item in items):
+        fixed = definition.get("fixed_inputs", {}).get(axis)
+        if fixed is None:
+            raise Unsupported(
+                f"runner {name} cannot honour {axis} {value}: its command has no {{{axis}}} for this run and "
+                f"the definition does not say which {axis} the script trains at (fixed_inputs: {{{axis}: N}})"
+            )
+        if fixed != value:
+            raise Unsupported(
+                f"runner {name} trains at {axis} {fixed} only (its command has no flag for {axis}); "
+                f"this run asks for {value}"
+            )
+    known = values(spec, definition, directory)
+    return [_format(item, known, name) for item in items]
 
 
 def launch(spec: RunSpec, definition: dict[str, Any], argv: list[str], in_slurm: bool) -> list[str]:
@@ -278,7 +342,26 @@ def outcome(spec: RunSpec, definition: dict[str, Any], directory: Path, returnco
     markers = (*OOM_MARKERS, *definition.get("oom_markers", []))
     found = next((m for m in markers if m.lower() in text.lower()), None)
     how = f"was killed by signal {-returncode}" if returncode < 0 else f"exited with code {returncode}"
-    tail = " | ".join(text.strip().splitlines()[-3:])[-600:]
+    lines = [LINE_PREFIX.sub("", line).rstrip() for line in text.splitlines()]
+    tail = " | ".join(line.strip() for line in lines[-3:] if line.strip())[-300:]
     if found:
-        return {"status": "oom", "error": f"runner {spec.framework} {how}; its output says {found!r}: {tail}"}
-    return {"status": "error", "error": f"runner {spec.framework} {how}: {tail}"}
+        said = next(line.strip() for line in lines if found.lower() in line.lower())[:500]
+        return {"status": "oom", "error": f"runner {spec.framework} {how}; its output says {found!r}: {said}"}
+    cause = failure_cause(lines)
+    if cause is None or cause in tail:
+        return {"status": "error", "error": f"runner {spec.framework} {how}: {tail}"}
+    return {"status": "error", "error": f"runner {spec.framework} {how}: {cause} (last lines: {tail})"}
+
+
+def failure_cause(lines: list[str]) -> str | None:
+    """The line of a failed command's output that says what failed: the exception ending its first traceback
+    that is not a launcher's report about its workers; without one, the first line that reads as a failure and
+    is not part of a launcher's report; None when no line does."""
+    for i, line in enumerate(lines):
+        if line.strip() != TRACEBACK:
+            continue
+        raised = next((later for later in lines[i + 1 :] if later.strip() and not later[0].isspace()), None)
+        if raised and raised != TRACEBACK and not any(name in raised for name in LAUNCHER_EXCEPTIONS):
+            return raised.strip()[:500]
+    found = next((line for line in lines if FAILURE_LINE.search(line) and not LAUNCHER_NOISE.search(line)), None)
+    return found.strip()[:500] if found else None

@@ -128,7 +128,7 @@ def parse(path: str | Path, labels: dict[str, Any] | None = None) -> dict[str, A
     header, env, summary = parts["header"], parts["environment"], parts["summary"]
     cfg = header["config"]
     if summary is not None and summary.get("external_log"):
-        return runner_record(path, header, summary)
+        return runner_record(path, header, summary, parts["telemetry"])
     if summary is None:
         summary = {"status": "error", "error": f"{path}: the log has no summary line (run interrupted?)"}
     ok = summary.get("status") == "ok"
@@ -273,14 +273,23 @@ def run_fields(path: Path, header: dict[str, Any], summary: dict[str, Any]) -> d
     }
 
 
-def runner_record(path: Path, header: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
+def runner_record(
+    path: Path, header: dict[str, Any], summary: dict[str, Any], telemetry: list[dict[str, Any]]
+) -> dict[str, Any]:
     """A runner's run (harness/runner.py): the measurement comes from its own log, read by its format's
-    parser with the run's axes as labels; the run's identity and provenance come from our header."""
+    parser with the run's axes as labels; the run's identity and provenance come from our header. Its
+    `elapsed_s` is the command's wall time from start to exit (our summary's: startup included, as the script's
+    own timed window is not visible); a figure its log gives for its timed steps stays in `details`
+    (`log_elapsed_s`). `telemetry` says why there is none (harness/runner.py, NO_TELEMETRY)."""
     from . import get  # the registry imports this module
 
     cfg = header["config"]
     definition = json.loads(cfg.get("runner") or "{}")
-    fields = run_fields(path, header, summary)
+    fields = {
+        **run_fields(path, header, summary),
+        "elapsed_s": summary.get("elapsed_s"),
+        **telemetry_summary.summarise(telemetry, None, None),
+    }
     labels = {
         **definition.get("labels", {}),
         **{k: v for k, v in fields.items() if k in AXIS_LABELS},
@@ -297,6 +306,9 @@ def runner_record(path: Path, header: dict[str, Any], summary: dict[str, Any]) -
                 "source": summary["external_format"],
             }
         )
+    if record.get("elapsed_s") is not None:
+        details = json.loads(record.get("details") or "{}")
+        record["details"] = json.dumps({**details, "log_elapsed_s": record["elapsed_s"]})
     return complete({**record, **fields, "external_log": summary["external_log"]})
 
 
