@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -30,25 +31,33 @@ def env_python(framework: str) -> Path:
     """Python of a framework's real environment, built (once) by the same code the workflow uses."""
     spec = REPO / "envs" / f"{framework}.yaml"
     prefix = env_prefix(VENV_DIR, spec)
-    if not (prefix / MARKER).exists():
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "dlbench.venvs",
-                "build",
-                "--spec",
-                str(spec),
-                "--venv-dir",
-                str(VENV_DIR),
-                "--find-links",
-                "pip",
-            ],
-            check=True,
-            env=harness_env(),
-        )
+    VENV_DIR.mkdir(exist_ok=True)
+    # pytest-xdist's workers share .venvs/: one builds, the others wait for it.
+    with open(VENV_DIR / f".{prefix.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (prefix / MARKER).exists():
+            _build_env(spec)
     assert (prefix / MARKER).exists()
     return prefix / "bin" / "python"
+
+
+def _build_env(spec: Path) -> None:
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dlbench.venvs",
+            "build",
+            "--spec",
+            str(spec),
+            "--venv-dir",
+            str(VENV_DIR),
+            "--find-links",
+            "pip",
+        ],
+        check=True,
+        env=harness_env(),
+    )
 
 
 @pytest.fixture(scope="session")
@@ -299,3 +308,18 @@ def external_logs() -> Path:
     if not EXTERNAL_LOGS.is_dir():
         pytest.skip(f"no shared reference logs ({EXTERNAL_LOGS})")
     return EXTERNAL_LOGS
+
+
+# pytest-xdist (two workers, pyproject.toml's addopts) schedules by group, one group's tests in order on one
+# worker: a test file is a group, so its module-scoped fixtures are built once; the files that start the
+# machine-wide SLURM test cluster (slurm-local.sh's daemons and namespaces) share one group so that never two
+# clusters run at once. That group is the longest and goes first.
+CLUSTER_FILES = {"test_slurm", "test_multinode"}
+CLUSTER_GROUP = "slurm-cluster"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        module = item.module.__name__ if item.module else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(CLUSTER_GROUP if module in CLUSTER_FILES else module))
+    items.sort(key=lambda item: (item.module.__name__ if item.module else "") not in CLUSTER_FILES)

@@ -178,6 +178,7 @@ def test_throughput_in_sequences_per_second(mx_python, tmp_path):
     assert env["seq_length"] == 64 and env["max_predictions"] == 10  # ceil(0.15 x 64)
 
 
+@pytest.mark.slow
 def test_two_ranks_through_the_dist_kvstore_with_clipping(mx_python, tmp_path):
     """allreduce_grads, clip, update over dist_sync: both ranks run and count."""
     log = tmp_path / "run.jsonl"
@@ -188,6 +189,7 @@ def test_two_ranks_through_the_dist_kvstore_with_clipping(mx_python, tmp_path):
     assert not (tmp_path / "run.jsonl.ranks").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("precision", "compiler"), [("amp", "off"), ("fp32", "on"), ("amp", "on")])
 def test_amp_and_compiler(mx_python, tmp_path, precision, compiler):
     log = tmp_path / "run.jsonl"
@@ -215,6 +217,7 @@ def test_amp_and_compiler(mx_python, tmp_path, precision, compiler):
     assert np.isfinite(entries["summary"][-1]["loss_final"])
 
 
+@pytest.mark.slow
 def test_lamb_with_clipping(mx_python, tmp_path):
     log = tmp_path / "run.jsonl"
     entries = run_mx(mx_python, log, "--topology", "1x1", "--optimizer", "lamb", "--grad-clip", "on", *TINY)
@@ -248,6 +251,7 @@ def test_resnet50_refuses_a_bert_optimizer(mx_python, tmp_path):
     assert summary["status"] == "unsupported" and "BERT setting" in summary["error"]
 
 
+@pytest.mark.slow
 def test_out_of_memory_is_a_record(mx_python, tmp_path):
     """Batch 512 at 128 tokens under a 2.5 GB address-space limit: the masked-LM logits alone are 1.25 GB."""
     wrapper = tmp_path / "python-limited"
@@ -365,6 +369,7 @@ def test_clipping_bounds_the_global_norm(training):
     assert training["direction_error"] <= 1e-5 * training["norm_unclipped"]
 
 
+@pytest.mark.slow
 def test_loss_falls_on_a_fixed_batch(training):
     losses = training["losses"]
     assert all(np.isfinite(losses))

@@ -349,6 +349,7 @@ def test_one_rank_reports_sequences_per_second(torch_python, tmp_path):
     assert "sequences/s" in entries["stderr"][0]["text"]
 
 
+@pytest.mark.slow
 def test_two_ranks_really_run_and_are_counted(torch_python, tmp_path):
     log = tmp_path / "run.jsonl"
     entries = run_bert(torch_python, log, "--topology", "1x2", *TINY)
@@ -356,6 +357,7 @@ def test_two_ranks_really_run_and_are_counted(torch_python, tmp_path):
     assert entries["environment"][0]["distributed_backend"] == "gloo"
 
 
+@pytest.mark.slow
 def test_lamb_with_gradient_clipping_in_bfloat16_amp_runs(torch_python, tmp_path):
     log = tmp_path / "run.jsonl"
     entries = run_bert(
@@ -375,6 +377,7 @@ def test_compiler_on_with_amp_uses_torch_compile(torch_python, tmp_path):
     assert env is not None and env["compiler"] == "torch.compile" and env["amp_dtype"] == "bfloat16"
 
 
+@pytest.mark.slow
 def test_out_of_memory_is_a_record(torch_python, tmp_path):
     """BERT-Tiny at 1024 x 128 tokens needs GBs of activations (the MLM logits alone 2.5 GB) under a 3 GB
     address-space limit (ulimit -v, as some clusters set): a real allocation failure in the step, oom."""

@@ -168,6 +168,7 @@ def test_learning_rate_schedule_is_bert_learning_rate(api_facts, optimizer):
         assert got == pytest.approx(expected, rel=1e-5, abs=1e-12)
 
 
+@pytest.mark.slow
 def test_loss_falls_on_a_fixed_batch(api_facts):
     """20 steps of the harness's step (AdamW, lr 1e-3, dropout on, clipping) on one batch: it learns."""
     losses = api_facts["losses"]
@@ -283,6 +284,7 @@ def test_one_rank_counts_sequences(tf_python, tmp_path):
     assert env["xla"] == "off" and env["amp_dtype"] is None and env["world_size"] == 1
 
 
+@pytest.mark.slow
 def test_two_ranks_with_lamb_and_clipping_are_counted(tf_python, tmp_path):
     """Both ranks count; LAMB and clipping run (one rank's clipping and LAMB: the direct checks above)."""
     log = tmp_path / "run.jsonl"
@@ -294,6 +296,7 @@ def test_two_ranks_with_lamb_and_clipping_are_counted(tf_python, tmp_path):
     assert env["optimizer"].startswith("LAMB") and env["grad_clip"] is True and env["clip_norm"] == 1.0
 
 
+@pytest.mark.slow
 def test_amp_runs_in_bfloat16_on_cpu(tf_python, tmp_path):
     log = tmp_path / "run.jsonl"
     result, entries = run_bert(tf_python, log, "--topology", "1x1", "--precision", "amp", *TINY)
@@ -304,6 +307,7 @@ def test_amp_runs_in_bfloat16_on_cpu(tf_python, tmp_path):
     assert np.isfinite(entries["summary"][-1]["loss_final"])
 
 
+@pytest.mark.slow
 def test_compiler_on_uses_xla(tf_python, tmp_path):
     log = tmp_path / "run.jsonl"
     result, entries = run_bert(tf_python, log, "--topology", "1x1", "--compiler", "on", *TINY)
@@ -313,6 +317,7 @@ def test_compiler_on_uses_xla(tf_python, tmp_path):
     assert env["compiler"] == "xla" and env["xla"] == "on"
 
 
+@pytest.mark.slow
 def test_out_of_memory_is_a_record(tf_python, tmp_path):
     """Masked-LM logits that cannot fit (2 x 41,000 positions x 30,522 words, 9.3 GiB) under an address-space
     limit of 8 GB: TensorFlow's own allocation failure, one op that fails at once, is recorded as oom."""

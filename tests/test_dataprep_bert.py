@@ -136,6 +136,7 @@ def small_run(dataprep_python, inputs, wiki, tmp_path_factory) -> Path:
 
 
 # ----------------------------------------------------------------------------- Wikipedia -> text
+@pytest.mark.slow
 def test_wikitext_on_the_real_dump(wiki):
     text, counts = wiki
     # 206 pages: 99 redirects, 1 outside the article namespace, 106 articles of which one is a bare list
@@ -441,6 +442,7 @@ def reference_algorithm(python: Path, text: Path, vocab: Path, dupe: str, short_
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_statistics_of_a_real_run_match_the_issue_and_the_reference_algorithm(
     dataprep_python, full_run, inputs, wiki, tmp_path
 ):
@@ -523,6 +525,7 @@ STREAMING = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("streaming", sorted(STREAMING))
 def test_issue19_fidelity_measures_match_the_reference_algorithm_at_a_fixed_target(
     dataprep_python, inputs, wiki, tmp_path, streaming
@@ -715,6 +718,7 @@ def test_whole_word_masking_masks_every_piece_of_a_word(dataprep_python, inputs,
     assert facts["split"] == 0 and facts["pieces_masked"] > 500
 
 
+@pytest.mark.slow
 def test_peak_memory_does_not_grow_with_the_input(dataprep_python, inputs, wiki, tmp_path):
     """getrusage in the process that runs the conversion (its own peak and its workers'): 1x vs 4x input.
     Two things fill up with the input to their bound, not beyond: the shuffle buffer (--shuffle-buffer

@@ -106,6 +106,7 @@ def test_two_ranks_really_run_and_are_counted(torch_python, tmp_path):
     assert len(shares) == 2 and len(shares[0]) == header["threads_per_rank"]
 
 
+@pytest.mark.slow
 def test_amp_runs_in_bfloat16_on_cpu(torch_python, tmp_path):
     log = tmp_path / "run.jsonl"
     run_harness(torch_python, log, "--topology", "1x1", "--precision", "amp", *TINY)

@@ -156,6 +156,7 @@ def test_a_study_runs_with_its_own_interpreter_and_records_it(tmp_path, site_pyt
     assert runs == [str(log.relative_to(work))]
 
 
+@pytest.mark.slow
 def test_images_run_through_snakemakes_own_apptainer_support(tmp_path, torch_python):
     """apptainer cannot be installed here: a stand-in (tests/apptainer/apptainer) answers Snakemake and runs the
     command it is given on this host with the "image's" python first on PATH; the command lines are checked."""

@@ -108,6 +108,7 @@ def summary_of(work: Path, model: str, framework: str, topology: str, data: str 
     return log_lines(logs[0])[-1]
 
 
+@pytest.mark.slow
 def test_the_shipped_interconnect_study_pairs_one_node_with_two():
     """workflow/studies/interconnect.yaml: per framework the same two devices as 1x2 and as 2x1, the pairs the
     report's across-nodes section compares."""
@@ -143,6 +144,7 @@ def test_two_node_runs_span_both_hosts(multinode_study, framework):
         assert summary["samples"] == 2 * world * 3
 
 
+@pytest.mark.slow
 def test_mxnet_places_ps_lite_on_the_allocation(multinode_study):
     """MXNet across nodes: the dist_sync kvstore with the scheduler on the first node and a server per node,
     joined at each node's own address on the bridge."""
@@ -155,6 +157,7 @@ def test_mxnet_places_ps_lite_on_the_allocation(multinode_study):
     assert env["kvstore_addresses"]["node_host"] == "10.78.0.11"  # rank 0's, on dlb-n1's interface
 
 
+@pytest.mark.slow
 def test_report_compares_one_node_with_two(multinode_study):
     """Speedups for every topology and the 1x2 against 2x1 comparison (same devices, different interconnect)."""
     work, result = multinode_study
@@ -170,6 +173,7 @@ def test_report_compares_one_node_with_two(multinode_study):
     assert "1x2:" in section and "2x1:" in section
 
 
+@pytest.mark.slow
 def test_real_data_on_two_nodes_prepared_by_slurm_jobs(multinode_study):
     """A real-data 2x1 run reads its rank's share of the BERT shards on each node; the shards were written by two
     SLURM jobs (one shard group each), which SLURM may place on any node."""
@@ -182,6 +186,7 @@ def test_real_data_on_two_nodes_prepared_by_slurm_jobs(multinode_study):
     assert node_of_jobs(work, "bert_shard_group")  # accounting names where they ran
 
 
+@pytest.mark.slow
 def test_losing_a_node_mid_run_is_a_failure_record(two_nodes, torch_python, tmp_path_factory):
     """The second node dies (its slurmd and its rank killed) while a 2x1 run trains: the run ends as a `failed`
     record naming the node and SLURM's view of it, not a timeout, with nothing left running on the surviving node;

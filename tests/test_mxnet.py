@@ -108,6 +108,7 @@ def test_throughput_is_samples_over_measured_wall_time(mx_python, tmp_path):
     assert "images/s" in result.stderr
 
 
+@pytest.mark.slow
 def test_two_ranks_really_run_through_the_dist_kvstore(mx_python, tmp_path):
     """One process per device: rank 0 starts ps-lite's scheduler and server; both ranks count."""
     log = tmp_path / "run.jsonl"
@@ -124,6 +125,7 @@ def test_two_ranks_really_run_through_the_dist_kvstore(mx_python, tmp_path):
     assert not (tmp_path / "run.jsonl.ranks").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("compiler", ["off", "on"])
 def test_amp_is_bfloat16_on_cpu_or_unsupported_with_a_reason(mx_python, tmp_path, compiler):
     log = tmp_path / "run.jsonl"
@@ -139,6 +141,7 @@ def test_amp_is_bfloat16_on_cpu_or_unsupported_with_a_reason(mx_python, tmp_path
         assert "bfloat16" in summary["error"] and "AVX-512" in summary["error"]
 
 
+@pytest.mark.slow
 def test_compiler_on_hybridizes_with_static_graph(mx_python, tmp_path):
     log = tmp_path / "run.jsonl"
     _, entries = run_mx(mx_python, log, "--topology", "1x1", "--compiler", "on", *TINY)
@@ -147,6 +150,7 @@ def test_compiler_on_hybridizes_with_static_graph(mx_python, tmp_path):
     assert env["hybridize"] is True and env["compiler"] == "hybridize(static_alloc, static_shape)"
 
 
+@pytest.mark.slow
 def test_out_of_memory_is_a_record(mx_python, tmp_path):
     """A batch the memory limit cannot hold: MXNet's own allocation failure, raised in the warm-up, is oom."""
     log = tmp_path / "run.jsonl"
@@ -172,6 +176,7 @@ def test_out_of_memory_is_a_record(mx_python, tmp_path):
     assert "environment" in entries  # the setup fitted: the step itself failed
 
 
+@pytest.mark.slow
 def test_out_of_memory_in_two_rank_run_is_reported_and_ends(mx_python, tmp_path):
     """Both ranks fail with push-pulls pending: they must still exit (no wait for their peers), promptly."""
     log = tmp_path / "run.jsonl"
@@ -223,6 +228,7 @@ def test_tensor_beyond_the_int32_build_is_unsupported(mx_python, tmp_path):
     assert "larger than 2^31 elements" in summary["error"] and "USE_INT64_TENSOR_SIZE" in summary["error"]
 
 
+@pytest.mark.slow
 def test_two_nodes_get_a_ps_lite_server_each(mx_python, tmp_path):
     """The ranks of a 2x1 run as srun would start them, here on one host: each is its node's first rank and starts
     a server, rank 0 also the scheduler; both join the dist_sync kvstore and train (tests/test_multinode.py runs

@@ -196,6 +196,7 @@ def test_real_run_converges_and_its_mlperf_log_is_compliant(framework, learnable
     )
 
 
+@pytest.mark.slow
 def test_real_two_rank_run_evaluates_the_whole_split_once(learnable, tmp_path):
     record = train_to_target("pytorch", learnable, tmp_path / "rep1.jsonl", topology="1x2")
     assert record["status"] == "ok" and record["converged"] is True and record["global_batch_size"] == 32
@@ -204,6 +205,7 @@ def test_real_two_rank_run_evaluates_the_whole_split_once(learnable, tmp_path):
     assert record["samples_to_converge"] == evals[-1]["step"] * 32
 
 
+@pytest.mark.slow
 def test_real_run_with_too_small_a_budget_did_not_converge(learnable, tmp_path):
     record = train_to_target("pytorch", learnable, tmp_path / "rep1.jsonl", max_steps=3)
     assert record["status"] == "failed" and record["converged"] is False
@@ -255,6 +257,7 @@ def held_out_facts(data: Path) -> dict:
     return json.loads(run_env(env_python("dataprep"), "-c", HELD_OUT, str(data)).stdout)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("framework", ["pytorch", "tensorflow"])
 def test_real_bert_run_evaluates_masked_lm_accuracy_on_the_held_out_shard(framework, real_data, tmp_path):
     data = real_data["bert128"]

@@ -253,6 +253,7 @@ def test_harness_real_data_1x1(mx_python, real_data, tmp_path, model):
     assert losses and all(math.isfinite(v) for v in losses)
 
 
+@pytest.mark.slow
 def test_harness_real_data_1x2(mx_python, real_data, tmp_path):
     entries = harness(mx_python, tmp_path / "run.jsonl", "resnet50", "1x2", real_data["imagenet"])
     assert_ranks_counted(entries["summary"][-1], 2, 4, 3)

@@ -274,6 +274,7 @@ def test_harness_bert_tiny_real_one_rank(torch_python, real_data, tmp_path):
     assert summary["samples"] == 12 and summary["loss_final"] > 0
 
 
+@pytest.mark.slow
 def test_harness_resnet50_real_two_ranks(torch_python, real_data, tmp_path):
     """Two ranks (gloo DDP), each reading its half of the records through its own DALI pipeline."""
     entries = run_real(

@@ -285,6 +285,7 @@ def test_backend_steps_take_batches_from_the_pipeline_without_retracing(facts):
     assert "--data-dir" in backend["no data dir"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", RUNS)
 def test_harness_run_on_real_data(processes, name):
     """resnet50 and bert_tiny on the real shards end ok, 1x1 and 1x2, every rank counted; the environment line

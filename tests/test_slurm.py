@@ -81,6 +81,7 @@ def test_study_completes_through_the_slurm_profile(slurm_study):
     assert set(records["slurm_partition"]) == {"debug"} and set(records["slurm_nodelist"]) == {"localhost"}
 
 
+@pytest.mark.slow
 def test_two_device_run_is_one_job_with_two_tasks(slurm_study):
     work, _ = slurm_study
     lines = log_lines(work / RUN.format("1x2", 1))
@@ -92,6 +93,7 @@ def test_two_device_run_is_one_job_with_two_tasks(slurm_study):
     assert ranks_step_completed(job, 2), job_steps(job)  # the ranks: one srun step of 2 tasks inside the job
 
 
+@pytest.mark.slow
 def test_tensorflow_and_mxnet_ranks_start_under_srun(slurm_cluster, tmp_path):
     """TensorFlow (SLURM cluster resolver) and MXNet (dist_sync kvstore) ranks from one srun step."""
     config = tiny_config()
@@ -109,6 +111,7 @@ def test_tensorflow_and_mxnet_ranks_start_under_srun(slurm_cluster, tmp_path):
         assert ranks_step_completed(job, 2), (framework, job_steps(job))
 
 
+@pytest.mark.slow
 def test_changing_one_configuration_submits_only_its_jobs(slurm_study):
     work, _ = slurm_study
     config = tiny_config(overrides=[{"match": {"topology": "1x2"}, "set": {"measured_steps": 3}}])
@@ -120,6 +123,7 @@ def test_changing_one_configuration_submits_only_its_jobs(slurm_study):
     assert (work / "results/reports/latest").resolve().name == "v2"
 
 
+@pytest.mark.slow
 def test_run_over_its_time_limit_is_retried_then_recorded_as_timeout(slurm_cluster, torch_python, tmp_path):
     config = tiny_config(matrix={**tiny_config()["matrix"], "topology": ["1x1"]})
     config["defaults"].update(repeats=1, measured_steps=10**6, timeout_minutes=0.1)
@@ -134,6 +138,7 @@ def test_run_over_its_time_limit_is_retried_then_recorded_as_timeout(slurm_clust
     assert list(records["status"]) == ["timeout"] and list(records["attempts"]) == [2]
 
 
+@pytest.mark.slow
 def test_cancelled_job_is_recorded_with_its_slurm_state(slurm_cluster, torch_python, tmp_path):
     config = tiny_config(matrix={**tiny_config()["matrix"], "topology": ["1x1"]})
     config["defaults"].update(repeats=1, measured_steps=10**6, timeout_minutes=10)

@@ -11,6 +11,9 @@ import pytest
 from conftest import EXTERNAL_LOGS, REPO, planned_jobs, snakemake, tiny_config, write_config
 from dlbench.logformats import synthetic
 
+pytestmark = pytest.mark.slow  # the fast tier's workflow and runner tests cover these modules
+
+
 SCRIPT = str(REPO / "tests/runners/train_resnet50.py")
 
 

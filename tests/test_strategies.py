@@ -78,6 +78,7 @@ def test_pytorch_ddp_default_fp16_hook_bucket_and_fsdp(tmp_path):
     assert auto_record["config_id"] == fp16_record["config_id"] == "adhoc"  # ad-hoc runs: ids come from the study
 
 
+@pytest.mark.slow
 def test_tensorflow_mwms_collectives_read_back(tmp_path):
     auto, _ = ran("tensorflow", tmp_path, "mwms_auto")
     packed, _ = ran("tensorflow", tmp_path, "mwms_pack1mb")
@@ -89,6 +90,7 @@ def test_tensorflow_mwms_collectives_read_back(tmp_path):
     assert auto["summary"] != packed["summary"]
 
 
+@pytest.mark.slow
 def test_mxnet_kvstore_allreduce_and_parameter_server(tmp_path):
     worker, _ = ran("mxnet", tmp_path, "auto")
     server, _ = ran("mxnet", tmp_path, "dist_sync_ps")
@@ -161,6 +163,7 @@ def test_registry_names_are_id_safe_and_each_framework_has_two_cpu_strategies():
     assert strategies.problem("mxnet", "auto", 1) is None
 
 
+@pytest.mark.slow
 def test_the_shipped_strategy_study_runs_two_cpu_strategies_per_framework_besides_auto():
     """workflow/studies/strategies.yaml: per framework auto at 1x1 (the speedup baseline) and 1x2, and two more
     strategies at 1x2 only, each one that runs on CPUs."""

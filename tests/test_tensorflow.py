@@ -242,6 +242,7 @@ def test_fused_sgd_is_pytorchs_update(tf_python, pytorch_python):
     np.testing.assert_allclose(tf_out, torch_out, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_two_ranks_really_run_and_are_counted(tf_python, tmp_path):
     log = tmp_path / "run.jsonl"
     result = run_harness(tf_python, log, "--topology", "1x2", *TINY, framework="tensorflow")
@@ -256,6 +257,7 @@ def test_two_ranks_really_run_and_are_counted(tf_python, tmp_path):
     assert not (tmp_path / "run.jsonl.ranks").exists()
 
 
+@pytest.mark.slow
 def test_amp_runs_in_bfloat16_on_cpu(tf_python, tmp_path):
     log = tmp_path / "run.jsonl"
     result = run_harness(tf_python, log, "--topology", "1x1", "--precision", "amp", *TINY, framework="tensorflow")
@@ -266,6 +268,7 @@ def test_amp_runs_in_bfloat16_on_cpu(tf_python, tmp_path):
     assert env["loss_scaling"] is False  # loss scaling is for float16 (GPU) only
 
 
+@pytest.mark.slow
 def test_compiler_on_uses_xla(tf_python, tmp_path):
     log = tmp_path / "run.jsonl"
     result = run_harness(tf_python, log, "--topology", "1x1", "--compiler", "on", *TINY, framework="tensorflow")
@@ -275,6 +278,7 @@ def test_compiler_on_uses_xla(tf_python, tmp_path):
     assert env["compiler"] == "xla" and env["xla"] == "on"
 
 
+@pytest.mark.slow
 def test_out_of_memory_is_a_record(tf_python, tmp_path):
     """A batch far larger than the machine's memory: a real allocation failure, classified oom."""
     log = tmp_path / "run.jsonl"

@@ -113,6 +113,7 @@ def test_more_repeats_run_only_the_new_ones(study):
     assert sorted(out for rule, out in jobs if rule == "benchmark_run") == [RUN.format("1x1", 3), RUN.format("1x2", 3)]
 
 
+@pytest.mark.slow
 def test_changed_environment_spec_rebuilds_env_and_reruns_its_runs(study, tmp_path):
     work, _ = study
     copy = tmp_path / "checkout"
@@ -170,6 +171,7 @@ def real_data_config(work) -> dict:
     )
 
 
+@pytest.mark.slow
 def test_real_data_is_prepared_verified_and_read(tmp_path):
     """From the PyPI wheels to a report: sample trees, shards in groups, verification, real-data runs."""
     config = write_config(tmp_path / "real.yaml", real_data_config(tmp_path))
