@@ -36,28 +36,15 @@ def env_python(framework: str) -> Path:
     with open(VENV_DIR / f".{prefix.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (prefix / MARKER).exists():
-            _build_env(spec)
+            build_env(spec)
     assert (prefix / MARKER).exists()
     return prefix / "bin" / "python"
 
 
-def _build_env(spec: Path) -> None:
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "dlbench.venvs",
-            "build",
-            "--spec",
-            str(spec),
-            "--venv-dir",
-            str(VENV_DIR),
-            "--find-links",
-            "pip",
-        ],
-        check=True,
-        env=harness_env(),
-    )
+def build_env(spec: Path, venv_dir: Path = VENV_DIR, **run_args) -> None:
+    """Build the environment of `spec` under `venv_dir` with the workflow's own builder."""
+    command = [sys.executable, "-m", "dlbench.venvs", "build", "--spec", str(spec), "--venv-dir", str(venv_dir)]
+    subprocess.run([*command, "--find-links", "pip"], check=True, env=harness_env(), **run_args)
 
 
 @pytest.fixture(scope="session")

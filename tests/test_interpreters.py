@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import REPO, harness_env, planned_jobs, read_log, snakemake, tiny_config, write_config
+from conftest import REPO, build_env, harness_env, planned_jobs, read_log, snakemake, tiny_config, write_config
 
 sys.path.insert(0, str(REPO / "workflow"))
 from dlbench import interpreters  # noqa: E402
@@ -25,23 +25,7 @@ CORE_PYTHON = sys.executable  # has no deep-learning framework
 def site_python(tmp_path_factory) -> Path:
     """A PyTorch interpreter the workflow did not build for the study: a separate installation, as a site's."""
     site = tmp_path_factory.mktemp("site")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "dlbench.venvs",
-            "build",
-            "--spec",
-            str(REPO / "envs" / "pytorch.yaml"),
-            "--venv-dir",
-            str(site),
-            "--find-links",
-            "pip",
-        ],
-        check=True,
-        env=harness_env(),
-        capture_output=True,
-    )
+    build_env(REPO / "envs" / "pytorch.yaml", site, capture_output=True)
     return next(site.glob("pytorch-*/bin/python"))
 
 
