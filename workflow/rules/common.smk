@@ -104,6 +104,21 @@ except WorkflowError:
     ALL_CORES = 1
     MAINTENANCE_ONLY = True
 AGGREGATE_RECORDS = "results/aggregate/records.csv"  # rule aggregate's records, one per run log and import
+# A run log damaged after its run (its last line not a readable summary) is set aside as <log>.damaged, so its run
+# is redone (dlbench.problems); only by the Snakemake that runs jobs, not by a dry run or a maintenance command.
+DRY_RUN = any(
+    arg in ("--dry-run", "--dryrun") or (arg.startswith("-") and not arg.startswith("--") and "n" in arg[1:])
+    for arg in sys.argv[1:]
+)
+if not workflow.remote_exec and not workflow.subprocess_exec and not MAINTENANCE_ONLY:
+    if DRY_RUN:
+        for path in problems.damaged_run_logs(identity.RUNS_DIR):
+            print(
+                f"dlbench: {path}: damaged (its last line is not a readable summary): a run redoes it", file=sys.stderr
+            )
+    else:
+        for line in problems.set_aside_damaged(identity.RUNS_DIR, [AGGREGATE_RECORDS, REPORT_MANIFEST]):
+            print(f"dlbench: {line}", file=sys.stderr)
 # A timed run's SLURM time limit: its own timeout plus this, so the harness's limit strikes first.
 RUNTIME_MARGIN_MINUTES = 5
 
