@@ -246,7 +246,7 @@ def _reported_flags(row: dict[str, Any]) -> list[stats.Flag]:
         stats.Flag(
             "differs_from_reported",
             f"the median {median:,.2f} by the import's rule differs by {gap:+.1%} from the tool's own figure "
-            f"{reported:,.2f}: warm-up steps inside the window, or another statistic; see 'Imported logs' and "
+            f"{reported:,.2f}: warm-up steps inside the window, or another statistic; see 'Other tools' logs' and "
             "set the import's skip_steps / statistic to the rule a comparison needs",
         )
     ]

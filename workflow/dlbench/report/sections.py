@@ -151,7 +151,8 @@ def throughput_definitions(inputs: ReportInputs) -> Section | None:
         "definitions",
         "What each throughput means",
         "Figures from other tools keep their own definition; where a log has per-step lines, dlbench "
-        "re-derives its own and keeps the tool's final figure as throughput_reported in the data files.",
+        "re-derives its own and keeps the tool's final figure as throughput_reported (both side by side in "
+        "'Other tools' logs').",
         rows,
     )
 
@@ -191,7 +192,7 @@ def imported_figures(inputs: ReportInputs) -> Section | None:
         return None
     return Section(
         "imported-figures",
-        "Imported logs: dlbench's figure and the tool's own",
+        "Other tools' logs: dlbench's figure and the tool's own",
         "Throughput is the import's rule over the log's per-step values (the tables and plots use it); the tool's "
         "own figure is the final figure its script printed. A published table may use either, or another rule: "
         "e.g. PaddlePaddle/Perf's tables of NVIDIA's logs average the per-step values after a warm-up window "
