@@ -34,4 +34,9 @@ onstart:
 
 
 onsuccess:
+    print_problems()
     print_report_location()
+
+
+onerror:
+    print_problems()

@@ -297,3 +297,31 @@ def test_odd_paths_never_reach_a_shell(tmp_path, torch_python):
 
     assert not [p for p in tmp_path.rglob("PWNED*")] and not list(Path.cwd().glob("PWNED*"))
     shutil.rmtree(work / "results", ignore_errors=True)
+
+
+def test_a_damaged_run_log_is_set_aside_and_its_run_redone(tmp_path, torch_python):
+    """A finished run's log cut inside its summary line (a truncated copy): the next run keeps it as
+    <log>.damaged and runs it again; a dry run only says so. Two real tiny runs and three Snakemake starts: 1 to 5
+    minutes, with the machine's load."""
+    config = tiny_config()
+    config["defaults"]["repeats"] = 1
+    config["matrix"]["topology"] = ["1x1"]
+    path = write_config(tmp_path / "study.yaml", config)
+    assert snakemake(tmp_path, "--cores", "all", "--configfile", str(path)).returncode == 0
+    (log,) = (tmp_path / "results/runs").rglob("rep1.jsonl")
+    whole = log.read_bytes()
+    damaged = whole[: len(whole) - 20]
+    log.write_bytes(damaged)
+    relative = log.relative_to(tmp_path)
+
+    dry = snakemake(tmp_path, "-n", "--cores", "all", "--configfile", str(path))
+    assert dry.returncode == 0 and f"dlbench: {relative}: damaged" in dry.stderr
+    assert log.read_bytes() == damaged  # a dry run changes nothing
+
+    result = snakemake(tmp_path, "--cores", "all", "--configfile", str(path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"dlbench: {relative}: its last line is not a readable summary" in result.stderr
+    assert log.with_name("rep1.jsonl.damaged").read_bytes() == damaged
+    assert json.loads(log.read_text().splitlines()[-1])["status"] == "ok"  # run again, complete
+    records = pd.read_csv(tmp_path / "results/aggregate/records.csv")
+    assert list(records["status"]) == ["ok"]

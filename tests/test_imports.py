@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import re
+import shutil
 from collections import Counter
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from conftest import REPO, planned_jobs, snakemake, write_config
-from dlbench import imports
+from dlbench import aggregate, imports, logformats
+from dlbench.records import FIELDS
+from dlbench.report import notes, sections
 from dlbench.study import ConfigError, load_study
 from dlbench.synthetic_logs import write_run_log
 
@@ -120,6 +125,137 @@ def test_unreadable_imported_log_is_an_error_record_naming_the_file(tmp_path):
     with pytest.raises(imports.LogError, match="cannot place the run: no framework, model, topology, batch_size"):
         imports.import_records(entry, imports.expand_paths(entry["paths"]))  # nothing says where it belongs
     entry["labels"] = {"framework": "archive", "model": "resnet50", "topology": "1x1", "batch_size": 32}
-    record = imports.import_records(entry, imports.expand_paths(entry["paths"]))[0]
+    record = imports.import_records(entry, imports.expand_paths(entry["paths"]))[0][0]
     assert record["status"] == "error" and record["config_id"] == "resnet50/archive/1x1/bs32-fp32-nocompile-synthetic"
     assert f"{broken}:2" in record["error"]
+
+
+RETINANET = "mllog/v3.0_nvidia_dgxh100_retinanet"  # MANIFEST.md A1: 5 runs, score 37.0092 min (published 37.009)
+PYTORCH_RN50 = "dllogger/ngc-pyt-rn50_v100_8gpu_amp_bs256.log"  # MANIFEST.md B: Summary train.total_ips 5793.51
+
+
+def result_directory(external_logs, root):
+    """MLPerf's reference result directory as a submission keeps it: its run logs, a scaling.json (the RCP
+    penalty) and a file of the submitter's own."""
+    shutil.copytree(external_logs / RETINANET, root)
+    (root / "scaling.json").write_text('{"scaling_factor": 1.0042}')
+    (root / "README.md").write_text("how these runs were made\n")
+    return root
+
+
+def cut_before_run_stop(path):
+    """The log as an interrupted copy leaves it: every line before run_stop."""
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[: next(i for i, line in enumerate(lines) if '"run_stop"' in line)]) + "\n")
+
+
+def test_a_result_directory_gives_runs_only_for_its_run_logs(tmp_path, external_logs):
+    results = result_directory(external_logs, tmp_path / "retinanet")
+    entry = {"name": "nv", "format": "mlperf", "paths": [str(results)]}
+    records, notes = imports.import_records(entry, imports.expand_paths(entry["paths"]), imports.named_files([]))
+    assert [Path(r["log_path"]).name for r in records] == [f"result_{i}.log" for i in range(5)]
+    assert {r["status"] for r in records} == {"ok"} and {r["scaling_factor"] for r in records} == {1.0042}
+    assert records[0]["score_min"] == pytest.approx(37.0092 * 1.0042, abs=1e-4)
+    assert notes == [
+        f"{results / 'README.md'}: skipped, not a run log by MLPerf's naming (result_<N>.txt)",
+        f"{results / 'scaling.json'}: read as its set's scaling factor (1.0042), not as a run",
+    ]
+    # A file the entry names itself is a log, whatever its name.
+    named = tmp_path / "run.txt"
+    shutil.copy(results / "result_0.log", named)
+    entry["paths"] = [str(named)]
+    records, notes = imports.import_records(entry, [named], imports.named_files(entry["paths"]))
+    assert [r["status"] for r in records] == ["ok"] and notes == []
+
+
+def test_an_unreadable_log_stays_in_its_set_and_its_score_is_flagged(tmp_path, external_logs):
+    results = result_directory(external_logs, tmp_path / "retinanet")
+    cut_before_run_stop(results / "result_2.log")
+    entry = {"name": "nv", "format": "mlperf", "paths": [str(results)]}
+    records, _ = imports.import_records(entry, imports.expand_paths(entry["paths"]), set())
+    bad = records[2]
+    assert bad["status"] == "error" and f"{results / 'result_2.log'}:" in bad["error"]
+    assert {r["config_id"] for r in records} == {records[0]["config_id"]} and bad["config_id"].startswith("ssd/")
+    assert bad["run_id"] == f"{records[0]['config_id']}/result_2" and bad["platform"] == "1xNVIDIA DGX H100"
+
+    frame = pd.DataFrame(records, columns=FIELDS)
+    summary = aggregate.summarise(frame)
+    assert "score_unreadable_run: the score counts 1 of 5 run logs that could not be read" in summary.loc[0, "flags"]
+    (row,) = sections.time_to_train(sections.ReportInputs(frame, summary, {})).rows
+    assert row["Score (min)"].endswith("⚑ (1 unreadable run log counted as failed)")
+    assert row["Scaling factor"] == "1.0042"
+    assert row["Time to train (min), per run"].startswith("36.706, 36.999, — (error), ")
+
+
+def test_an_imports_only_study_says_its_problems_and_describes_its_own_hardware(tmp_path, external_logs):
+    """Two imports through the real workflow (about 20 s: three Snakemake jobs and the report)."""
+    results = result_directory(external_logs, tmp_path / "retinanet")
+    cut_before_run_stop(results / "result_2.log")
+    ngc = tmp_path / "ngc"
+    ngc.mkdir()
+    shutil.copy(external_logs / PYTORCH_RN50, ngc / "rn50.log")
+    cut = (external_logs / PYTORCH_RN50).read_text().splitlines()
+    (ngc / "rn50-cut.log").write_text("\n".join(cut[: len(cut) // 2]) + "\n" + cut[len(cut) // 2][:30])
+    config = {
+        "study": "imported",
+        "imports": [
+            {"name": "nv", "format": "mlperf", "paths": [str(results)], "labels": {"framework": "nvidia_pytorch"}},
+            {"name": "ngc", "format": "dllogger", "paths": [str(ngc)], "labels": {"topology": "1x8"}},
+        ],
+    }
+    path = write_config(tmp_path / "study.yaml", config)
+    result = snakemake(tmp_path, "--cores", "1", "--configfile", str(path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    said = result.stderr
+    assert "dlbench: 2 runs or logs ended in an error (the report lists them):" in said
+    assert f"  {results / 'result_2.log'}:" in said and f"  {ngc / 'rn50-cut.log'}:" in said
+    assert f"dlbench: import note: {results / 'README.md'}: skipped" in said
+
+    records = pd.read_csv(tmp_path / "results/reports/v1/records.csv")
+    assert not records["config_id"].str.startswith("unknown/").any()
+    readme = (tmp_path / "results/reports/v1/README.md").read_text()
+    assert "Runs on CPU" not in readme and "Git commit" not in readme
+    assert "on the hardware their logs name, not on this machine: ssd/nvidia_pytorch/" in readme
+    assert ": platform 1xNVIDIA DGX H100." in readme  # the DLLogger log names no device: nothing said of it
+    assert re.search(r"⚑ \(1 unreadable run log counted as failed\)\s*\|\s*1\.0042\s*\|", readme)
+    # dlbench's figure (harmonic mean of every step) beside the script's own Summary figure, each defined.
+    (dll,) = records[(records["source"] == "dllogger") & (records["status"] == "ok")].itertuples()
+    figure = re.escape(f"{dll.throughput:,.2f}")
+    side_by_side = (
+        rf"\|\s*1/2 ok\s*\|\s*{figure}\s*\|\s*harmonic mean of per-step train.total_ips[^|]*\|\s*5,793.51\s*\|"
+    )
+    assert re.search(side_by_side, readme), readme
+    assert re.search(rf"differs_from_reported\s*\|\s*the median {figure} by the import's rule differs by -28", readme)
+
+
+def test_imported_figures_beside_the_tools_own_and_flagged_where_they_differ(external_logs):
+    """dlbench's default over NVIDIA's PyTorch ResNet-50 log (harmonic mean of every step, warm-up included) is far
+    from the script's own Summary figure: flagged. On the TF log the two agree: no flag."""
+    pytorch = logformats.parse(external_logs / PYTORCH_RN50, "dllogger", {"framework": "ngc_pytorch"})
+    tf = logformats.parse(external_logs / "dllogger/ngc-tf-rn50_v100_8gpu_amp_bs256.log", "dllogger", {})
+    frame = pd.DataFrame([pytorch, tf], columns=FIELDS)
+    summary = aggregate.summarise(frame).set_index("framework")
+    assert summary.loc["ngc_pytorch", "reported_median"] == pytest.approx(5793.51, abs=0.005)
+    assert (
+        "differs_from_reported: the median 4,159.83 by the import's rule differs by -28.2%"
+        in (summary.loc["ngc_pytorch", "flags"])
+    )
+    assert summary.loc["dle-tensorflow", "reported_median"] == pytest.approx(9421.36, abs=0.005)
+    assert "differs_from_reported" not in summary.loc["dle-tensorflow", "flags"]
+    rows = sections.imported_figures(sections.ReportInputs(frame, summary.reset_index(), {})).rows
+    assert [
+        (r["Throughput (median)"], r["Tool's own figure (median)"], r["Where the tool prints it"]) for r in rows
+    ] == [
+        ("9,408.65", "9,421.36", "train_throughput"),
+        ("4,159.83", "5,793.51", "train.total_ips"),
+    ]
+
+
+def test_imported_hardware_is_what_the_logs_name_and_never_this_machine(external_logs):
+    labels = {"framework": "ngc_pytorch", "device_name": "Tesla V100-SXM2-32GB"}
+    named = logformats.parse(external_logs / PYTORCH_RN50, "dllogger", labels)
+    unnamed = logformats.parse(external_logs / "dllogger/ngc-tf-rn50_v100_8gpu_amp_bs256.log", "dllogger", {})
+    said = " ".join(notes.caveats(pd.DataFrame([named, unnamed], columns=FIELDS)))
+    assert "Runs on CPU" not in said
+    assert f"not on this machine: {named['config_id']}: Tesla V100-SXM2-32GB (1x8 devices)." in said
+    assert unnamed["config_id"] not in said  # its log names no hardware: nothing is said of it

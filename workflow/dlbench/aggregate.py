@@ -74,6 +74,7 @@ SUMMARY_COLUMNS = [
     "statuses",
     "error",
     "median",
+    "reported_median",  # imported logs: the median of the tool's own final figure (throughput_reported)
     "min",
     "max",
     "q25",
@@ -178,11 +179,16 @@ def _summarise(group: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> dict[
         if len(flops):  # achieved model TFLOP/s at the median throughput, all devices together
             row["tflops"] = row["median"] * float(flops.iloc[0]) / 1e12
         row |= _mfu(group[is_ok], row)
+    reported = group.loc[is_ok, "throughput_reported"].astype(float).dropna()
+    if len(reported):
+        row["reported_median"] = reported.median()
     memory = group.loc[is_ok, "peak_memory_bytes"].astype(float).dropna()
     if len(memory):
         row["peak_memory_gb"] = memory.median() / 2**30
     if by_time:
         row |= _time_to_train(group, level)
+    elif group["score_min"].notna().any():  # an MLPerf set whose logs also give a throughput: its score too
+        row["score_min"] = group["score_min"].dropna().iloc[0]
     return row
 
 
@@ -220,6 +226,44 @@ def _mfu_flags(row: dict[str, Any]) -> list[stats.Flag]:
             f"MFU {mfu:.2f} > 1, more model FLOP/s per device than its dense peak of "
             f"{row['peak_tflops']:g} TFLOP/s: model FLOPs or samples overcounted, or "
             "the device or its math misrecorded (a lower peak than it ran at)",
+        )
+    ]
+
+
+REPORTED_TOLERANCE = 0.02  # dlbench's figure of an imported log and the tool's own: closer is the same figure
+
+
+def _reported_flags(row: dict[str, Any]) -> list[stats.Flag]:
+    """An imported configuration whose figure (the import's rule over the per-step values) and the tool's own
+    (throughput_reported) differ is not a finding until the reader knows which one a comparison needs."""
+    median, reported = row.get("median"), row.get("reported_median")
+    if median is None or reported is None or pd.isna(median) or pd.isna(reported) or not reported:
+        return []
+    gap = median / reported - 1
+    if abs(gap) <= REPORTED_TOLERANCE:
+        return []
+    return [
+        stats.Flag(
+            "differs_from_reported",
+            f"the median {median:,.2f} by the import's rule differs by {gap:+.1%} from the tool's own figure "
+            f"{reported:,.2f}: warm-up steps inside the window, or another statistic; see 'Other tools' logs' and "
+            "set the import's skip_steps / statistic to the rule a comparison needs",
+        )
+    ]
+
+
+def _score_flags(row: dict[str, Any]) -> list[stats.Flag]:
+    """A set's score that counts an unreadable run log as a failed run is not a finding: read, the run might
+    have been one of those averaged (mlperf.unreadable_runs)."""
+    statuses = dict(part.split(":", 1) for part in str(row.get("statuses") or "").split(";") if ":" in part)
+    unreadable = mlperf.unreadable_runs([status for status, n in statuses.items() for _ in range(int(n))])
+    if not unreadable or row.get("score_min") is None or pd.isna(row["score_min"]):
+        return []
+    return [
+        stats.Flag(
+            "score_unreadable_run",
+            f"the score counts {unreadable} of {row['n_total']} run logs that could not be read as failed runs: "
+            "mend or remove those logs (their errors name file and line) before reading the score",
         )
     ]
 
@@ -309,7 +353,9 @@ def summarise(records: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> pd.D
     summary["speedup_low"], summary["speedup_high"] = lows, highs
     summary["efficiency_low"], summary["efficiency_high"] = lows / devices, highs / devices
     summary["flags"] = [
-        stats.format_flags([*stats.plausibility_flags(row), *_mfu_flags(row)])
+        stats.format_flags(
+            [*stats.plausibility_flags(row), *_mfu_flags(row), *_score_flags(row), *_reported_flags(row)]
+        )
         for row in summary.to_dict(orient="records")
     ]
     return summary

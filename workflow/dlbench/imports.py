@@ -106,10 +106,25 @@ def check_entries(entries: list[dict[str, Any]], base_dir: Path = Path(".")) -> 
     return problems
 
 
-def import_records(entry: dict[str, Any], files: list[Path]) -> list[dict[str, Any]]:
-    """One record per file, in the entry's format, with its labels; per-set figures (MLPerf's score) filled in."""
-    records = [logformats.parse(path, entry["format"], file_labels(path, entry)) for path in files]
-    return logformats.score_sets(entry["format"], records)
+def named_files(paths: list[str], base_dir: Path = Path(".")) -> set[Path]:
+    """The files an entry names itself (not through a directory or a glob): logs whatever their names."""
+    return {Path(base_dir, text) for text in paths if not glob.has_magic(text) and Path(base_dir, text).is_file()}
+
+
+def import_records(
+    entry: dict[str, Any], files: list[Path], named: set[Path] | None = None
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """(one record per run log, in the entry's format, with its labels and per-set figures such as MLPerf's
+    score filled in; a note for each other file, e.g. an MLPerf result directory's scaling.json). `named`: the
+    files the entry names itself, logs whatever their names (default: every file)."""
+    logs, notes = logformats.run_logs(entry["format"], files, set(files) if named is None else named)
+    records = [logformats.parse(path, entry["format"], file_labels(path, entry)) for path in logs]
+    return logformats.score_sets(entry["format"], records), notes
+
+
+def notes_path(out: Path) -> Path:
+    """Where an import's notes (files not read as runs) are kept beside its records."""
+    return out.with_name(out.name.removesuffix(".jsonl") + ".notes")
 
 
 def write_records(records: list[dict[str, Any]], out: Path) -> None:
@@ -130,11 +145,14 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     entry = json.loads(args.entry)
     try:
-        records = import_records(entry, expand_paths(entry["paths"]))
+        records, notes = import_records(entry, expand_paths(entry["paths"]), named_files(entry["paths"]))
     except (ImportProblem, logformats.UnknownFormat, LogError) as problem:
         print(f"dlbench: import {entry.get('name')}: {problem}", file=sys.stderr)
         return 1
+    for note in notes:
+        print(f"dlbench: import {entry['name']}: {note}", file=sys.stderr)
     write_records(records, args.out)
+    notes_path(args.out).write_text("".join(f"{note}\n" for note in notes), encoding="utf-8")
     print(f"dlbench: import {entry['name']}: {len(records)} records -> {args.out}", file=sys.stderr)
     return 0
 

@@ -14,7 +14,7 @@ from snakemake.settings.types import DeploymentMethod
 PACKAGE_DIR = str(Path(workflow.basedir, "workflow"))
 sys.path.insert(0, PACKAGE_DIR)
 
-from dlbench import identity, retries, stale_lock  # noqa: E402
+from dlbench import identity, problems, retries, stale_lock  # noqa: E402
 from dlbench.identity import MLPERF_LOG_PATTERN, RUN_LOG_PATTERN, SEARCH_PATTERN, config_id_of  # noqa: E402
 from dlbench.identity import WILDCARDS as RUN_WILDCARDS  # noqa: E402
 from dlbench.study import ConfigError, dataset_of, PUBLISHED_MANIFEST, REPORTS_DIR  # noqa: E402
@@ -99,8 +99,26 @@ os.environ[TELEMETRY_PYTHON_ENV] = CORE_PYTHON
 # --cleanup-metadata, --list-*, --report) run no job and need no --cores; workflow.cores raises then.
 try:
     ALL_CORES = workflow.cores
+    MAINTENANCE_ONLY = False
 except WorkflowError:
     ALL_CORES = 1
+    MAINTENANCE_ONLY = True
+AGGREGATE_RECORDS = "results/aggregate/records.csv"  # rule aggregate's records, one per run log and import
+# A run log damaged after its run (its last line not a readable summary) is set aside as <log>.damaged, so its run
+# is redone (dlbench.problems); only by the Snakemake that runs jobs, not by a dry run or a maintenance command.
+DRY_RUN = any(
+    arg in ("--dry-run", "--dryrun") or (arg.startswith("-") and not arg.startswith("--") and "n" in arg[1:])
+    for arg in sys.argv[1:]
+)
+if not workflow.remote_exec and not workflow.subprocess_exec and not MAINTENANCE_ONLY:
+    if DRY_RUN:
+        for path in problems.damaged_run_logs(identity.RUNS_DIR):
+            print(
+                f"dlbench: {path}: damaged (its last line is not a readable summary): a run redoes it", file=sys.stderr
+            )
+    else:
+        for line in problems.set_aside_damaged(identity.RUNS_DIR, [AGGREGATE_RECORDS, REPORT_MANIFEST]):
+            print(f"dlbench: {line}", file=sys.stderr)
 # A timed run's SLURM time limit: its own timeout plus this, so the harness's limit strikes first.
 RUNTIME_MARGIN_MINUTES = 5
 
@@ -365,6 +383,22 @@ def gpu_gres(c):
         return ""
     model = SETTINGS["platform"].get("gpu_model")
     return f"gpu:{model}:{c.devices_per_node}" if model else f"gpu:{c.devices_per_node}"
+
+
+def print_problems():
+    """At the end of every run: one line per log or input that could not be read, and per file an import did not
+    read as a run (dlbench.problems), so a number the report lacks is never silently missing."""
+    lines = problems.problem_lines(AGGREGATE_RECORDS)
+    notes = problems.note_lines(f"results/imports/{name}.notes" for name in IMPORTS)
+    if lines:
+        print(
+            f"dlbench: {len(lines)} runs or logs ended in an error (the report lists them):",
+            file=sys.stderr,
+        )
+        for line in lines:
+            print(f"  {line}", file=sys.stderr)
+    for line in notes:
+        print(f"dlbench: import note: {line}", file=sys.stderr)
 
 
 def print_report_location():

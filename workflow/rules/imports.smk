@@ -6,7 +6,8 @@ rule import_logs:
     input:
         import_files,
     output:
-        "results/imports/{name}.jsonl",
+        records="results/imports/{name}.jsonl",
+        notes="results/imports/{name}.notes",  # files not read as runs, and why (imports.notes_path)
     log:
         "logs/imports/{name}.log",
     wildcard_constraints:
@@ -18,4 +19,4 @@ rule import_logs:
         run=run_module("core", "dlbench.imports"),
         entry=lambda wildcards: json.dumps(IMPORTS[wildcards.name], sort_keys=True),
     shell:
-        "{params.run} --entry {params.entry:q} --out {output:q} > {log:q} 2>&1"
+        "{params.run} --entry {params.entry:q} --out {output.records:q} > {log:q} 2>&1"

@@ -10,7 +10,7 @@ rule aggregate:
         imports=IMPORT_RECORDS,
         envs=study_env_markers(),
     output:
-        records="results/aggregate/records.csv",
+        records=AGGREGATE_RECORDS,
         summary="results/aggregate/summary.csv",
         environment="results/aggregate/environment.json",
     log:

@@ -15,6 +15,8 @@ Each format module declares
                              labels or the path say enough to place it, else raises records.LogError.
 and documents its project's rules in its docstring. A format whose figures belong to a set of runs (MLPerf's
 score) also declares `score_records(records) -> records`, which fills them in once every run of a set is read.
+A format whose projects keep other files beside their logs (MLPerf's result directories) declares
+`is_run_log(path) -> bool` (its naming rules) and `other_file_note(path) -> str` (what is done with the rest).
 
 Adding a format: a module here, one line in FORMATS, its tests (tests/test_logformats_<name>.py), and its name
 in the record schema's `source` enum (tests/test_architecture.py checks the two agree).
@@ -58,3 +60,14 @@ def score_sets(source: str, records: list[dict[str, Any]]) -> list[dict[str, Any
     """The records of one import with their per-set figures filled in, for formats that have them."""
     module = get(source)
     return module.score_records(records) if hasattr(module, "score_records") else records
+
+
+def run_logs(source: str, files: list[Path], named: set[Path]) -> tuple[list[Path], list[str]]:
+    """The files of an import that are run logs, and a note for each that is not. A file the import names itself
+    (`named`) is a log; one found in a directory or by a glob is a log by its format's naming rules
+    (`is_run_log`, where the format has them), else read for what it is or skipped (`other_file_note`)."""
+    module = get(source)
+    if not hasattr(module, "is_run_log"):
+        return list(files), []
+    logs = [path for path in files if path in named or module.is_run_log(path)]
+    return logs, [module.other_file_note(path) for path in files if path not in logs]

@@ -43,7 +43,7 @@ from mlperf_logging.compliance_checker.mlp_parser import ruleset_060
 from mlperf_logging.mllog import constants as K
 
 from ..records import LogError, model_inputs
-from .common import check_labels, error_record, external_record
+from .common import AXIS_LABELS, UNKNOWN, check_labels, error_record, external_record
 
 NAME = "mlperf"
 THROUGHPUT_DEFINITION = (
@@ -52,6 +52,7 @@ THROUGHPUT_DEFINITION = (
     "own metric is the time to train (time_to_train_min) and the set's score (score_min)"
 )
 OPTIONS: frozenset[str] = frozenset()
+SCALING_FILE = "scaling.json"  # result_summarizer: a result directory's RCP scaling factor
 MAX_DROPPED = {"unet3d": 4}  # result_summarizer: `4 if benchmark == "unet3d" else 1`
 # submission_benchmark -> dlbench's model name, where dlbench has one (MLPerf's resnet is ResNet-50 v1.5).
 MODELS = {"resnet": "resnet50"}
@@ -264,6 +265,44 @@ def score_set(
     }
 
 
+# What an unreadable run log of a set takes from the set's readable ones (it was run as one of them): every axis
+# (common.AXIS_LABELS but the repeat), the topology's parts and the submission's keys.
+SET_FIELDS = (AXIS_LABELS - {"repeat"}) | {
+    "nodes",
+    "devices_per_node",
+    "devices",
+    "global_batch_size",
+    "benchmark",
+    "organization",
+    "platform",
+    "division",
+    "availability",
+}
+
+
+def place_with_set(members: list[dict[str, Any]]) -> None:
+    """Give the `error` records of one MLPerf set (logs that could not be read) the configuration of the set's
+    readable runs, so a bad log counts in its set rather than under `unknown`; run id <config id>/<file stem>."""
+    readable = [r for r in members if r["status"] != "error"]
+    if not readable:
+        return
+    home = readable[0]
+    for record in members:
+        if record["status"] != "error" or record.get("source") != NAME or record["config_id"] == home["config_id"]:
+            continue
+        for key in sorted(SET_FIELDS):
+            if record.get(key) in (None, UNKNOWN):
+                record[key] = home.get(key)
+        record["config_id"] = home["config_id"]
+        record["run_id"] = f"{home['config_id']}/{Path(record['log_path']).stem}"
+
+
+def unreadable_runs(statuses: Iterable[str]) -> int:
+    """How many runs of a set could not be read (`error`): a score over such a set counts each as a failed run,
+    which it may not have been, so the score is flagged rather than a finding."""
+    return sum(status == "error" for status in statuses)
+
+
 def score_records(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """MLPerf records with score_min, scaling_factor and score_counted filled per run_set (others unchanged;
     the records are parse()'s, already validated, and the three fields' types are the schema's)."""
@@ -273,6 +312,7 @@ def score_records(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         if (record.get("source") == NAME or record.get("metric") == "time_to_quality") and record.get("run_set"):
             sets.setdefault(record["run_set"], []).append(record)
     for run_set, members in sets.items():
+        place_with_set(members)
         factor = scaling_factor(run_set) if Path(run_set).is_dir() else 1.0
         benchmark = next((r["benchmark"] for r in members if r.get("benchmark")), None)
         result = score_set(
@@ -283,9 +323,23 @@ def score_records(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return records
 
 
+def is_run_log(path: Path) -> bool:
+    """A run log by MLPerf's naming: result_<N>.txt in a result directory (result_<N>.log as kept here), or the
+    MLPerf log dlbench writes of a time-to-quality run (rep<N>.mlperf.log). Nothing else in a result directory is
+    a run: scaling.json is the set's scaling factor, other files are the submitter's."""
+    return (path.name.startswith("result_") and path.suffix in (".txt", ".log")) or path.name.endswith(".mlperf.log")
+
+
+def other_file_note(path: Path) -> str:
+    """What an import does with a file of a result directory that is not a run log (is_run_log)."""
+    if path.name == SCALING_FILE:
+        return f"{path}: read as its set's scaling factor ({scaling_factor(path.parent):g}), not as a run"
+    return f"{path}: skipped, not a run log by MLPerf's naming (result_<N>.txt)"
+
+
 def result_files(directory: str | Path) -> list[Path]:
-    """A result directory's run logs: result_*.txt (MLPerf's name) or result_*.log, in run order."""
-    found = [p for p in Path(directory).glob("result_*") if p.suffix in (".txt", ".log")]
+    """A result directory's run logs (is_run_log), in run order."""
+    found = [p for p in Path(directory).iterdir() if p.is_file() and is_run_log(p)]
     return sorted(found, key=lambda p: (_run_number(p) is None, _run_number(p) or 0, p.name))
 
 

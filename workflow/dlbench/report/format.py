@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pandas as pd
@@ -29,6 +30,18 @@ def fmt_num(value: Any) -> str:
     if abs(v) >= 1:
         return f"{v:.2f}"
     return f"{v:.3g}"
+
+
+def fmt_minutes(value: Any) -> str:
+    """Minutes to train or a score, as MLPerf publishes them: 3 decimals (37.009); a failed run's ∞ as ∞."""
+    if missing(value):
+        return DASH
+    return "∞" if math.isinf(float(value)) else f"{float(value):.3f}"
+
+
+def fmt_factor(value: Any) -> str:
+    """A factor as its source wrote it (scaling.json's 1.0042 stays 1.0042, not 1.00)."""
+    return DASH if missing(value) else f"{float(value):.10g}"
 
 
 def fmt_speedup(value: Any) -> str:

@@ -26,6 +26,7 @@ SUMMARY_INT = (
 )
 SUMMARY_FLOAT = (
     "median",
+    "reported_median",
     "min",
     "max",
     "q25",

@@ -7,6 +7,10 @@ import pandas as pd
 from ..harness.frameworks import REGISTRY
 
 NEEDED = (
+    "source",
+    "platform",
+    "topology",
+    "config_id",
     "image_size",
     "device_name",
     "cpu_model",
@@ -35,6 +39,25 @@ def mfu_caveat(summary: pd.DataFrame) -> list[str]:
     ]
 
 
+def imported_hardware(records: pd.DataFrame) -> list[str]:
+    """The hardware of imported sets as their logs or labels state it (MLPerf's submission_platform, a device name,
+    the topology); a set that states none gets no line: nothing is said that its logs do not say."""
+    imported = records[records["source"].notna() & (records["source"] != "dlbench")]
+    described = []
+    for config, group in imported.groupby("config_id", sort=True):
+        said = [
+            *(f"platform {p}" for p in sorted({str(p) for p in group["platform"].dropna()})),
+            *sorted({str(d) for d in group["device_name"].dropna()}),
+        ]
+        if said:
+            topology = sorted({str(t) for t in group["topology"].dropna()})
+            where = f" ({', '.join(topology)} devices)" if topology else ""
+            described.append(f"{config}: {', '.join(said)}{where}")
+    if not described:
+        return []
+    return ["Imported results ran on the hardware their logs name, not on this machine: " + "; ".join(described) + "."]
+
+
 def caveats(records: pd.DataFrame) -> list[str]:
     """Caveats a reader must see before comparing the numbers with anything."""
     records = records.reindex(columns=list(dict.fromkeys([*records.columns, *NEEDED])))  # records of any source
@@ -45,11 +68,15 @@ def caveats(records: pd.DataFrame) -> list[str]:
             f"Images are {', '.join(f'{s}x{s}' for s in sizes)} pixels, not 224x224: throughput is "
             "not comparable with published ResNet-50 figures."
         )
-    if records["device_name"].dropna().eq(records["cpu_model"].dropna()).any() or records["device_name"].isna().all():
+    own = records[records["source"].isna() | (records["source"] == "dlbench")]  # dlbench's runs, not imports
+    if len(own) and (
+        own["device_name"].dropna().eq(own["cpu_model"].dropna()).any() or own["device_name"].isna().all()
+    ):
         out.append(
             "Runs on CPU: the ranks of a topology share one node's cores (threads_per_rank each), so "
             "1xN splits the same cores N ways rather than adding devices."
         )
+    out += imported_hardware(records)
     present = [REGISTRY[f].compiler_meaning for f in sorted(set(records["framework"])) if f in REGISTRY]
     if present and records["compiler"].map(lambda v: v is True or str(v).lower() == "true").any():
         out.append("Compiler on means " + "; ".join(present) + ". Off: eager / imperative execution.")

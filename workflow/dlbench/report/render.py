@@ -25,7 +25,9 @@ DATA_FILES = ("records.csv", "summary.csv", "records.parquet", "summary.parquet"
 
 def markdown(ctx: dict[str, Any]) -> str:
     lines = [f"# {md_escape(ctx['title'], table=False)}", ""]
-    meta = [f"- Generated: {ctx['generated_at']}", f"- Git commit: `{ctx['git_commit']}`"]
+    meta = [f"- Generated: {ctx['generated_at']}"]
+    if ctx["git_commit"]:  # dlbench's commit for its own runs; imported logs have none
+        meta.append(f"- Git commit: `{ctx['git_commit']}`")
     if ctx["version"]:
         meta.insert(0, f"- Report version: {ctx['version']}")
     lines += meta + [""]
@@ -97,7 +99,7 @@ def markdown(ctx: dict[str, Any]) -> str:
         f"- CPU models: {md_escape('; '.join(env['cpu_models']), table=False) or DASH}",
         f"- Devices: {md_escape('; '.join(env['devices']), table=False) or DASH}",
         *(f"- Peak for MFU: {md_escape(line, table=False)}" for line in env["device_peaks"]),
-        f"- Git commit: `{ctx['git_commit']}`",
+        *([f"- Git commit: `{ctx['git_commit']}`"] if ctx["git_commit"] else []),
         "",
     ]
     if env["frameworks"]:
@@ -167,7 +169,7 @@ def render_report(
         "version": version or "",
         "generated_at": fmt_text(env.get("generated_at")) or datetime.now(UTC).isoformat(timespec="seconds"),
         "rendered_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "git_commit": fmt_text(env.get("git_commit")) or "unknown",
+        "git_commit": fmt_text(env.get("git_commit")),  # none: not said (imports only)
         "notes": notes,
         "overview": overview(summary, records),
         "groups": groups,

@@ -7,7 +7,6 @@ template) and README.md. A new section = a function here and a line in SECTIONS.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePath
@@ -18,8 +17,9 @@ import pandas as pd
 from .. import stats
 from ..aggregate import across_nodes, real_vs_synthetic
 from ..compare import compare
+from ..logformats import mlperf
 from ..references import load_references, match_references
-from .format import DASH, fmt_num, fmt_text, missing
+from .format import DASH, fmt_factor, fmt_minutes, fmt_num, fmt_text, missing
 
 
 @dataclass(frozen=True)
@@ -42,10 +42,6 @@ class Section:
     rows: list[dict[str, str]]
 
 
-def _minutes(value: Any) -> str:
-    return DASH if missing(value) else f"{float(value):.2f}"
-
-
 def time_to_train(inputs: ReportInputs) -> Section | None:
     """MLPerf sets: each run's time to train and the set's score, as mlperf_logging's result summarizer
     computes it (olympic mean; a failed run counts among the dropped slowest; scaling.json's factor)."""
@@ -57,9 +53,13 @@ def time_to_train(inputs: ReportInputs) -> Section | None:
     for run_set, group in runs.groupby(runs["run_set"].fillna(runs["config_id"]), sort=True):
         first = group.iloc[0]
         times = ", ".join(
-            f"{_minutes(t)}{'' if s == 'ok' else f' ({s})'}"
+            f"{fmt_minutes(t)}{'' if s == 'ok' else f' ({s})'}"
             for t, s in zip(group["time_to_train_min"], group["status"], strict=True)
         )
+        score = fmt_minutes(first.get("score_min"))
+        unreadable = mlperf.unreadable_runs(group["status"])
+        if unreadable and score != DASH:  # not a finding: an unreadable log counted as a failed run
+            score += f" ⚑ ({unreadable} unreadable run log{'s' if unreadable > 1 else ''} counted as failed)"
         rows.append(
             {
                 "Set": PurePath(run_set).name if PurePath(run_set).is_absolute() else str(run_set),
@@ -69,8 +69,8 @@ def time_to_train(inputs: ReportInputs) -> Section | None:
                 "Framework": fmt_text(first.get("framework")),
                 "Runs": f"{int((group['status'] == 'ok').sum())}/{len(group)} ok",
                 "Time to train (min), per run": times,
-                "Score (min)": _minutes(first.get("score_min")),
-                "Scaling factor": fmt_num(first.get("scaling_factor")),
+                "Score (min)": score,
+                "Scaling factor": fmt_factor(first.get("scaling_factor")),
             }
         )
     return Section(
@@ -78,13 +78,10 @@ def time_to_train(inputs: ReportInputs) -> Section | None:
         "Time to train (MLPerf)",
         "Time to train = first run_stop - first run_start. Score = MLPerf's: sort the runs, drop the "
         "fastest and the slowest (a failed run counts among the dropped slowest), average the rest, "
-        "times scaling.json's factor where the result directory has one.",
+        "times scaling.json's factor where the result directory has one. Minutes to 3 decimals, as MLPerf "
+        "publishes them; a score marked ⚑ counts a run log that could not be read as a failed run.",
         rows,
     )
-
-
-def _time_cell(value: Any) -> str:
-    return DASH if missing(value) else ("∞" if math.isinf(float(value)) else f"{float(value):.2f}")
 
 
 def time_to_quality(inputs: ReportInputs) -> Section | None:
@@ -101,14 +98,14 @@ def time_to_quality(inputs: ReportInputs) -> Section | None:
     for _, r in rows_in.sort_values(["nodes", "devices_per_node", "model", "framework", "batch_size"]).iterrows():
         converged, total = int(r["n_ok"]), int(r["n_total"])
         if not missing(r.get("score_min")):
-            score = f"{float(r['score_min']):.2f}"
+            score = fmt_minutes(r["score_min"])
         elif converged == 0:
             score = f"did not converge ({converged}/{total})"
         else:
             score = f"no score ({total - converged} of {total} did not converge; MLPerf drops at most 1, needs 3 runs)"
-        median = _time_cell(r.get("median"))
+        median = fmt_minutes(r.get("median"))
         if not missing(r.get("ci_low")):
-            median += f" [{_time_cell(r['ci_low'])}–{_time_cell(r['ci_high'])}]"
+            median += f" [{fmt_minutes(r['ci_low'])}–{fmt_minutes(r['ci_high'])}]"
         samples = r.get("samples_to_converge")
         rows.append(
             {
@@ -154,7 +151,52 @@ def throughput_definitions(inputs: ReportInputs) -> Section | None:
         "definitions",
         "What each throughput means",
         "Figures from other tools keep their own definition; where a log has per-step lines, dlbench "
-        "re-derives its own and keeps the tool's final figure as throughput_reported in the data files.",
+        "re-derives its own and keeps the tool's final figure as throughput_reported (both side by side in "
+        "'Other tools' logs').",
+        rows,
+    )
+
+
+def _figure(values: pd.Series) -> str:
+    """The median of an imported figure, to 2 decimals as the tools' tables print throughput (5889.05)."""
+    values = values.astype(float).dropna()
+    return DASH if values.empty else f"{values.median():,.2f}"
+
+
+def imported_figures(inputs: ReportInputs) -> Section | None:
+    """Imported configurations whose logs print a figure of their own: dlbench's throughput (by the import's rule,
+    `throughput_definition`) beside the tool's own final figure (`throughput_reported`, read where
+    `throughput_reported_key` says), each with its definition: a published table may use either, or neither."""
+    records = inputs.records
+    if "throughput_reported" not in records or "source" not in records:
+        return None
+    imported = records[records["source"].notna() & (records["source"] != "dlbench")]
+    rows = []
+    for config, group in imported.groupby("config_id", sort=True):
+        ok = group[group["status"] == "ok"]
+        if ok["throughput_reported"].isna().all():
+            continue
+        keys = sorted({fmt_text(k).split(" (line")[0] for k in ok["throughput_reported_key"].dropna()})
+        rows.append(
+            {
+                "Config": fmt_text(config),
+                "Runs": f"{len(ok)}/{len(group)} ok",
+                "Throughput (median)": _figure(ok["throughput"]),
+                "Its definition": "; ".join(sorted({fmt_text(d) for d in ok["throughput_definition"].dropna()})),
+                "Tool's own figure (median)": _figure(ok["throughput_reported"]),
+                "Where the tool prints it": ", ".join(keys) or DASH,
+                "Unit": fmt_text(ok["unit"].dropna().iloc[0]) if ok["unit"].notna().any() else DASH,
+            }
+        )
+    if not rows:
+        return None
+    return Section(
+        "imported-figures",
+        "Other tools' logs: dlbench's figure and the tool's own",
+        "Throughput is the import's rule over the log's per-step values (the tables and plots use it); the tool's "
+        "own figure is the final figure its script printed. A published table may use either, or another rule: "
+        "e.g. PaddlePaddle/Perf's tables of NVIDIA's logs average the per-step values after a warm-up window "
+        "(an import's labels `statistic: mean_of_steps` and `skip_steps`).",
         rows,
     )
 
@@ -444,6 +486,7 @@ SECTIONS: tuple[Callable[[ReportInputs], Section | None], ...] = (
     time_to_quality,
     time_to_train,
     throughput_definitions,
+    imported_figures,
     telemetry,
     batch_searches,
 )
