@@ -69,7 +69,34 @@ def plot_data(summary: pd.DataFrame, value: str) -> pd.DataFrame:
     df["model"] = df["model"].map(lambda m: fmt_text(m) or "?")
     # One line per configuration series, so batch sizes etc. are never averaged together.
     df["series"] = [f"{group_key(r)}|{r['framework']}" for _, r in df.iterrows()]
+    df["variant"] = variant_labels(df)
     return df.sort_values(["series", "devices"])
+
+
+# The axes of a series a plot's line style and marker say (colour says the framework, the x axis the topology).
+VARIANT_AXES = (
+    ("data", "{} data"),
+    ("precision", "{}"),
+    ("batch_size", "bs {}"),
+    ("compiler", "compiler {}"),
+    ("image_size", "{} px"),
+    ("seq_length", "seq {}"),
+    ("strategy", "{}"),
+)
+
+
+def variant_labels(df: pd.DataFrame) -> list[str]:
+    """Each row's values of the axes that vary among the plotted configurations, e.g. 'real data, fp32': one line
+    style and marker per label, so two lines of one framework never look the same."""
+    varying = [(k, text) for k, text in VARIANT_AXES if k in df and df[k].map(fmt_text).nunique() > 1]
+    if not varying:
+        varying = [("precision", "{}")]
+    return [", ".join(text.format(fmt_text(r[k]) or "?") for k, text in varying) for _, r in df.iterrows()]
+
+
+def has_intervals(df: pd.DataFrame, interval: tuple[str, str]) -> bool:
+    low, high = interval
+    return low in df and high in df and bool((df[low].notna() & df[high].notna()).any())
 
 
 def error_bars(ax: Any, df: pd.DataFrame, value: str, interval: tuple[str, str], palette: dict[str, Any]) -> None:
@@ -121,7 +148,7 @@ def faceted_plot(
     nrows = math.ceil(len(models) / ncols)
     fig = new_figure(4.6 * ncols + 1.6, 3.6 * nrows + 0.4)
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
-    precisions = sorted(df["precision"].unique())
+    variants = sorted(df["variant"].unique())
     for i, (ax, model) in enumerate(zip(axes, models, strict=False)):
         sub = df[df["model"] == model]
         devices = sorted(sub["devices"].unique().tolist())
@@ -133,14 +160,14 @@ def faceted_plot(
             x="devices",
             y=value,
             hue="framework",
-            style="precision",
+            style="variant",
             hue_order=sorted(palette),
-            style_order=precisions,
+            style_order=variants,
             palette=palette,
             units="series",
             estimator=None,
             markers=True,
-            dashes=False,
+            dashes=True,
             legend=i == 0,
             ax=ax,
         )
@@ -163,7 +190,8 @@ def faceted_plot(
         handles, labels = axes[0].get_legend_handles_labels()
         legend.remove()
         fig.legend(handles, labels, loc="outside right center", fontsize="small", frameon=False)
-    fig.suptitle(title)
+    bars = "bars: confidence interval" if has_intervals(df, interval) else "no interval bars: too few repeats"
+    fig.suptitle(title.format(bars=bars))
     fig.savefig(path, format="png")
     fig.clear()
 
@@ -183,12 +211,14 @@ def write_plots(summary: pd.DataFrame, out_dir: Path) -> bool:
                 thr,
                 "median",
                 "median throughput ({unit})",
-                "Training throughput vs. devices (bars: confidence interval)",
+                "Training throughput vs. devices ({bars})",
                 palette,
                 ideal=False,
                 interval=("ci_low", "ci_high"),
             )
         spd = plot_data(summary, "speedup")
+        if not spd.empty and "ci_low" in spd:  # a ratio's interval only where the median has one (tables.py)
+            spd.loc[spd["ci_low"].isna(), ["speedup_low", "speedup_high"]] = float("nan")
         if spd.empty:
             message = "no successful runs" if thr.empty else "no speedup data (no 1×1 baseline)"
             placeholder_png(out_dir / "speedup.png", "Speedup", message)
@@ -198,7 +228,7 @@ def write_plots(summary: pd.DataFrame, out_dir: Path) -> bool:
                 spd,
                 "speedup",
                 "speedup vs. 1×1",
-                "Scaling: speedup vs. devices (dashed: ideal linear; bars: interval)",
+                "Scaling: speedup vs. devices (grey dashed: ideal linear; {bars})",
                 palette,
                 ideal=True,
                 interval=("speedup_low", "speedup_high"),

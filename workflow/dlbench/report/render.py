@@ -12,6 +12,7 @@ import pandas as pd
 
 from ..aggregate import SUMMARY_COLUMNS, real_vs_synthetic
 from .format import DASH, fmt_text, md_escape
+from .headline import hardware_line, headline_rows, measured_line, study_conditions, study_wide_flags
 from .load import RECORD_COLUMNS, load_environment, read_table
 from .notes import caveats, mfu_caveat
 from .plots import write_plots, write_quality_plots, write_real_vs_synthetic
@@ -29,6 +30,15 @@ def markdown(ctx: dict[str, Any]) -> str:
     if ctx["version"]:
         meta.insert(0, f"- Report version: {ctx['version']}")
     lines += meta + [""]
+    lines += [
+        f"**Hardware:** {md_escape(ctx['hardware'], table=False)}",
+        "",
+        f"**Measured:** {md_escape(ctx['measured'], table=False)}",
+        "",
+        rows_markdown(ctx["headline"]),
+        "",
+        *(f"**Study-wide:** {md_escape(c, table=False)}\n" for c in ctx["conditions"]),
+    ]
     for note in ctx["notes"]:
         lines += [f"> **Note:** {md_escape(note, table=False)}", ">"]
     if ctx["notes"]:
@@ -154,7 +164,7 @@ def render_report(
     input_plot = write_real_vs_synthetic(real_vs_synthetic(records, confidence_level(env)), out_dir, pair_label)
     quality_plots = write_quality_plots(records, summary, out_dir)
 
-    groups = build_groups(summary)
+    groups = build_groups(summary, frozenset(study_wide_flags(summary)))
     for group in groups:
         group["markdown"] = group_markdown(group)
     study = fmt_text(env.get("study")) or "dlbench"
@@ -169,6 +179,10 @@ def render_report(
         "rendered_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "git_commit": fmt_text(env.get("git_commit")) or "unknown",
         "notes": notes,
+        "hardware": hardware_line(env, records),
+        "measured": measured_line(summary, records),
+        "headline": headline_rows(summary),
+        "conditions": study_conditions(summary, confidence_level(env)),
         "overview": overview(summary, records),
         "groups": groups,
         "failures": failure_rows(summary, records),
@@ -191,3 +205,4 @@ def render_report(
     html = jenv.get_template(TEMPLATE_NAME).render(**ctx)
     (out_dir / "index.html").write_text(html, encoding="utf-8")
     (out_dir / "README.md").write_text(markdown(ctx), encoding="utf-8")
+
