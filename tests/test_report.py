@@ -543,6 +543,8 @@ def test_the_first_screen_answers_and_every_table_fits(tmp_path):
     # No interval from 3 repeats: speedups and efficiencies plain.
     assert not re.search(r"×\s*\[", html) and not re.search(r"%\s*\[[0-9]", html)
     assert re.search(r"<td[^>]*>1\.80×</td>", html)
+    pairs = html.split('id="real-vs-synthetic"', 1)[1].split("<h2", 1)[0]  # real ÷ synthetic: the ratio alone
+    assert not re.search(r"[0-9] \[[0-9]", pairs) and "no interval: 3 and 3 ok repeats" in pairs
 
     # Every notes line that states steps names its model.
     notes = re.findall(r"<li>([^<]*steps timed[^<]*)</li>", html)

@@ -282,7 +282,10 @@ def write_real_vs_synthetic(pairs: pd.DataFrame, out_dir: Path, label: Any) -> b
     ax.set_yticklabels(labels, fontsize="small")
     ax.invert_yaxis()
     ax.set_xlim(left=0)
-    ax.set_xlabel("median throughput, real ÷ synthetic data (bars: interval)")
+    ax.set_xlabel(
+        "median throughput, real ÷ synthetic data "
+        + ("(bars: interval)" if has.any() else "(no interval bars: too few repeats)")
+    )
     ax.set_title("Input pipeline cost: real vs. synthetic data (dashed: no cost)")
     ax.grid(True, axis="x", alpha=0.3)
     fig.savefig(path, format="png")

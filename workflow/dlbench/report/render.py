@@ -16,7 +16,7 @@ from .headline import hardware_line, headline_rows, measured_line, study_conditi
 from .load import RECORD_COLUMNS, load_environment, read_table
 from .notes import caveats, mfu_caveat
 from .plots import write_plots, write_quality_plots, write_real_vs_synthetic
-from .sections import ReportInputs, build_sections, confidence_level, pair_label
+from .sections import ReportInputs, build_sections, confidence_level, pair_label, supported_ratios
 from .tables import build_groups, detail_rows, environment_view, failure_rows, group_markdown, overview, rows_markdown
 
 TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "templates"
@@ -161,7 +161,9 @@ def render_report(
     summary.to_parquet(out_dir / "summary.parquet", index=False)
 
     energy_plot = write_plots(summary, out_dir)
-    input_plot = write_real_vs_synthetic(real_vs_synthetic(records, confidence_level(env)), out_dir, pair_label)
+    level = confidence_level(env)
+    pairs = supported_ratios(real_vs_synthetic(records, level), ("n_real", "n_synthetic"), level)
+    input_plot = write_real_vs_synthetic(pairs, out_dir, pair_label)
     quality_plots = write_quality_plots(records, summary, out_dir)
 
     groups = build_groups(summary, frozenset(study_wide_flags(summary)))
