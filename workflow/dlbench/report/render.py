@@ -17,7 +17,16 @@ from .load import RECORD_COLUMNS, load_environment, read_table
 from .notes import caveats, mfu_caveat
 from .plots import write_plots, write_quality_plots, write_real_vs_synthetic
 from .sections import ReportInputs, build_sections, confidence_level, pair_label, supported_ratios
-from .tables import build_groups, detail_rows, environment_view, failure_rows, group_markdown, overview, rows_markdown
+from .tables import (
+    build_groups,
+    detail_rows,
+    detail_tables,
+    environment_view,
+    failure_rows,
+    group_markdown,
+    overview,
+    rows_markdown,
+)
 
 TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "templates"
 TEMPLATE_NAME = "report.html.j2"
@@ -98,7 +107,11 @@ def markdown(ctx: dict[str, Any]) -> str:
             rows_markdown(section.rows),
             "",
         ]
-    lines += ["## Per-configuration details", "", rows_markdown(ctx["details"]), ""]
+    lines += ["## Per-configuration details", ""]
+    for title, rows in ctx["details"]:
+        lines += [f"### {title}", "", rows_markdown(rows), ""]
+    if not ctx["details"]:
+        lines += ["_None._", ""]
     env = ctx["env"]
     lines += [
         "## Environment",
@@ -188,7 +201,7 @@ def render_report(
         "overview": overview(summary, records),
         "groups": groups,
         "failures": failure_rows(summary, records),
-        "details": detail_rows(summary),
+        "details": detail_tables(detail_rows(summary)),
         "energy_plot": energy_plot,
         "input_plot": input_plot,
         "quality_plots": quality_plots,

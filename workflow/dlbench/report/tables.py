@@ -301,6 +301,26 @@ def detail_rows(summary: pd.DataFrame) -> list[dict[str, str]]:
     return rows
 
 
+# The details split in three tables keyed by Config, so that each fits a page: what ran, the statistics (every
+# column not named here, the optional ones included, in detail_order), and the interval's note with the flags.
+DETAIL_SETUP = ("Framework", "Model", "Topology", "Devices", "Batch/device", "Precision", "Compiler", "Data", "Input")
+DETAIL_SETUP += ("OK", "Statuses", "Unit")
+DETAIL_NOTES = ("CI", "Flags")
+
+
+def detail_tables(rows: list[dict[str, str]]) -> list[tuple[str, list[dict[str, str]]]]:
+    """(title, rows) of the three details tables; every column of `rows` is in exactly one (Config in all)."""
+    if not rows:
+        return []
+    named = {"Config", *DETAIL_SETUP, *DETAIL_NOTES}
+    parts = (
+        ("What ran", [c for c in rows[0] if c in DETAIL_SETUP]),
+        ("Throughput statistics", [c for c in rows[0] if c not in named]),
+        ("Interval and flags", [c for c in rows[0] if c in DETAIL_NOTES]),
+    )
+    return [(title, [{"Config": r["Config"], **{c: r[c] for c in columns}} for r in rows]) for title, columns in parts]
+
+
 def failure_rows(summary: pd.DataFrame, records: pd.DataFrame) -> list[dict[str, str]]:
     """Configurations with at least one failed repeat, with the first failure message."""
     logs: dict[str, str] = {}
