@@ -105,6 +105,21 @@ def test_removing_a_configuration_reruns_only_aggregate_and_report(study):
     assert rules(jobs) == {"aggregate": 1, "report": 1, "all": 1}
 
 
+def test_a_dry_runs_reason_names_the_changed_setting_only(study):
+    """The aggregate job's reason for rerunning names the setting that changed, not the whole configuration."""
+    work, _ = study
+    config = tiny_config()
+    config["report"] = {"confidence": 0.9}
+    result = snakemake(work, "-n", "--configfile", str(write_config(work / "confidence.yaml", config)))
+    assert result.returncode == 0, result.stderr[-3000:]
+    output = result.stdout + result.stderr
+    reasons = [line for line in output.splitlines() if "Params have changed" in line]
+    assert len(reasons) == 1, output[-3000:]
+    assert "before: 'report.confidence=0.95'" in reasons[0] and "now: 'report.confidence=0.9'" in reasons[0]
+    assert "matrix" not in reasons[0] and len(reasons[0]) < 300, reasons[0]
+    assert len(output) < 4000, output  # the dry run reads in a screen, not 17 KB of configuration
+
+
 def test_more_repeats_run_only_the_new_ones(study):
     work, _ = study
     config = tiny_config()

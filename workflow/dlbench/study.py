@@ -169,6 +169,17 @@ class Study:
         return sorted({c.framework for c in self.configurations.values()})
 
 
+def settings_lines(value: Any, path: str = "") -> list[str]:
+    """The settings as one line per leaf, 'defaults.measured_steps=3' (lists by index, 'matrix.topology[1]=...'),
+    sorted: what a rule tracks as its params, so that a change's reason names the leaves that changed and
+    nothing else (the whole settings are tracked all the same: every leaf is a line)."""
+    if isinstance(value, dict) and value:
+        return sorted(line for key, item in value.items() for line in settings_lines(item, f"{path}.{key}".lstrip(".")))
+    if isinstance(value, list) and value:
+        return sorted(line for i, item in enumerate(value) for line in settings_lines(item, f"{path}[{i}]"))
+    return [f"{path}={value!r}"]
+
+
 # ---------------------------------------------------------------- validation
 def _where(path: Any) -> str:
     out = ""
