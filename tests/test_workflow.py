@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 import shutil
 import sys
+import zipfile
 from collections import Counter
 from pathlib import Path
 
@@ -46,6 +49,48 @@ def test_end_to_end_report(study):
     assert "32x32 pixels, not 224x224" in html
     env = json.loads((reports / "v1" / "environment.json").read_text())
     assert any(p.startswith("torch==2.13.0") for p in env["frameworks"]["pytorch"]["packages"])
+
+
+def embedded_pages(text: str) -> list[str]:
+    """The HTML pages a Snakemake report carries as data: URIs (its embedded results)."""
+    return [
+        base64.b64decode(data).decode("utf-8", "replace")
+        for data in re.findall(r"data:text/html;(?:[^;,\"']+;)*base64,([A-Za-z0-9+/=]+)", text.replace("\\/", "/"))
+    ]
+
+
+def assert_self_contained(page: str, published: Path) -> None:
+    """Every plot and data file the published page links to is inside the page, byte for byte."""
+    assert "training throughput report" in page
+    relative = re.findall(r'(?:src|href)="(?!data:|#|https?:)([^"]+)"', page)
+    assert relative == [], relative
+    linked = re.findall(r'(?:src|href)="([A-Za-z0-9_.-]+)"', (published / "index.html").read_text())
+    assert {"throughput.png", "speedup.png", "records.csv", "summary.csv", "environment.json"} <= set(linked)
+    for name in linked:
+        data = (published / name).read_bytes()
+        assert base64.b64encode(data).decode() in page, name
+
+
+def test_snakemakes_report_carries_the_dlbench_page_intact(study):
+    """snakemake --report (zip and single HTML): the embedded dlbench page carries its plots and data files, and the
+    captions say what the page shows (confidence intervals, not an IQR)."""
+    work, _ = study
+    published = work / "results/reports/v1"
+    result = snakemake(work, "--report", "report.zip", "--configfile", str(work / "study.yaml"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    with zipfile.ZipFile(work / "report.zip") as archive:
+        pages = [archive.read(n).decode() for n in archive.namelist() if n.endswith("/index.html")]
+        main = next(archive.read(n).decode() for n in archive.namelist() if n.endswith("report.html"))
+    assert len(pages) == 1
+    assert_self_contained(pages[0], published)
+    result = snakemake(work, "--report", "report.html", "--configfile", str(work / "study.yaml"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    html = (work / "report.html").read_text()
+    pages = [p for p in embedded_pages(html) if "training throughput report" in p]
+    assert len(pages) == 1
+    assert_self_contained(pages[0], published)
+    for text in (main, html):
+        assert "confidence interval" in text and "median throughput with its IQR" not in text
 
 
 def test_nothing_to_do_after_a_complete_run(study):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import mimetypes
+import re
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,6 +34,7 @@ from .tables import (
 TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "templates"
 TEMPLATE_NAME = "report.html.j2"
 DATA_FILES = ("records.csv", "summary.csv", "records.parquet", "summary.parquet", "environment.json")
+LOCAL_LINK = re.compile(r'(src|href)="([A-Za-z0-9_.-]+)"')  # a link to a file beside index.html
 
 
 def markdown(ctx: dict[str, Any]) -> str:
@@ -221,3 +225,20 @@ def render_report(
     (out_dir / "index.html").write_text(html, encoding="utf-8")
     (out_dir / "README.md").write_text(markdown(ctx), encoding="utf-8")
 
+
+def self_contained_html(report_dir: Path) -> str:
+    """index.html with every link to a file beside it (plots, data files, README.md) replaced by the file itself
+    as a data: URI, so the page reads the same wherever it is copied alone (Snakemake's --report embeds it)."""
+    report_dir = Path(report_dir)
+
+    def inline(match: re.Match[str]) -> str:
+        attribute, name = match.groups()
+        path = report_dir / name
+        if not path.is_file():
+            return match.group(0)
+        kind = mimetypes.guess_type(name)[0] or "application/octet-stream"
+        data = base64.b64encode(path.read_bytes()).decode("ascii")
+        download = f' download="{name}"' if attribute == "href" else ""
+        return f'{attribute}="data:{kind};base64,{data}"{download}'
+
+    return LOCAL_LINK.sub(inline, (report_dir / "index.html").read_text(encoding="utf-8"))
