@@ -248,6 +248,11 @@ def test_report_content(tmp_path, inputs):
     assert re.search(r"<td[^>]*>1100\.0 \(n=3\)</td>", html)
     assert "1.90×" in html and "95%" in html
     assert "images/s" in html and "smoke" in html and COMMIT in html
+    # Logs without the node's facts (older ones, imports): the hardware line says what it lacks.
+    assert "Hardware:</strong> Xeon (logical CPUs, memory and OS not recorded in these logs)" in html
+    assert "accelerators: 2× H100 per node" in html
+    # A partly failed framework's row in the headline says so.
+    assert re.search(r"<td[^>]*>jax</td><td[^>]*>resnet50</td>.*?1 of 2 configurations failed", html, re.S)
     # Notes near the top, HTML-escaped.
     assert NOTE in html and html.index(NOTE) < html.index('id="throughput"')
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script>" not in html

@@ -13,10 +13,16 @@ from .format import DASH, flag_codes, flag_label, fmt_int, fmt_num, fmt_pct, fmt
 from .tables import batch_text, group_key, topology_sort
 
 
-def _measured(summary: pd.DataFrame) -> pd.DataFrame:
-    """The configurations with a median throughput (time-to-train ones have a section of their own)."""
+def _throughput(summary: pd.DataFrame) -> pd.DataFrame:
+    """The configurations measured by throughput (time-to-train ones have a section of their own)."""
     if "metric" in summary:
-        summary = summary[summary["metric"].fillna("throughput") != "time_to_train"]
+        return summary[summary["metric"].fillna("throughput") != "time_to_train"]
+    return summary
+
+
+def _measured(summary: pd.DataFrame) -> pd.DataFrame:
+    """The throughput configurations with a median."""
+    summary = _throughput(summary)
     return summary[summary["median"].notna()]
 
 
@@ -97,8 +103,16 @@ def measured_line(summary: pd.DataFrame, records: pd.DataFrame) -> str:
         if len(repeats)
         else "repeats not recorded"
     )
+    timed = len(summary) - len(_throughput(summary))
+    metric = (
+        "training throughput"
+        if timed == 0
+        else "time to quality"
+        if timed == len(summary)
+        else "training throughput and time to quality"
+    )
     return (
-        f"training throughput of {_values(summary['model'])} with {_values(summary['framework'])}; "
+        f"{metric} of {_values(summary['model'])} with {_values(summary['framework'])}; "
         f"topologies {', '.join(topologies) or DASH}; precision {_values(summary['precision'])}; "
         f"{_values(summary['data'])} data; batch {_values(summary['batch_size'], fmt_int)} per device; "
         f"{repeat_text}; {len(summary)} configurations, {len(records)} runs"
@@ -121,7 +135,7 @@ def headline_rows(summary: pd.DataFrame) -> list[dict[str, str]]:
     measured = _measured(summary)
     wide = study_wide_flags(summary)
     rows = []
-    for (framework, model), all_rows in summary.groupby(["framework", "model"], sort=True):
+    for (framework, model), all_rows in _throughput(summary).groupby(["framework", "model"], sort=True):
         ok = measured[(measured["framework"] == framework) & (measured["model"] == model)]
         failed = sum(1 for _, r in all_rows.iterrows() if ok_counts(r)[0] == 0)
         flags = sorted({c for f in ok.get("flags", pd.Series(dtype=object)) for c in flag_codes(f)} - wide)
