@@ -573,7 +573,6 @@ def test_the_first_screen_answers_and_every_table_fits(tmp_path):
     # must not look the same), and no interval bars promised where none is drawn.
     from dlbench.report.plots import plot_data, variant_labels
 
-    summary = pd.read_csv(tmp_path / "agg" / "summary.csv")
-    resnet_rows = plot_data(summary[summary["model"] == "resnet50"], "median")
-    assert sorted(set(variant_labels(resnet_rows))) == ["real data", "synthetic data"]
+    summary = pd.read_csv(tmp_path / "agg" / "summary.csv")  # image size and sequence length differ by model only
+    assert sorted(set(variant_labels(plot_data(summary, "median")))) == ["real data", "synthetic data"]
     assert (report / "throughput.png").read_bytes().startswith(PNG_MAGIC)

@@ -69,7 +69,7 @@ def plot_data(summary: pd.DataFrame, value: str) -> pd.DataFrame:
     df["model"] = df["model"].map(lambda m: fmt_text(m) or "?")
     # One line per configuration series, so batch sizes etc. are never averaged together.
     df["series"] = [f"{group_key(r)}|{r['framework']}" for _, r in df.iterrows()]
-    df["variant"] = variant_labels(df)
+    df["line style"] = variant_labels(df)
     return df.sort_values(["series", "devices"])
 
 
@@ -86,9 +86,12 @@ VARIANT_AXES = (
 
 
 def variant_labels(df: pd.DataFrame) -> list[str]:
-    """Each row's values of the axes that vary among the plotted configurations, e.g. 'real data, fp32': one line
-    style and marker per label, so two lines of one framework never look the same."""
-    varying = [(k, text) for k, text in VARIANT_AXES if k in df and df[k].map(fmt_text).nunique() > 1]
+    """Each row's values of the axes that vary within a model's panel, e.g. 'real data, fp32': one line style and
+    marker per label, so two lines of one framework in a panel never look the same."""
+    models = df["model"].map(fmt_text)
+    varying = [
+        (k, text) for k, text in VARIANT_AXES if k in df and df[k].map(fmt_text).groupby(models).nunique().max() > 1
+    ]
     if not varying:
         varying = [("precision", "{}")]
     return [", ".join(text.format(fmt_text(r[k]) or "?") for k, text in varying) for _, r in df.iterrows()]
@@ -148,8 +151,8 @@ def faceted_plot(
     nrows = math.ceil(len(models) / ncols)
     fig = new_figure(4.6 * ncols + 1.6, 3.6 * nrows + 0.4)
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
-    variants = sorted(df["variant"].unique())
-    for i, (ax, model) in enumerate(zip(axes, models, strict=False)):
+    variants = sorted(df["line style"].unique())
+    for ax, model in zip(axes, models, strict=False):
         sub = df[df["model"] == model]
         devices = sorted(sub["devices"].unique().tolist())
         if ideal:
@@ -160,7 +163,7 @@ def faceted_plot(
             x="devices",
             y=value,
             hue="framework",
-            style="variant",
+            style="line style",
             hue_order=sorted(palette),
             style_order=variants,
             palette=palette,
@@ -168,7 +171,7 @@ def faceted_plot(
             estimator=None,
             markers=True,
             dashes=True,
-            legend=i == 0,
+            legend=True,
             ax=ax,
         )
         error_bars(ax, sub, value, interval, palette)
@@ -185,11 +188,14 @@ def faceted_plot(
             ax.set_ylim(bottom=0)
     for ax in axes[len(models) :]:
         ax.set_visible(False)
-    legend = axes[0].get_legend()
-    if legend is not None:  # one shared legend outside the facets
-        handles, labels = axes[0].get_legend_handles_labels()
-        legend.remove()
-        fig.legend(handles, labels, loc="outside right center", fontsize="small", frameon=False)
+    shared: dict[str, Any] = {}  # one legend outside the facets, with every panel's entries
+    for ax in axes[: len(models)]:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            shared.setdefault(label, handle)
+        if ax.get_legend() is not None:
+            ax.get_legend().remove()
+    if shared:
+        fig.legend(list(shared.values()), list(shared), loc="outside right center", fontsize="small", frameon=False)
     bars = "bars: confidence interval" if has_intervals(df, interval) else "no interval bars: too few repeats"
     fig.suptitle(title.format(bars=bars))
     fig.savefig(path, format="png")
