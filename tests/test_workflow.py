@@ -160,7 +160,7 @@ def test_a_dry_runs_reason_names_the_changed_setting_only(study):
     output = result.stdout + result.stderr
     reasons = [line for line in output.splitlines() if "Params have changed" in line]
     assert len(reasons) == 1, output[-3000:]
-    assert "before: 'report.confidence=0.95'" in reasons[0] and "now: 'report.confidence=0.9'" in reasons[0]
+    assert "before: ('report.confidence', 0.95)" in reasons[0] and "now: ('report.confidence', 0.9)" in reasons[0]
     assert "matrix" not in reasons[0] and len(reasons[0]) < 300, reasons[0]
     assert len(output) < 4000, output  # the dry run reads in a screen, not 17 KB of configuration
 

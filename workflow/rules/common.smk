@@ -18,7 +18,7 @@ sys.path.insert(0, PACKAGE_DIR)
 from dlbench import identity, retries, stale_lock  # noqa: E402
 from dlbench.identity import MLPERF_LOG_PATTERN, RUN_LOG_PATTERN, SEARCH_PATTERN, config_id_of  # noqa: E402
 from dlbench.identity import WILDCARDS as RUN_WILDCARDS  # noqa: E402
-from dlbench.study import ConfigError, dataset_of, PUBLISHED_MANIFEST, REPORTS_DIR, settings_lines  # noqa: E402
+from dlbench.study import ConfigError, dataset_of, PUBLISHED_MANIFEST, REPORTS_DIR, settings_leaves  # noqa: E402
 from dlbench.venvs import env_prefix, MARKER  # noqa: E402
 from dlbench.imports import expand_paths  # noqa: E402
 from dlbench import layout  # noqa: E402

@@ -19,9 +19,9 @@ rule aggregate:
     conda:
         "../../envs/core.yaml"
     params:
-        # Snakemake tracks each line (one per leaf of the settings), so a dry run's reason names the leaves that
+        # Snakemake tracks each (path, value) leaf of the settings, so a dry run's reason names the leaves that
         # changed; the settings themselves reach the script in a SimpleNamespace, a type Snakemake does not record.
-        *settings_lines(SETTINGS),
+        *settings_leaves(SETTINGS),
         study=SimpleNamespace(settings=SETTINGS),
     script:
         "../scripts/aggregate.py"
