@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pandas as pd
@@ -117,7 +118,8 @@ def test_write_all_outputs(tmp_path):
     assert len(records) == 4 and sorted(records["status"]) == ["ok", "ok", "ok", "timeout"]
     summary = pd.read_csv(out / "summary.csv")
     assert list(summary["median"]) == [110.0, 210.0]
-    assert (out / "environment.json").read_text().count("node001") == 1
+    env = json.loads((out / "environment.json").read_text())
+    assert env["hosts"] == ["node001"] and list(env["machines"]) == ["node001"]  # each host once
 
 
 def test_bert_records_carry_their_inputs_and_speedups_stay_within_one_setting(tmp_path):

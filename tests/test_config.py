@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from conftest import REPO, snakemake, write_config
-from dlbench.study import ConfigError, load_study
+from dlbench.study import ConfigError, load_study, settings_leaves
 
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 ENVS = REPO / "envs"
@@ -295,3 +295,14 @@ def test_raw_inputs_of_the_wrong_kind_and_a_catch_all_exclude_name_their_key(tmp
     assert "datasets.imagenet.synsets: synsets is a directory, not a file" in problems
     with pytest.raises(ConfigError, match=r"^exclude\[1\]: an empty selector excludes every configuration"):
         load_study({**copy.deepcopy(BASE), "exclude": [{"precision": "amp"}, {}]}, SCHEMA, ENVS)
+
+
+def test_settings_leaves_name_every_leaf_by_its_path():
+    """What the aggregate rule tracks: every leaf once, by path, a string with braces kept as a value."""
+    settings = {"matrix": {"topology": ["1x1", "1x2"]}, "imports": [{"path": "old/{batch_size}.log"}], "notes": {}}
+    assert settings_leaves(settings) == [
+        ("imports[0].path", "old/{batch_size}.log"),
+        ("matrix.topology[0]", "1x1"),
+        ("matrix.topology[1]", "1x2"),
+        ("notes", {}),
+    ]

@@ -271,7 +271,7 @@ def test_the_report_shows_mfu_for_gpu_runs_only(tmp_path):
     ]
     html, readme = _report(tmp_path / "gpu", gpu)
     assert re.search(r"<th>MFU</th>", html) and re.search(r"<th>Peak memory/rank \(GiB\)</th>", html)
-    details = readme.split("## Per-configuration details")[1].split("\n## ")[0]
+    details = readme.split("### Throughput statistics")[1].split("\n#")[0]
     header, _, row = details.strip().splitlines()[:3]
     cells = dict(zip([c.strip() for c in header.split("|")], [c.strip() for c in row.split("|")], strict=True))
     assert cells["MFU"] == f"{200.0 / 989.4:.1%}" and cells["Peak TFLOP/s"] == "989.4"

@@ -83,6 +83,13 @@ def test_throughput_is_samples_over_measured_wall_time(torch_python, tmp_path):
         assert header["cpu_model"].endswith(", AVX-512 BF16)")
     elif "avx2" in flags and "fma" in flags and "avx512f" not in flags:
         assert header["cpu_model"].endswith(", AVX2)")
+    # ... and the node the report's hardware line names: logical CPUs, memory (MemTotal), OS with its kernel
+    machine = header["machine"]
+    mem_kib = next(
+        int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines() if "MemTotal" in line
+    )
+    assert machine["cpu_count"] == os.cpu_count() and machine["memory_bytes"] == mem_kib * 1024
+    assert machine["os"].endswith(f"({os.uname().release})")
     env = entries["environment"][0]
     assert env["framework_version"].startswith("2.13.0") and env["parameters"] == 25_557_032
     # the settings in effect, read back from PyTorch (issue 19: why one framework beat another)

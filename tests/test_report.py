@@ -248,6 +248,11 @@ def test_report_content(tmp_path, inputs):
     assert re.search(r"<td[^>]*>1100\.0 \(n=3\)</td>", html)
     assert "1.90×" in html and "95%" in html
     assert "images/s" in html and "smoke" in html and COMMIT in html
+    # Logs without the node's facts (older ones, imports): the hardware line says what it lacks.
+    assert "Hardware:</strong> Xeon (logical CPUs, memory and OS not recorded in these logs)" in html
+    assert "accelerators: 2× H100 per node" in html
+    # A partly failed framework's row in the headline says so.
+    assert re.search(r"<td[^>]*>jax</td><td[^>]*>resnet50</td>.*?1 of 2 configurations failed", html, re.S)
     # Notes near the top, HTML-escaped.
     assert NOTE in html and html.index(NOTE) < html.index('id="throughput"')
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script>" not in html
@@ -272,7 +277,7 @@ def test_report_content(tmp_path, inputs):
     assert json.loads((out / "environment.json").read_text())["study"] == "smoke"
 
     readme = (out / "README.md").read_text(encoding="utf-8")
-    assert re.search(r"^\| Topology .*\| torch throughput .*\|$", readme, re.MULTILINE)
+    assert re.search(r"^\| Topology +\| Devices +\| Framework +\| Throughput .*\| Flags +\|$", readme, re.MULTILINE)
     assert re.search(r"^\|[-:|]+\|$", readme, re.MULTILINE)
     assert "OOM (3/3)" in readme and "![Throughput vs. devices](throughput.png)" in readme
     assert "NCCL error \\| rank 1" in readme  # pipes escaped in table cells
@@ -349,7 +354,8 @@ def test_flags_and_published_references_sections(tmp_path):
     render_report(out / "records.csv", out / "summary.csv", out / "environment.json", tmp_path / "report")
     readme = (tmp_path / "report/README.md").read_text()
     assert "## Flagged results" in readme and "few_repeats" in readme
-    assert "16621.0 (n=3) ⚑" in readme
+    # Every configuration (the one) has too few repeats: said once above the tables, not on the cell.
+    assert readme.count("at most 3 ok repeats") == 1 and re.search(r"\| pytorch +\| 16621\.0 +\|", readme)
     assert "## Against published figures" in readme
     dle = next(line for line in readme.splitlines() if "| 16621.0 " in line and "A100" in line)
     assert "| 1 " in dle  # our median / published = 16621 / 16621
@@ -489,3 +495,84 @@ def test_bert_notes_survive_a_sequence_length_without_masked_positions():
     )
     notes = " ".join(caveats(records))
     assert "bert_base at 128 tokens with masked positions not recorded" in notes
+
+
+def _tables(html: str) -> list[tuple[str, list[str]]]:
+    """(class attribute, header cells of the first header row) of every table in a page."""
+    out = []
+    for match in re.finditer(r"<table([^>]*)>(.*?)</table>", html, re.S):
+        first_row = re.search(r"<tr>(.*?)</tr>", match.group(2), re.S)
+        out.append((match.group(1), re.findall(r"<th[^>]*>(.*?)</th>", first_row.group(1) if first_row else "", re.S)))
+    return out
+
+
+def test_the_first_screen_answers_and_every_table_fits(tmp_path):
+    """Three repeats everywhere (the study-wide condition), two models with different step counts, real and
+    synthetic data, 1x1 and 1x2: the page opens with the hardware, what was measured and the headline table; the
+    condition is said once, not on every cell; a flag names itself; no interval is printed from 3 repeats; the notes
+    name their models; the throughput tables have a fixed, small number of columns; the plot encodes the data axis."""
+    runs = []
+    for data, scale in (("synthetic", 1.0), ("real", 0.6)):
+        for topology, gain in (("1x1", 1.0), ("1x2", 1.8)):  # 90% scaling efficiency
+            for repeat, jitter in enumerate((1.0, 1.01, 0.99), start=1):
+                spread = 3.0 if (data, topology, repeat) == ("real", "1x2", 3) else 1.0  # one wide spread
+                throughput = 100.0 * gain * scale * jitter * spread
+                runs.append(dict(data=data, topology=topology, repeat=repeat, throughput=throughput, image_size=64))
+    for repeat in (1, 2, 3):
+        runs.append(dict(model="bert_tiny", repeat=repeat, throughput=1.2, warmup_steps=1, measured_steps=3))
+    report = _study(tmp_path, runs)
+    html = (report / "index.html").read_text()
+    body = html.split("<body>", 1)[1]
+
+    # The first section after the title: hardware (CPU model, logical CPUs, memory, OS), what was measured, the
+    # headline table; the notes and the detailed tables after it.
+    first = body.split('<section id="summary">', 1)[1].split("</section>", 1)[0]
+    assert body.index('<section id="summary">') < body.index("<h2")
+    assert re.search(r"Hardware:</strong> 1 node: Test CPU, 64 logical CPUs, 512 GiB memory, Test OS 1 \(6\.1\)", first)
+    assert "Test GPU per node" in first
+    assert "Measured:</strong> training throughput of bert_tiny, resnet50 with pytorch" in first
+    headline = _tables(first)
+    assert [cols for _, cols in headline] == [
+        ["Framework", "Model", "Best throughput", "At", "Scaling efficiency", "Flags"]
+    ]
+    resnet = re.search(r"<tr><td[^>]*>pytorch</td><td[^>]*>resnet50</td>(.*?)</tr>", first, re.S).group(1)
+    assert "180.0 images/s" in resnet and "1x2, fp32, bs 32, synthetic data" in resnet and "90% at 1x2" in resnet
+    assert "wide spread" in resnet and "few repeats" not in resnet  # only the flag that matters here
+
+    # Few repeats everywhere: said once, on the first screen; no cell carries it, no "(n=3)" on every cell.
+    assert first.count("at most 3 ok repeats") == 1 and html.count("at most 3 ok repeats") == 1
+    assert "(n=3)" not in html and "⚑ few repeats" not in html
+    # A flag names itself where it stands, and stands only where it applies.
+    assert len(re.findall(r"<td[^>]*>⚑ wide spread</td>", html)) == 1
+    assert '<td class="text flag"></td>' in html
+    # No interval from 3 repeats: speedups and efficiencies plain.
+    assert not re.search(r"×\s*\[", html) and not re.search(r"%\s*\[[0-9]", html)
+    assert re.search(r"<td[^>]*>1\.80×</td>", html)
+    pairs = html.split('id="real-vs-synthetic"', 1)[1].split("<h2", 1)[0]  # real ÷ synthetic: the ratio alone
+    assert not re.search(r"[0-9] \[[0-9]", pairs) and "no interval: 3 and 3 ok repeats" in pairs
+
+    # Every notes line that states steps names its model.
+    notes = re.findall(r"<li>([^<]*steps timed[^<]*)</li>", html)
+    assert sorted(notes) == [
+        "bert_tiny (pytorch): 1 warm-up steps skipped, 3 steps timed per run.",
+        "resnet50 (pytorch): 2 warm-up steps skipped, 10 steps timed per run.",
+    ]
+
+    # Every column visible at 1,400 px: throughput tables have seven columns whatever the frameworks; the details
+    # are three tables keyed by Config that hold every summary column between them.
+    tables = _tables(html)
+    throughput_tables = [cols for attrs, cols in tables if "dlperf" in attrs]
+    assert len(throughput_tables) == 3  # bert; resnet on real data; resnet on synthetic data
+    assert all(len(cols) == 7 for cols in throughput_tables)
+    assert all(len(cols) <= 12 for attrs, cols in tables if "details" not in attrs)
+    details = [cols for attrs, cols in tables if "details" in attrs]
+    assert len(details) == 3 and all(cols[0] == "Config" and len(cols) <= 18 for cols in details)
+    assert {"Median", "IQR", "Flags", "Statuses", "Input"} <= {c for cols in details for c in cols}
+
+    # The throughput plot: one line style per data kind (two pytorch resnet50 lines that differ only in data
+    # must not look the same), and no interval bars promised where none is drawn.
+    from dlbench.report.plots import plot_data, variant_labels
+
+    summary = pd.read_csv(tmp_path / "agg" / "summary.csv")  # image size and sequence length differ by model only
+    assert sorted(set(variant_labels(plot_data(summary, "median")))) == ["real data", "synthetic data"]
+    assert (report / "throughput.png").read_bytes().startswith(PNG_MAGIC)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 import shutil
 import sys
+import zipfile
 from collections import Counter
 from pathlib import Path
 
@@ -46,6 +49,48 @@ def test_end_to_end_report(study):
     assert "32x32 pixels, not 224x224" in html
     env = json.loads((reports / "v1" / "environment.json").read_text())
     assert any(p.startswith("torch==2.13.0") for p in env["frameworks"]["pytorch"]["packages"])
+
+
+def embedded_pages(text: str) -> list[str]:
+    """The HTML pages a Snakemake report carries as data: URIs (its embedded results)."""
+    return [
+        base64.b64decode(data).decode("utf-8", "replace")
+        for data in re.findall(r"data:text/html;(?:[^;,\"']+;)*base64,([A-Za-z0-9+/=]+)", text.replace("\\/", "/"))
+    ]
+
+
+def assert_self_contained(page: str, published: Path) -> None:
+    """Every plot and data file the published page links to is inside the page, byte for byte."""
+    assert "training throughput report" in page
+    relative = re.findall(r'(?:src|href)="(?!data:|#|https?:)([^"]+)"', page)
+    assert relative == [], relative
+    linked = re.findall(r'(?:src|href)="([A-Za-z0-9_.-]+)"', (published / "index.html").read_text())
+    assert {"throughput.png", "speedup.png", "records.csv", "summary.csv", "environment.json"} <= set(linked)
+    for name in linked:
+        data = (published / name).read_bytes()
+        assert base64.b64encode(data).decode() in page, name
+
+
+def test_snakemakes_report_carries_the_dlbench_page_intact(study):
+    """snakemake --report (zip and single HTML): the embedded dlbench page carries its plots and data files, and the
+    captions say what the page shows (confidence intervals, not an IQR)."""
+    work, _ = study
+    published = work / "results/reports/v1"
+    result = snakemake(work, "--report", "report.zip", "--configfile", str(work / "study.yaml"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    with zipfile.ZipFile(work / "report.zip") as archive:
+        pages = [archive.read(n).decode() for n in archive.namelist() if n.endswith("/index.html")]
+        main = next(archive.read(n).decode() for n in archive.namelist() if n.endswith("report.html"))
+    assert len(pages) == 1
+    assert_self_contained(pages[0], published)
+    result = snakemake(work, "--report", "report.html", "--configfile", str(work / "study.yaml"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    html = (work / "report.html").read_text()
+    pages = [p for p in embedded_pages(html) if "training throughput report" in p]
+    assert len(pages) == 1
+    assert_self_contained(pages[0], published)
+    for text in (main, html):
+        assert "confidence interval" in text and "median throughput with its IQR" not in text
 
 
 def test_nothing_to_do_after_a_complete_run(study):
@@ -103,6 +148,21 @@ def test_removing_a_configuration_reruns_only_aggregate_and_report(study):
     config["matrix"]["topology"] = ["1x1"]
     jobs = planned_jobs(work, write_config(work / "removed.yaml", config))
     assert rules(jobs) == {"aggregate": 1, "report": 1, "all": 1}
+
+
+def test_a_dry_runs_reason_names_the_changed_setting_only(study):
+    """The aggregate job's reason for rerunning names the setting that changed, not the whole configuration."""
+    work, _ = study
+    config = tiny_config()
+    config["report"] = {"confidence": 0.9}
+    result = snakemake(work, "-n", "--configfile", str(write_config(work / "confidence.yaml", config)))
+    assert result.returncode == 0, result.stderr[-3000:]
+    output = result.stdout + result.stderr
+    reasons = [line for line in output.splitlines() if "Params have changed" in line]
+    assert len(reasons) == 1, output[-3000:]
+    assert "before: ('report.confidence', 0.95)" in reasons[0] and "now: ('report.confidence', 0.9)" in reasons[0]
+    assert "matrix" not in reasons[0] and len(reasons[0]) < 300, reasons[0]
+    assert len(output) < 4000, output  # the dry run reads in a screen, not 17 KB of configuration
 
 
 def test_more_repeats_run_only_the_new_ones(study):

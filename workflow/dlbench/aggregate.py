@@ -394,6 +394,12 @@ def environment(records: pd.DataFrame, env_markers: list[str], config: dict) -> 
             "python": info["python"],
         }
     ordered = records.sort_values("status", key=lambda s: s != "ok", kind="stable")  # ok runs first
+    machines: dict[str, dict[str, Any]] = {}  # by host: the node's CPUs, memory and OS (one header each)
+    for path, hosts in zip(ordered["log_path"], ordered["hosts"], strict=True):
+        if not isinstance(hosts, str) or not isinstance(path, str) or hosts in machines:
+            continue
+        if (head := read_header(path)) and head.get("machine"):
+            machines[hosts] = {"cpu_model": head.get("cpu_model"), **head["machine"]}
     for framework, runs in ordered.groupby("framework", sort=True):
         for path in runs["log_path"]:
             head = read_header(path)
@@ -434,6 +440,7 @@ def environment(records: pd.DataFrame, env_markers: list[str], config: dict) -> 
         # the peaks MFU uses per device, or why a device has none (dlbench.devices)
         "device_peaks": {name: describe(name) for name in _values(records["device_name"])},
         "frameworks": frameworks,
+        "machines": machines,
     }
 
 

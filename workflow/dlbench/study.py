@@ -169,6 +169,20 @@ class Study:
         return sorted({c.framework for c in self.configurations.values()})
 
 
+def settings_leaves(value: Any, path: str = "") -> list[tuple[str, Any]]:
+    """The settings as one (path, value) per leaf, ('defaults.measured_steps', 3) (lists by index,
+    'matrix.topology[1]'), sorted by path: what a rule tracks as its params, so that a change's reason names the
+    leaves that changed and nothing else (the whole settings are tracked all the same: every leaf is one). Tuples,
+    not strings: Snakemake would read the braces of a string param (an import's path pattern) as wildcards."""
+    if isinstance(value, dict) and value:
+        leaves = [leaf for key, item in value.items() for leaf in settings_leaves(item, f"{path}.{key}".lstrip("."))]
+    elif isinstance(value, list) and value:
+        leaves = [leaf for i, item in enumerate(value) for leaf in settings_leaves(item, f"{path}[{i}]")]
+    else:
+        leaves = [(path, value)]
+    return sorted(leaves, key=lambda leaf: leaf[0])
+
+
 # ---------------------------------------------------------------- validation
 def _where(path: Any) -> str:
     out = ""

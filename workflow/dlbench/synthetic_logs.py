@@ -93,6 +93,7 @@ def write_run_log(
             "hostname": "node001",
             "python": "3.11.7",
             "cpu_model": "Test CPU",
+            "machine": {"cpu_count": 64, "memory_bytes": 512 * 2**30, "os": "Test OS 1 (6.1)"},
             "threads_per_rank": 2,
             "git_commit": "0" * 40,
             "started_at": "2026-01-01T00:00:00Z",

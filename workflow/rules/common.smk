@@ -5,6 +5,7 @@ import shlex
 import sys
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 from snakemake.exceptions import WorkflowError
 from snakemake.settings.types import DeploymentMethod
@@ -17,7 +18,7 @@ sys.path.insert(0, PACKAGE_DIR)
 from dlbench import identity, problems, retries, stale_lock  # noqa: E402
 from dlbench.identity import MLPERF_LOG_PATTERN, RUN_LOG_PATTERN, SEARCH_PATTERN, config_id_of  # noqa: E402
 from dlbench.identity import WILDCARDS as RUN_WILDCARDS  # noqa: E402
-from dlbench.study import ConfigError, dataset_of, PUBLISHED_MANIFEST, REPORTS_DIR  # noqa: E402
+from dlbench.study import ConfigError, dataset_of, PUBLISHED_MANIFEST, REPORTS_DIR, settings_leaves  # noqa: E402
 from dlbench.venvs import env_prefix, MARKER  # noqa: E402
 from dlbench.imports import expand_paths  # noqa: E402
 from dlbench import layout  # noqa: E402

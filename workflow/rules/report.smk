@@ -19,7 +19,10 @@ rule aggregate:
     conda:
         "../../envs/core.yaml"
     params:
-        config=SETTINGS,
+        # Snakemake tracks each (path, value) leaf of the settings, so a dry run's reason names the leaves that
+        # changed; the settings themselves reach the script in a SimpleNamespace, a type Snakemake does not record.
+        *settings_leaves(SETTINGS),
+        study=SimpleNamespace(settings=SETTINGS),
     script:
         "../scripts/aggregate.py"
 

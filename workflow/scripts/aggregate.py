@@ -12,7 +12,7 @@ from dlbench.aggregate import write_all  # noqa: E402
 write_all(
     list(snakemake.input.logs) + list(snakemake.input.found),
     list(snakemake.input.envs),
-    dict(snakemake.params.config),
+    dict(snakemake.params.study.settings),
     snakemake.output.records,
     snakemake.output.summary,
     snakemake.output.environment,

@@ -11,6 +11,7 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # the dlbench package
 sys.stderr = open(snakemake.log[0], "a")  # noqa: SIM115 - the job's log
 
 from dlbench.report import ReportVersionExists, publish_changed  # noqa: E402
+from dlbench.report.render import self_contained_html  # noqa: E402
 
 try:
     version_dir, new = publish_changed(
@@ -31,5 +32,7 @@ copy = Path(snakemake.output.manifest).parent
 for item in version_dir.iterdir():
     if item.is_file():
         shutil.copyfile(item, copy / item.name)
+# Snakemake's report embeds index.html alone: this copy carries its plots and data files inside it.
+(copy / "index.html").write_text(self_contained_html(version_dir), encoding="utf-8")
 manifest = {"version": version_dir.name, "path": str(version_dir), "index": str(version_dir / "index.html"), "new": new}
 Path(snakemake.output.manifest).write_text(json.dumps(manifest, indent=2) + "\n")

@@ -78,6 +78,7 @@ def header(spec: RunSpec, launcher: str, cpus: list[int], shares: list[list[int]
         "hostname": sysinfo.hostname(),
         "python": sysinfo.python_version(),
         "cpu_model": sysinfo.cpu_model(),
+        "machine": sysinfo.machine(),
         "cpus": cpus,
         "cpu_shares": shares,
         "threads_per_rank": threads,

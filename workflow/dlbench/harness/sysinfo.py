@@ -123,3 +123,24 @@ def slurm_hostnames(nodelist: str) -> list[str]:
 
 def python_version() -> str:
     return platform.python_version()
+
+
+def machine() -> dict[str, object]:
+    """The node in the report's hardware line: logical CPUs, memory (/proc/meminfo's MemTotal) and the OS."""
+    memory = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                memory = int(line.split()[1]) * 1024  # kB
+                break
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        name = platform.freedesktop_os_release().get("PRETTY_NAME")
+    except OSError:
+        name = None
+    return {
+        "cpu_count": os.cpu_count(),
+        "memory_bytes": memory,
+        "os": f"{name or platform.system()} ({platform.release()})",
+    }

@@ -2,10 +2,12 @@
 
     load.py     records.csv / summary.csv / environment.json -> typed frames
     format.py   how values read (numbers, speedups, failure labels, Markdown escaping)
-    notes.py    caveats shown at the top (reduced image size, CPU runs, compiler meanings, ...)
+    headline.py the first screen: hardware line, what was measured, headline table, study-wide conditions
+    notes.py    caveats shown after it, each naming what it applies to (image size, CPU runs, steps, ...)
     tables.py   DLPerf-style tables, details, failures, environment
-    plots.py    throughput and speedup plots
-    render.py   one report directory: data copies, plots, index.html (templates/report.html.j2), README.md
+    plots.py    throughput and speedup plots (line style: every other axis that varies), real ÷ synthetic
+    render.py   one report directory: data copies, plots, index.html (templates/report.html.j2), README.md;
+                the self-contained copy of index.html Snakemake's --report embeds
     publish.py  versioned publishing (never overwrites; latest, latest.json)
 
 A new report section: its rows in tables.py (or a module of its own), its place in render.py's context and

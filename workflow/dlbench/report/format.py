@@ -155,3 +155,25 @@ def input_label(
 
 def compiler_label(value: Any) -> str:
     return DASH if missing(value) else ("compiled" if bool(value) else "eager")
+
+
+# A flag's code (stats.plausibility_flags, aggregate's MFU check) as a cell reads it.
+FLAG_LABELS = {
+    "few_repeats": "few repeats",
+    "wide_spread": "wide spread",
+    "superlinear": "superlinear",
+    "not_steady": "not steady",
+    "warmup_unstable": "warm-up unsettled",
+    "contention": "contended",
+    "throttled": "throttled",
+    "mfu_above_peak": "MFU above peak",
+}
+
+
+def flag_codes(text: Any) -> list[str]:
+    """'few_repeats: ...; wide_spread: ...' -> ['few_repeats', 'wide_spread']."""
+    return [part.partition(":")[0].strip() for part in fmt_text(text).split("; ") if part.strip()]
+
+
+def flag_label(code: str) -> str:
+    return FLAG_LABELS.get(code, code.replace("_", " "))

@@ -26,6 +26,12 @@ NEEDED = (
 )
 
 
+def applies_to(runs: pd.DataFrame) -> str:
+    """The runs a note is about, in words: each model with its frameworks, 'resnet50 (pytorch, tensorflow)'."""
+    models = runs.groupby(runs["model"].fillna("?"), sort=True)["framework"]
+    return "; ".join(f"{model} ({', '.join(sorted({str(f) for f in fws.dropna()}))})" for model, fws in models)
+
+
 def mfu_caveat(summary: pd.DataFrame) -> list[str]:
     """How MFU is counted and the peaks the configurations with an MFU were held to (none: no MFU shown)."""
     if "mfu" not in summary or not summary["mfu"].notna().any():
@@ -105,13 +111,14 @@ def caveats(records: pd.DataFrame) -> list[str]:
             "(Google's); lamb = LAMB (NVIDIA's); clip = gradients clipped by global norm 1.0."
         )
     auto = records["warmup_auto"].map(lambda v: v is True or str(v).lower() == "true")
-    steps = records.loc[~auto, ["warmup_steps", "measured_steps"]].drop_duplicates().dropna()
-    for _, s in steps.iterrows():
-        out.append(f"{int(s['warmup_steps'])} warm-up steps skipped, {int(s['measured_steps'])} steps timed.")
+    fixed = records.loc[~auto].dropna(subset=["warmup_steps", "measured_steps"])
+    for (warmup, measured), runs in fixed.groupby(["warmup_steps", "measured_steps"], sort=True):
+        out.append(f"{applies_to(runs)}: {int(warmup)} warm-up steps skipped, {int(measured)} steps timed per run.")
     if auto.any():
         taken = records.loc[auto, "warmup_steps"].dropna().astype(int)
         out.append(
-            f"Warm-up auto: each run warmed up until its step times settled ({taken.min()}-{taken.max()} "
+            f"{applies_to(records.loc[auto])}: warm-up auto, each run warmed up until its step times settled "
+            f"({taken.min()}-{taken.max()} "
             "steps, recorded per run as warmup_steps), then timed its measured steps."
         )
     return out

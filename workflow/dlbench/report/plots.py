@@ -69,7 +69,37 @@ def plot_data(summary: pd.DataFrame, value: str) -> pd.DataFrame:
     df["model"] = df["model"].map(lambda m: fmt_text(m) or "?")
     # One line per configuration series, so batch sizes etc. are never averaged together.
     df["series"] = [f"{group_key(r)}|{r['framework']}" for _, r in df.iterrows()]
+    df["line style"] = variant_labels(df)
     return df.sort_values(["series", "devices"])
+
+
+# The axes of a series a plot's line style and marker say (colour says the framework, the x axis the topology).
+VARIANT_AXES = (
+    ("data", "{} data"),
+    ("precision", "{}"),
+    ("batch_size", "bs {}"),
+    ("compiler", "compiler {}"),
+    ("image_size", "{} px"),
+    ("seq_length", "seq {}"),
+    ("strategy", "{}"),
+)
+
+
+def variant_labels(df: pd.DataFrame) -> list[str]:
+    """Each row's values of the axes that vary within a model's panel, e.g. 'real data, fp32': one line style and
+    marker per label, so two lines of one framework in a panel never look the same."""
+    models = df["model"].map(fmt_text)
+    varying = [
+        (k, text) for k, text in VARIANT_AXES if k in df and df[k].map(fmt_text).groupby(models).nunique().max() > 1
+    ]
+    if not varying:
+        varying = [("precision", "{}")]
+    return [", ".join(text.format(fmt_text(r[k]) or "?") for k, text in varying) for _, r in df.iterrows()]
+
+
+def has_intervals(df: pd.DataFrame, interval: tuple[str, str]) -> bool:
+    low, high = interval
+    return low in df and high in df and bool((df[low].notna() & df[high].notna()).any())
 
 
 def error_bars(ax: Any, df: pd.DataFrame, value: str, interval: tuple[str, str], palette: dict[str, Any]) -> None:
@@ -121,8 +151,8 @@ def faceted_plot(
     nrows = math.ceil(len(models) / ncols)
     fig = new_figure(4.6 * ncols + 1.6, 3.6 * nrows + 0.4)
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
-    precisions = sorted(df["precision"].unique())
-    for i, (ax, model) in enumerate(zip(axes, models, strict=False)):
+    variants = sorted(df["line style"].unique())
+    for ax, model in zip(axes, models, strict=False):
         sub = df[df["model"] == model]
         devices = sorted(sub["devices"].unique().tolist())
         if ideal:
@@ -133,15 +163,15 @@ def faceted_plot(
             x="devices",
             y=value,
             hue="framework",
-            style="precision",
+            style="line style",
             hue_order=sorted(palette),
-            style_order=precisions,
+            style_order=variants,
             palette=palette,
             units="series",
             estimator=None,
             markers=True,
-            dashes=False,
-            legend=i == 0,
+            dashes=True,
+            legend=True,
             ax=ax,
         )
         error_bars(ax, sub, value, interval, palette)
@@ -158,12 +188,16 @@ def faceted_plot(
             ax.set_ylim(bottom=0)
     for ax in axes[len(models) :]:
         ax.set_visible(False)
-    legend = axes[0].get_legend()
-    if legend is not None:  # one shared legend outside the facets
-        handles, labels = axes[0].get_legend_handles_labels()
-        legend.remove()
-        fig.legend(handles, labels, loc="outside right center", fontsize="small", frameon=False)
-    fig.suptitle(title)
+    shared: dict[str, Any] = {}  # one legend outside the facets, with every panel's entries
+    for ax in axes[: len(models)]:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            shared.setdefault(label, handle)
+        if ax.get_legend() is not None:
+            ax.get_legend().remove()
+    if shared:
+        fig.legend(list(shared.values()), list(shared), loc="outside right center", fontsize="small", frameon=False)
+    bars = "bars: confidence interval" if has_intervals(df, interval) else "no interval bars: too few repeats"
+    fig.suptitle(title.format(bars=bars))
     fig.savefig(path, format="png")
     fig.clear()
 
@@ -183,12 +217,14 @@ def write_plots(summary: pd.DataFrame, out_dir: Path) -> bool:
                 thr,
                 "median",
                 "median throughput ({unit})",
-                "Training throughput vs. devices (bars: confidence interval)",
+                "Training throughput vs. devices ({bars})",
                 palette,
                 ideal=False,
                 interval=("ci_low", "ci_high"),
             )
         spd = plot_data(summary, "speedup")
+        if not spd.empty and "ci_low" in spd:  # a ratio's interval only where the median has one (tables.py)
+            spd.loc[spd["ci_low"].isna(), ["speedup_low", "speedup_high"]] = float("nan")
         if spd.empty:
             message = "no successful runs" if thr.empty else "no speedup data (no 1×1 baseline)"
             placeholder_png(out_dir / "speedup.png", "Speedup", message)
@@ -198,7 +234,7 @@ def write_plots(summary: pd.DataFrame, out_dir: Path) -> bool:
                 spd,
                 "speedup",
                 "speedup vs. 1×1",
-                "Scaling: speedup vs. devices (dashed: ideal linear; bars: interval)",
+                "Scaling: speedup vs. devices (grey dashed: ideal linear; {bars})",
                 palette,
                 ideal=True,
                 interval=("speedup_low", "speedup_high"),
@@ -252,7 +288,10 @@ def write_real_vs_synthetic(pairs: pd.DataFrame, out_dir: Path, label: Any) -> b
     ax.set_yticklabels(labels, fontsize="small")
     ax.invert_yaxis()
     ax.set_xlim(left=0)
-    ax.set_xlabel("median throughput, real ÷ synthetic data (bars: interval)")
+    ax.set_xlabel(
+        "median throughput, real ÷ synthetic data "
+        + ("(bars: interval)" if has.any() else "(no interval bars: too few repeats)")
+    )
     ax.set_title("Input pipeline cost: real vs. synthetic data (dashed: no cost)")
     ax.grid(True, axis="x", alpha=0.3)
     fig.savefig(path, format="png")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import mimetypes
+import re
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
@@ -12,15 +15,26 @@ import pandas as pd
 
 from ..aggregate import SUMMARY_COLUMNS, real_vs_synthetic
 from .format import DASH, fmt_text, md_escape
+from .headline import hardware_line, headline_rows, measured_line, study_conditions, study_wide_flags
 from .load import RECORD_COLUMNS, load_environment, read_table
 from .notes import caveats, mfu_caveat
 from .plots import write_plots, write_quality_plots, write_real_vs_synthetic
-from .sections import ReportInputs, build_sections, confidence_level, pair_label
-from .tables import build_groups, detail_rows, environment_view, failure_rows, group_markdown, overview, rows_markdown
+from .sections import ReportInputs, build_sections, confidence_level, pair_label, supported_ratios
+from .tables import (
+    build_groups,
+    detail_rows,
+    detail_tables,
+    environment_view,
+    failure_rows,
+    group_markdown,
+    overview,
+    rows_markdown,
+)
 
 TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "templates"
 TEMPLATE_NAME = "report.html.j2"
 DATA_FILES = ("records.csv", "summary.csv", "records.parquet", "summary.parquet", "environment.json")
+LOCAL_LINK = re.compile(r'(src|href)="([A-Za-z0-9_.-]+)"')  # a link to a file beside index.html
 
 
 def markdown(ctx: dict[str, Any]) -> str:
@@ -31,6 +45,15 @@ def markdown(ctx: dict[str, Any]) -> str:
     if ctx["version"]:
         meta.insert(0, f"- Report version: {ctx['version']}")
     lines += meta + [""]
+    lines += [
+        f"**Hardware:** {md_escape(ctx['hardware'], table=False)}",
+        "",
+        f"**Measured:** {md_escape(ctx['measured'], table=False)}",
+        "",
+        rows_markdown(ctx["headline"]),
+        "",
+        *(f"**Study-wide:** {md_escape(c, table=False)}\n" for c in ctx["conditions"]),
+    ]
     for note in ctx["notes"]:
         lines += [f"> **Note:** {md_escape(note, table=False)}", ">"]
     if ctx["notes"]:
@@ -90,7 +113,11 @@ def markdown(ctx: dict[str, Any]) -> str:
             rows_markdown(section.rows),
             "",
         ]
-    lines += ["## Per-configuration details", "", rows_markdown(ctx["details"]), ""]
+    lines += ["## Per-configuration details", ""]
+    for title, rows in ctx["details"]:
+        lines += [f"### {title}", "", rows_markdown(rows), ""]
+    if not ctx["details"]:
+        lines += ["_None._", ""]
     env = ctx["env"]
     lines += [
         "## Environment",
@@ -153,10 +180,12 @@ def render_report(
     summary.to_parquet(out_dir / "summary.parquet", index=False)
 
     energy_plot = write_plots(summary, out_dir)
-    input_plot = write_real_vs_synthetic(real_vs_synthetic(records, confidence_level(env)), out_dir, pair_label)
+    level = confidence_level(env)
+    pairs = supported_ratios(real_vs_synthetic(records, level), ("n_real", "n_synthetic"), level)
+    input_plot = write_real_vs_synthetic(pairs, out_dir, pair_label)
     quality_plots = write_quality_plots(records, summary, out_dir)
 
-    groups = build_groups(summary)
+    groups = build_groups(summary, frozenset(study_wide_flags(summary)))
     for group in groups:
         group["markdown"] = group_markdown(group)
     study = fmt_text(env.get("study")) or "dlbench"
@@ -171,10 +200,14 @@ def render_report(
         "rendered_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "git_commit": fmt_text(env.get("git_commit")),  # none: not said (imports only)
         "notes": notes,
+        "hardware": hardware_line(env, records),
+        "measured": measured_line(summary, records),
+        "headline": headline_rows(summary),
+        "conditions": study_conditions(summary, confidence_level(env)),
         "overview": overview(summary, records),
         "groups": groups,
         "failures": failure_rows(summary, records),
-        "details": detail_rows(summary),
+        "details": detail_tables(detail_rows(summary)),
         "energy_plot": energy_plot,
         "input_plot": input_plot,
         "quality_plots": quality_plots,
@@ -193,3 +226,21 @@ def render_report(
     html = jenv.get_template(TEMPLATE_NAME).render(**ctx)
     (out_dir / "index.html").write_text(html, encoding="utf-8")
     (out_dir / "README.md").write_text(markdown(ctx), encoding="utf-8")
+
+
+def self_contained_html(report_dir: Path) -> str:
+    """index.html with every link to a file beside it (plots, data files, README.md) replaced by the file itself
+    as a data: URI, so the page reads the same wherever it is copied alone (Snakemake's --report embeds it)."""
+    report_dir = Path(report_dir)
+
+    def inline(match: re.Match[str]) -> str:
+        attribute, name = match.groups()
+        path = report_dir / name
+        if not path.is_file():
+            return match.group(0)
+        kind = mimetypes.guess_type(name)[0] or "application/octet-stream"
+        data = base64.b64encode(path.read_bytes()).decode("ascii")
+        download = f' download="{name}"' if attribute == "href" else ""
+        return f'{attribute}="data:{kind};base64,{data}"{download}'
+
+    return LOCAL_LINK.sub(inline, (report_dir / "index.html").read_text(encoding="utf-8"))

@@ -233,6 +233,22 @@ def _ratio(row: pd.Series) -> str:
     return f"{float(row['ratio']):.3f} [{float(row['ratio_low']):.3f}–{float(row['ratio_high']):.3f}]"
 
 
+def supported_ratios(pairs: pd.DataFrame, counts: tuple[str, str], level: float) -> pd.DataFrame:
+    """The pairs with the interval of each ratio kept only where both sides have the repeats an interval of their
+    median needs (stats.min_repeats); otherwise the ratio alone, and its note says why."""
+    if pairs.empty:
+        return pairs
+    need = stats.min_repeats(level)
+    too_few = pairs[list(counts)].min(axis=1) < need
+    pairs = pairs.copy()
+    pairs.loc[too_few, ["ratio_low", "ratio_high"]] = float("nan")
+    pairs.loc[too_few, "ratio_note"] = [
+        f"no interval: {int(a)} and {int(b)} ok repeats, a {level:.0%} interval needs {need} each"
+        for a, b in pairs.loc[too_few, list(counts)].itertuples(index=False)
+    ]
+    return pairs
+
+
 def confidence_level(env: dict[str, Any]) -> float:
     """The study's report.confidence (environment.json carries the config), else stats' default."""
     return float((env.get("config") or {}).get("report", {}).get("confidence", stats.DEFAULT_LEVEL))
@@ -256,7 +272,7 @@ def real_synthetic(inputs: ReportInputs) -> Section | None:
     """Per configuration run on both real and synthetic data: median(real) / median(synthetic), the input
     pipeline's cost (aggregate.real_vs_synthetic), with its bootstrap interval."""
     level = confidence_level(inputs.env)
-    pairs = real_vs_synthetic(inputs.records, level)
+    pairs = supported_ratios(real_vs_synthetic(inputs.records, level), ("n_real", "n_synthetic"), level)
     if pairs.empty:
         return None
     rows = [
@@ -286,7 +302,7 @@ def interconnect(inputs: ReportInputs) -> Section | None:
     """Per configuration run with the same devices on one node and on several (1x2 and 2x1): median(several nodes)
     / median(one node), the cost of the interconnect (aggregate.across_nodes), with its bootstrap interval."""
     level = confidence_level(inputs.env)
-    pairs = across_nodes(inputs.records, level)
+    pairs = supported_ratios(across_nodes(inputs.records, level), ("n_one_node", "n_nodes"), level)
     if pairs.empty:
         return None
     rows = [

@@ -12,6 +12,8 @@ from .format import (
     DASH,
     compiler_label,
     failure_text,
+    flag_codes,
+    flag_label,
     fmt_int,
     fmt_mfu,
     fmt_num,
@@ -29,17 +31,29 @@ from .format import (
 
 # Identity of a DLPerf table: everything but framework and topology.
 INPUT_KEYS = ("image_size", "seq_length", "max_predictions", "optimizer", "grad_clip")  # per model; None if n/a
+NO_INTERVAL = "(n=k: too few repeats for an interval)"
 GROUP_KEYS = ("model", "precision", "batch_size", "compiler", "data", *INPUT_KEYS, "strategy")
 
 
-def framework_cell(row: pd.Series | None) -> dict[str, str]:
-    """One framework cell of a DLPerf table. Failed cells always carry their status."""
+def supported_interval(row: pd.Series | None) -> bool:
+    """Whether a row's repeats carry an interval of its median (enough of them: aggregate leaves ci_low empty
+    otherwise); a ratio to a baseline (speedup, efficiency) needs that on both sides."""
+    return row is not None and not missing(row.get("ci_low"))
+
+
+def framework_cell(
+    row: pd.Series | None, baseline: pd.Series | None = None, wide: frozenset[str] = frozenset()
+) -> dict[str, str]:
+    """One framework's cells of a throughput table. Failed cells always carry their status; a flag is named where
+    it stands (those every configuration carries, `wide`, are said once above the tables); a speedup's interval
+    is printed only where both this configuration and its 1x1 baseline have an interval of their median."""
     if row is None:
         return {
             "text": "not run",
             "css": "missing",
             "speedup": DASH,
             "efficiency": DASH,
+            "flags": "",
             "tooltip": "no configuration for this topology",
         }
     n_ok, n_total = ok_counts(row)
@@ -47,7 +61,7 @@ def framework_cell(row: pd.Series | None) -> dict[str, str]:
     if n_ok == 0 or missing(row.get("median")):
         text = failure_text(row)
         css = "unsupported" if text == "unsupported" else "failed"
-        return {"text": text, "css": css, "speedup": DASH, "efficiency": DASH, "tooltip": tooltip}
+        return {"text": text, "css": css, "speedup": DASH, "efficiency": DASH, "flags": "", "tooltip": tooltip}
     text = throughput_text(row)
     if fmt_text(row.get("batch_label")):  # a table of batch_size max: each framework's own size
         text = f"{fmt_text(row.get('batch_label'))}: {text}"
@@ -56,14 +70,27 @@ def framework_cell(row: pd.Series | None) -> dict[str, str]:
         text += f" ({n_ok}/{n_total} ok)"
         css = "partial"
         tooltip += f" — failed: {failure_text(row)}"
-    elif missing(row.get("ci_low")):
+    elif missing(row.get("ci_low")) and "few_repeats" not in wide:
         text += f" (n={n_ok})"  # too few repeats for an interval
-    speedup = interval_text(row.get("speedup"), row.get("speedup_low"), row.get("speedup_high"), fmt_speedup)
-    efficiency = interval_text(row.get("efficiency"), row.get("efficiency_low"), row.get("efficiency_high"), fmt_pct)
-    if fmt_text(row.get("flags")):  # not a finding as it stands: marked, and why in the tooltip
-        text += " ⚑"
+    if supported_interval(row) and supported_interval(baseline):
+        speedup = interval_text(row.get("speedup"), row.get("speedup_low"), row.get("speedup_high"), fmt_speedup)
+        efficiency = interval_text(
+            row.get("efficiency"), row.get("efficiency_low"), row.get("efficiency_high"), fmt_pct
+        )
+    else:
+        speedup, efficiency = fmt_speedup(row.get("speedup")), fmt_pct(row.get("efficiency"))
+    codes = [c for c in flag_codes(row.get("flags")) if c not in wide]
+    if codes:  # not a finding as it stands: named here, why in the tooltip and in 'Flagged results'
         tooltip += f" — flagged: {fmt_text(row.get('flags'))}"
-    return {"text": text, "css": css, "speedup": speedup, "efficiency": efficiency, "tooltip": tooltip}
+    flags = ", ".join(f"⚑ {flag_label(c)}" for c in codes)
+    return {
+        "text": text,
+        "css": css,
+        "speedup": speedup,
+        "efficiency": efficiency,
+        "flags": flags,
+        "tooltip": tooltip,
+    }
 
 
 def group_key(row: pd.Series) -> tuple[Any, ...]:
@@ -90,8 +117,10 @@ def topology_sort(row: pd.Series) -> tuple[int, int, str]:
     return (10**9 if missing(nodes) else int(nodes), 10**9 if missing(dpn) else int(dpn), fmt_text(row.get("topology")))
 
 
-def build_groups(summary: pd.DataFrame) -> list[dict[str, Any]]:
-    """One DLPerf-style table per (model, precision, batch, compiler, data, input size, strategy)."""
+def build_groups(summary: pd.DataFrame, wide: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+    """One DLPerf-style table per (model, precision, batch, compiler, data, input size, strategy): a row per
+    topology and framework, so the table is as wide with five frameworks as with one. `wide`: the flags every
+    configuration carries (said once, not per cell)."""
     if "metric" in summary:  # configurations measured by time to train have a table of their own (sections.py)
         summary = summary[summary["metric"].fillna("throughput") != "time_to_train"]
     frameworks = sorted({fmt_text(f) for f in summary["framework"]})
@@ -112,18 +141,18 @@ def build_groups(summary: pd.DataFrame) -> list[dict[str, Any]]:
             topo_rows.setdefault(topo, r)
             by_topo.setdefault(topo, {}).setdefault(fmt_text(r["framework"]), r)
 
+        baselines = {fw: r for fw, r in by_topo.get("1x1", {}).items()}  # the speedups' baseline (aggregate.py)
         table_rows = []
         for topo, first in topo_rows.items():
-            cells = [framework_cell(by_topo[topo].get(fw)) for fw in group_fws]
-            table_rows.append(
-                {
-                    "topology": topo,
-                    "nodes": fmt_int(first.get("nodes")),
-                    "devices_per_node": fmt_int(first.get("devices_per_node")),
-                    "devices": fmt_int(first.get("devices")),
-                    "cells": cells,
-                }
-            )
+            for fw in group_fws:
+                table_rows.append(
+                    {
+                        "topology": topo,
+                        "devices": fmt_int(first.get("devices")),
+                        "framework": fw,
+                        "cell": framework_cell(by_topo[topo].get(fw), baselines.get(fw), wide),
+                    }
+                )
 
         title_parts = [
             fmt_text(model) or "?",
@@ -142,8 +171,9 @@ def build_groups(summary: pd.DataFrame) -> list[dict[str, Any]]:
                 "unit": unit,
                 "caption": (
                     f"Throughput in {unit}: median [confidence interval] over successful repeats "
-                    "(n=k: too few repeats for an interval; ⚑: flagged, see 'Flagged results'); "
-                    "speedup vs. 1×1 of the same framework; efficiency = speedup / devices."
+                    f"{'(no interval: too few repeats)' if 'few_repeats' in wide else NO_INTERVAL}; "
+                    "speedup vs. 1×1 of the same framework; efficiency = speedup / devices; "
+                    "⚑ names a flag (why: 'Flagged results')."
                 ),
                 "frameworks": group_fws,
                 "rows": table_rows,
@@ -152,22 +182,29 @@ def build_groups(summary: pd.DataFrame) -> list[dict[str, Any]]:
     return groups
 
 
+GROUP_COLUMNS = ("Topology", "Devices", "Framework", "Throughput", "Speedup", "Efficiency", "Flags")
+
+
 def group_markdown(group: dict[str, Any]) -> str:
-    records = []
-    for row in group["rows"]:
-        rec = {
-            "Topology": md_escape(row["topology"]),
-            "Nodes": row["nodes"],
-            "Devices/node": row["devices_per_node"],
-            "Devices": row["devices"],
-        }
-        for fw, cell in zip(group["frameworks"], row["cells"], strict=True):
-            name = md_escape(fw)
-            rec[f"{name} throughput"] = md_escape(cell["text"])
-            rec[f"{name} speedup"] = cell["speedup"]
-            rec[f"{name} efficiency"] = cell["efficiency"]
-        records.append(rec)
-    return pd.DataFrame(records).to_markdown(index=False, disable_numparse=True)
+    records = [
+        dict(
+            zip(
+                GROUP_COLUMNS,
+                (
+                    md_escape(row["topology"]),
+                    row["devices"],
+                    md_escape(row["framework"]),
+                    md_escape(row["cell"]["text"]),
+                    row["cell"]["speedup"],
+                    row["cell"]["efficiency"],
+                    md_escape(row["cell"]["flags"]) or DASH,
+                ),
+                strict=True,
+            )
+        )
+        for row in group["rows"]
+    ]
+    return pd.DataFrame(records, columns=list(GROUP_COLUMNS)).to_markdown(index=False, disable_numparse=True)
 
 
 # The details table: (heading, summary column, how it reads); Input and OK are computed from several columns.
@@ -262,6 +299,26 @@ def detail_rows(summary: pd.DataFrame) -> list[dict[str, str]]:
         row["OK"] = f"{n_ok}/{n_total}"
         rows.append({label: row[label] for label in order})
     return rows
+
+
+# The details split in three tables keyed by Config, so that each fits a page: what ran, the statistics (every
+# column not named here, the optional ones included, in detail_order), and the interval's note with the flags.
+DETAIL_SETUP = ("Framework", "Model", "Topology", "Devices", "Batch/device", "Precision", "Compiler", "Data", "Input")
+DETAIL_SETUP += ("OK", "Statuses", "Unit")
+DETAIL_NOTES = ("CI", "Flags")
+
+
+def detail_tables(rows: list[dict[str, str]]) -> list[tuple[str, list[dict[str, str]]]]:
+    """(title, rows) of the three details tables; every column of `rows` is in exactly one (Config in all)."""
+    if not rows:
+        return []
+    named = {"Config", *DETAIL_SETUP, *DETAIL_NOTES}
+    parts = (
+        ("What ran", [c for c in rows[0] if c in DETAIL_SETUP]),
+        ("Throughput statistics", [c for c in rows[0] if c not in named]),
+        ("Interval and flags", [c for c in rows[0] if c in DETAIL_NOTES]),
+    )
+    return [(title, [{"Config": r["Config"], **{c: r[c] for c in columns}} for r in rows]) for title, columns in parts]
 
 
 def failure_rows(summary: pd.DataFrame, records: pd.DataFrame) -> list[dict[str, str]]:

@@ -1,0 +1,164 @@
+"""The report's first screen: the hardware in one line, what was measured, the headline table (per framework and
+model: best throughput, scaling efficiency at the largest topology, the flags that matter) and the conditions that
+hold for the whole study, said once instead of on every cell."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from .. import stats
+from .format import DASH, flag_codes, flag_label, fmt_int, fmt_num, fmt_pct, fmt_text, missing, ok_counts
+from .tables import batch_text, group_key, topology_sort
+
+
+def _throughput(summary: pd.DataFrame) -> pd.DataFrame:
+    """The configurations measured by throughput (time-to-train ones have a section of their own)."""
+    if "metric" in summary:
+        return summary[summary["metric"].fillna("throughput") != "time_to_train"]
+    return summary
+
+
+def _measured(summary: pd.DataFrame) -> pd.DataFrame:
+    """The throughput configurations with a median."""
+    summary = _throughput(summary)
+    return summary[summary["median"].notna()]
+
+
+def study_wide_flags(summary: pd.DataFrame) -> set[str]:
+    """Flag codes every measured configuration carries: a condition of the study, said once, not per cell."""
+    measured = _measured(summary)
+    if measured.empty or "flags" not in measured:
+        return set()
+    return set.intersection(*(set(flag_codes(f)) for f in measured["flags"]))
+
+
+def study_conditions(summary: pd.DataFrame, level: float) -> list[str]:
+    """The study-wide flags in words (one sentence each)."""
+    out = []
+    wide = study_wide_flags(summary)
+    measured = _measured(summary)
+    if "few_repeats" in wide:
+        most = int(measured["n_ok"].max())
+        out.append(
+            f"Every configuration has at most {most} ok repeats: too few for a {level:.0%} interval of the median "
+            f"(at least {stats.min_repeats(level)} needed). Medians, speedups and efficiencies are printed without "
+            "intervals; differences of a few percent are not findings. Add repeats (defaults.repeats) to get them."
+        )
+    for code in sorted(wide - {"few_repeats"}):
+        out.append(f"Every configuration is flagged {flag_label(code)} (see 'Flagged results' for why).")
+    return out
+
+
+def _machine_text(machine: dict[str, Any]) -> str:
+    parts = [fmt_text(machine.get("cpu_model")) or "CPU not recorded"]
+    if not missing(machine.get("cpu_count")):
+        parts.append(f"{int(machine['cpu_count'])} logical CPUs")
+    if not missing(machine.get("memory_bytes")):
+        parts.append(f"{float(machine['memory_bytes']) / 2**30:.0f} GiB memory")
+    if fmt_text(machine.get("os")):
+        parts.append(fmt_text(machine["os"]))
+    return ", ".join(parts)
+
+
+def hardware_line(env: dict[str, Any], records: pd.DataFrame) -> str:
+    """Nodes (CPU model, logical CPUs, memory, OS) and accelerators (model × count per node), one line."""
+    machines = env.get("machines") if isinstance(env.get("machines"), dict) else {}
+    described: dict[str, int] = {}
+    for machine in machines.values():
+        text = _machine_text(machine if isinstance(machine, dict) else {})
+        described[text] = described.get(text, 0) + 1
+    if described:
+        nodes = "; ".join(f"{n} node{'s' if n > 1 else ''}: {text}" for text, n in described.items())
+    else:
+        cpus = "; ".join(str(c) for c in env.get("cpu_models") or []) or "CPU not recorded"
+        nodes = f"{cpus} (logical CPUs, memory and OS not recorded in these logs)"
+    cpu_models = {fmt_text(c) for c in records.get("cpu_model", pd.Series(dtype=object)).dropna()}
+    gpus = []
+    if "device_name" in records:
+        on_device = records[records["device_name"].notna() & ~records["device_name"].isin(cpu_models)]
+        for name, runs in on_device.groupby("device_name"):
+            per_node = runs["devices_per_node"].dropna()
+            count = f"{int(per_node.max())}× " if len(per_node) else ""
+            gpus.append(f"{count}{name} per node")
+    return f"{nodes} · accelerators: {'; '.join(gpus) if gpus else 'none (runs on CPU)'}"
+
+
+def _values(series: pd.Series, fmt=fmt_text) -> str:
+    values = [fmt(v) for v in series.dropna().unique()]
+    return ", ".join(sorted(v for v in values if v)) or DASH
+
+
+def measured_line(summary: pd.DataFrame, records: pd.DataFrame) -> str:
+    """What was measured: metric, models, frameworks, topologies, precisions, data, batch sizes, repeats."""
+    if summary.empty:
+        return "nothing: the study has no configurations"
+    topologies = sorted({fmt_text(t) for t in summary["topology"].dropna()}, key=lambda t: (len(t), t))
+    repeats = summary["n_total"].dropna().astype(int)
+    repeat_text = (
+        f"{repeats.min()} repeats per configuration"
+        if len(repeats) and repeats.min() == repeats.max()
+        else f"{repeats.min()}-{repeats.max()} repeats per configuration"
+        if len(repeats)
+        else "repeats not recorded"
+    )
+    timed = len(summary) - len(_throughput(summary))
+    metric = (
+        "training throughput"
+        if timed == 0
+        else "time to quality"
+        if timed == len(summary)
+        else "training throughput and time to quality"
+    )
+    return (
+        f"{metric} of {_values(summary['model'])} with {_values(summary['framework'])}; "
+        f"topologies {', '.join(topologies) or DASH}; precision {_values(summary['precision'])}; "
+        f"{_values(summary['data'])} data; batch {_values(summary['batch_size'], fmt_int)} per device; "
+        f"{repeat_text}; {len(summary)} configurations, {len(records)} runs"
+    )
+
+
+def _config_text(row: pd.Series) -> str:
+    parts = [fmt_text(row.get("topology")), fmt_text(row.get("precision")), f"bs {batch_text(row)}"]
+    parts.append(f"{fmt_text(row.get('data'))} data")
+    if row.get("compiler") is True or fmt_text(row.get("compiler")).lower() == "true":
+        parts.append("compiled")
+    if fmt_text(row.get("strategy")) not in ("", "auto"):
+        parts.append(fmt_text(row.get("strategy")))
+    return ", ".join(p for p in parts if p)
+
+
+def headline_rows(summary: pd.DataFrame) -> list[dict[str, str]]:
+    """Per framework and model: the best median throughput and where, the scaling efficiency of that series at
+    its largest topology, configurations that failed, and the flags beyond the study-wide ones."""
+    measured = _measured(summary)
+    wide = study_wide_flags(summary)
+    rows = []
+    for (framework, model), all_rows in _throughput(summary).groupby(["framework", "model"], sort=True):
+        ok = measured[(measured["framework"] == framework) & (measured["model"] == model)]
+        failed = sum(1 for _, r in all_rows.iterrows() if ok_counts(r)[0] == 0)
+        flags = sorted({c for f in ok.get("flags", pd.Series(dtype=object)) for c in flag_codes(f)} - wide)
+        row = {"Framework": fmt_text(framework), "Model": fmt_text(model)}
+        if ok.empty:
+            row.update({"Best throughput": "no successful run", "At": DASH, "Scaling efficiency": DASH})
+        else:
+            best = ok.loc[ok["median"].astype(float).idxmax()]
+            series = [r for _, r in ok.iterrows() if group_key(r) == group_key(best)]
+            scaled = [r for r in series if not missing(r.get("efficiency")) and not missing(r.get("devices"))]
+            largest = max(scaled, key=topology_sort) if scaled else None
+            row.update(
+                {
+                    "Best throughput": f"{fmt_num(best['median'])} {fmt_text(best.get('unit')) or 'samples/s'}",
+                    "At": _config_text(best),
+                    "Scaling efficiency": DASH
+                    if largest is None or int(largest["devices"]) == 1
+                    else f"{fmt_pct(largest['efficiency'])} at {fmt_text(largest['topology'])}",
+                }
+            )
+        notes = [flag_label(c) for c in flags]
+        if failed:
+            notes.append(f"{failed} of {len(all_rows)} configurations failed")
+        row["Flags"] = ", ".join(notes) or "none"
+        rows.append(row)
+    return rows
