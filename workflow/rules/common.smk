@@ -82,13 +82,29 @@ if SITE_PYTHON and not workflow.remote_exec and not workflow.subprocess_exec:
     NO_GPU_SEEN = [locate(problem, STUDY_FILES) for problem in NO_GPU_SEEN]
     for framework, interpreter in INTERPRETERS.items():
         print(f"dlbench: {framework} runs with {interpreter.python} ({interpreter.identity})", file=sys.stderr)
-    # Which executor runs the jobs is known only once they start (onstart): until then, say it.
-    for problem in NO_GPU_SEEN:
-        print(
-            f"dlbench: warning: {problem}; refused when the runs are on this machine, not when they go to "
-            "other nodes (SLURM)",
-            file=sys.stderr,
+# Frameworks without a study interpreter (those were asked above): this machine is asked instead.
+BUILT_FOR_CUDA = [fw for fw in STUDY.frameworks() if fw not in SITE_PYTHON]
+if (
+    SETTINGS["platform"]["device"] == "cuda"
+    and BUILT_FOR_CUDA
+    and not workflow.remote_exec
+    and not workflow.subprocess_exec
+):
+    if absent := interpreters.no_gpu_here():
+        NO_GPU_SEEN.append(
+            locate(
+                f"platform.device: cuda, but this machine has no GPU ({absent}): every run of "
+                f"{', '.join(BUILT_FOR_CUDA)} here would be unsupported",
+                STUDY_FILES,
+            )
         )
+# Which executor runs the jobs is known only once they start (onstart): until then, say it.
+for problem in NO_GPU_SEEN:
+    print(
+        f"dlbench: warning: {problem}; refused when the runs are on this machine, not when they go to "
+        "other nodes (SLURM)",
+        file=sys.stderr,
+    )
 # The report rule's manifest: the version the study's current results are published as (dlbench.study).
 REPORT_MANIFEST = PUBLISHED_MANIFEST
 CORE_PYTHON = sys.executable
@@ -374,8 +390,9 @@ def print_report_location():
 
 
 def refuse_cuda_without_a_gpu():
-    """Before any job (onstart): device cuda with an interpreter that sees no GPU here is an error when the runs
-    are on this machine; under SLURM the GPUs are on the nodes (the warning printed while planning stands)."""
+    """Before any job (onstart): device cuda on a machine without a GPU, or with an interpreter that sees none
+    here, is an error when the runs are on this machine; under SLURM the GPUs are on the nodes (the warning
+    printed while planning stands)."""
     if NO_GPU_SEEN and workflow.local_exec:
         problems = "\n  ".join(NO_GPU_SEEN)
         sys.exit(f"dlbench: invalid configuration:\n  {problems}")
