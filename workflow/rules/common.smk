@@ -1,4 +1,5 @@
 # Study loading and the helpers the rules share. Runs at parse time, in the core environment.
+import hashlib
 import json
 import os
 import shlex
@@ -260,6 +261,14 @@ def found_configuration(config_id):
 def search_results(wildcards=None):
     """Every batch-size search of the study (their results go into the report's data)."""
     return [identity.search_path(search) for search in STUDY.searches()]
+
+
+def aggregated_list():
+    """The aggregate's list of what it read, named by the hash of the files the study names before any search (run
+    logs, MLPerf logs, searches, imports): another study's aggregate, or one of another set of runs, lacks this
+    file, so the aggregate runs again, also where Snakemake's records (.snakemake/) are gone."""
+    known = sorted(STUDY.run_logs() + STUDY.mlperf_logs() + search_results() + IMPORT_RECORDS)
+    return f"results/aggregate/inputs-{hashlib.sha256(chr(10).join(known).encode()).hexdigest()[:16]}.txt"
 
 
 def found_run_logs(wildcards):

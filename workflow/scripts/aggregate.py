@@ -19,3 +19,8 @@ write_all(
     import_paths=list(snakemake.input.imports),
     search_paths=list(snakemake.input.searches),
 )
+read = Path(snakemake.output.inputs)  # what this aggregate read; the name says for which study (common.smk)
+read.write_text("".join(f"{path}\n" for path in snakemake.input))
+for other in read.parent.glob("inputs-*.txt"):
+    if other != read:
+        other.unlink()
