@@ -297,3 +297,29 @@ def test_odd_paths_never_reach_a_shell(tmp_path, torch_python):
 
     assert not [p for p in tmp_path.rglob("PWNED*")] and not list(Path.cwd().glob("PWNED*"))
     shutil.rmtree(work / "results", ignore_errors=True)
+
+
+def test_a_second_snakemake_names_the_live_one_rather_than_unlock(tmp_path, torch_python):
+    """While a Snakemake runs the study, a second one in the directory is told which process holds the lock (and
+    not to unlock it); the lock stays."""
+    config = write_config(tmp_path / "study.yaml", tiny_config())  # 4 runs: the first Snakemake runs a while
+    first, _ = start(tmp_path, config)
+    locks = tmp_path / ".snakemake" / "locks"
+    try:
+        wait_for(lambda: list(locks.glob("*.lock")) and supervisors(tmp_path), 300, "the first Snakemake's runs")
+        second = subprocess.run(
+            resume_command(tmp_path, config), cwd=tmp_path, capture_output=True, text=True, timeout=300, env=local_env()
+        )
+        assert first.poll() is None, "the first Snakemake ended before the second asked"
+        output = second.stdout + second.stderr
+        assert second.returncode != 0, output[-3000:]
+        named = f"a Snakemake is running in this directory and holds its lock (.snakemake/locks): pid {first.pid} ("
+        assert named in second.stderr and "do not run `snakemake --unlock`" in second.stderr, second.stderr[-3000:]
+        assert "-m snakemake" in second.stderr.split(named)[1].split(")")[0]  # its command line
+        assert output.index(named) < output.index("Directory cannot be locked")
+        assert "removed the lock" not in output and list(locks.glob("*.lock"))
+    finally:
+        os.killpg(first.pid, signal.SIGTERM)
+        first.wait(timeout=120)
+    no_orphans(tmp_path)
+

@@ -36,6 +36,15 @@ if not workflow.remote_exec and not workflow.subprocess_exec:
     ALIVE_FD, STALE_LOCK_REMOVED = stale_lock.hold(Path(".snakemake"))
     if STALE_LOCK_REMOVED:
         print("dlbench: removed the lock of a Snakemake that no longer runs (.snakemake/locks)", file=sys.stderr)
+    elif any(Path(".snakemake", "locks").glob("*.lock")) and (LIVE := stale_lock.holders(Path(".snakemake"))):
+        # Snakemake's own advice for a locked directory is `--unlock`: wrong while the lock's owner runs.
+        print(
+            f"dlbench: a Snakemake is running in this directory and holds its lock (.snakemake/locks): "
+            f"{'; '.join(LIVE)}. Where this one stops with \"Directory cannot be locked\", do not run "
+            "`snakemake --unlock` (two Snakemakes would write the same files): wait for that one to end, or "
+            "stop it, then run this command again",
+            file=sys.stderr,
+        )
 # A --configfile is a whole study: it replaces config.yaml rather than being merged into it
 # (merged, a study would silently inherit the default's axes, e.g. its precisions).
 if workflow.config_settings.configfiles:
