@@ -22,10 +22,19 @@ include: "workflow/rules/imports.smk"
 include: "workflow/rules/report.smk"
 
 
+# The study is done when every run, search and import it names exists and its aggregate read them, not only when a
+# report is there: Snakemake makes a missing file only for a job that must run, so a report present already
+# (another study's, or copied without .snakemake/) would otherwise leave this study undone ("Nothing to be done").
 rule all:
     default_target: True
     input:
         REPORT_MANIFEST,
+        rules.aggregate.output.inputs,
+        rules.aggregate.input.logs,
+        rules.aggregate.input.mlperf,
+        rules.aggregate.input.searches,
+        rules.aggregate.input.imports,
+        found_run_logs,
 
 
 onstart:

@@ -5,6 +5,7 @@ workflow runs it as a checkpoint and reports the runs at the size found as "max 
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -12,7 +13,17 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import REPO, env_python, planned_jobs, read_log, run_env, run_harness, snakemake, write_config
+from conftest import (
+    REPO,
+    env_python,
+    planned_jobs,
+    read_log,
+    run_env,
+    run_harness,
+    snakemake,
+    tiny_config,
+    write_config,
+)
 
 sys.path.insert(0, str(REPO / "workflow"))
 from dlbench.configfile import load_study_files  # noqa: E402
@@ -244,6 +255,58 @@ def test_workflow_runs_the_search_as_a_checkpoint_and_reports_max(torch_python, 
     dry = snakemake(tmp_path, "-n", "--configfile", str(max_study(tmp_path, budget=0.6)))
     assert dry.returncode == 0, dry.stderr[-3000:]
     assert "checkpoint batch_search:" in dry.stdout and f"output: {SEARCH}" in dry.stdout
+
+
+def published(workdir: Path) -> dict:
+    return json.loads((workdir / "results/report/published.json").read_text())
+
+
+def test_each_study_runs_what_it_has_not_run_whatever_the_directory_holds(torch_python, tmp_path):
+    """One working directory, studies in turn: a study with a checkpoint (the search) after another study's report,
+    and a study whose report and aggregate are present but whose run logs and .snakemake/ are not (results copied
+    from elsewhere), each runs what it has not run and publishes. About 2 min on an idle machine: three real runs of
+    studies, one with a search."""
+    plain = tiny_config(matrix={**tiny_config()["matrix"], "topology": ["1x1"]})
+    plain["defaults"]["repeats"] = 1
+    plain_config = write_config(tmp_path / "plain.yaml", plain)
+    plain_run = tmp_path / "results/runs/resnet50/pytorch/1x1/bs2-fp32-nocompile-synthetic-img32/rep1.jsonl"
+
+    result = snakemake(tmp_path, "--cores", "2", "--configfile", str(plain_config))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert plain_run.exists() and published(tmp_path)["version"] == "v1"
+
+    # Another study with a checkpoint: its search, its runs, its report, although a report is there already.
+    result = snakemake(tmp_path, "--cores", "2", "--configfile", str(max_study(tmp_path)))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Nothing to be done" not in result.stdout + result.stderr
+    found = json.loads((tmp_path / SEARCH).read_text())["batch_size"]
+    max_runs = tmp_path / SEARCH.replace("results/search", "results/runs").replace(".json", "")
+    assert (max_runs.parent / max_runs.name.replace("bsmax", f"bs{found}") / "rep1.jsonl").exists()
+    assert (max_runs.parent / max_runs.name.replace("bsmax", "bs2") / "rep1.jsonl").exists()
+    assert published(tmp_path)["version"] == "v2"
+    summary = pd.read_csv(tmp_path / "results/report/summary.csv")
+    assert set(summary["model"]) == {"bert_tiny"}
+
+    # Snakemake's records gone (.snakemake/ removed, or results copied from elsewhere): the plain study's run log is
+    # there, the aggregate and report are the other study's. It aggregates and publishes its own, running nothing.
+    before = plain_run.read_bytes()
+    for gone in (".snakemake", "results/search", str(max_runs.parent)):
+        shutil.rmtree(tmp_path / gone)
+    result = snakemake(tmp_path, "--cores", "2", "--configfile", str(plain_config))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert plain_run.read_bytes() == before and published(tmp_path)["version"] == "v3"
+    assert set(pd.read_csv(tmp_path / "results/report/summary.csv")["model"]) == {"resnet50"}
+
+    # An aggregate and a report but no run log and no search: each study plans its work (the one with a search:
+    # the search first), and the plain one runs it and publishes.
+    for gone in (".snakemake", "results/runs"):
+        shutil.rmtree(tmp_path / gone)
+    dry = snakemake(tmp_path, "-n", "--configfile", str(max_study(tmp_path)))
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert "checkpoint batch_search:" in dry.stdout and f"output: {SEARCH}" in dry.stdout
+    result = snakemake(tmp_path, "--cores", "2", "--configfile", str(plain_config))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert plain_run.exists() and plain_run.read_bytes() != before and published(tmp_path)["version"] == "v4"
 
 
 TTQ = {"quality": {"target": 0.5, "eval_every_steps": 10, "max_steps": 50}}

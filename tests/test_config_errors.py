@@ -220,6 +220,10 @@ def test_check_command_places_a_syntax_error(tmp_path, capsys):
     bad.write_text(MATRIX.replace("[pytorch]", "[pytorch"))
     assert check_file([str(bad)]) == 1
     assert "my.yaml, line 4, column 8: expected ',' or ']'" in capsys.readouterr().err
+    tabs = tmp_path / "tabs.yaml"
+    tabs.write_text(MATRIX.replace("  topology", "\ttopology"))
+    assert check_file([str(tabs)]) == 1
+    assert "tabs.yaml, line 5, column 1: found character '\\t'" in capsys.readouterr().err
     good = tmp_path / "ok.yaml"
     good.write_text(MATRIX)
     assert check_file([str(good)]) == 0
@@ -233,6 +237,12 @@ SNAKEMAKE_CASES = {
         "config.yaml, line 4, column 8: expected ',' or ']', but got ':'",
     ),
     "config.yaml list": ("config.yaml", "- a\n- b\n", "config.yaml, line 1, column 1: the study is a list"),
+    "config.yaml tab": (
+        "config.yaml",
+        MATRIX.replace("  framework", "\tframework"),
+        "config.yaml, line 3, column 1: found character '\\t' that cannot start any token; indent with spaces",
+    ),
+    "config.yaml empty": ("config.yaml", "", "config.yaml: the file is empty; a study needs at least `matrix:`"),
     "--configfile include conflict": (
         "study.yaml",
         MATRIX + "include:\n"

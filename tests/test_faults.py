@@ -6,6 +6,7 @@ studies on the machine are never touched), the README's one resume command.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -13,11 +14,13 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from conftest import REPO, VENV_DIR, harness_env, local_env, snakemake, tiny_config, write_config
 from dlbench.synthetic_logs import write_run_log
@@ -199,6 +202,30 @@ def test_two_supervisors_never_write_one_run(tmp_path, torch_python):
     assert sum(e["type"] == "step" and e["phase"] == "warmup" for e in lines) == 1
     first.wait()
     no_orphans(tmp_path)
+    # Every try is noted, the killed one too (a start without an end), although both were a first try.
+    notes = [json.loads(line) for line in (tmp_path / "run.attempts.jsonl").read_text().splitlines()]
+    assert [(n["attempt"], n["event"], n.get("status")) for n in notes] == [
+        (1, "start", None),
+        (1, "start", None),
+        (1, "end", "ok"),
+    ]
+
+
+def test_the_failure_record_counts_the_tries_of_its_own_series(tmp_path):
+    """A series of tries begins at try 1: tries of an earlier series (killed with their Snakemake) stay in the
+    notes but are not counted in the failure record of a later one."""
+    from dlbench.harness.__main__ import Attempts
+
+    attempts = Attempts(tmp_path / "rep1.jsonl")
+    attempts.note(attempt=1, event="start")
+    attempts.note(attempt=1, event="end", status="failed", error="first series")
+    attempts.note(attempt=2, event="start")  # killed: no end
+    attempts.note(attempt=1, event="start")
+    attempts.note(attempt=1, event="end", status="timeout", error="second series")
+    record = attempts.failure_record(1)
+    assert record["status"] == "timeout" and record["attempts"] == 1
+    assert "none of 1 tries completed: try 1 (local): TIMEOUT - second series" == record["error"]
+    assert len(attempts.path.read_text().splitlines()) == 5
 
 
 def test_failed_report_keeps_the_published_state(tmp_path, torch_python):
@@ -325,3 +352,102 @@ def test_a_damaged_run_log_is_set_aside_and_its_run_redone(tmp_path, torch_pytho
     assert json.loads(log.read_text().splitlines()[-1])["status"] == "ok"  # run again, complete
     records = pd.read_csv(tmp_path / "results/aggregate/records.csv")
     assert list(records["status"]) == ["ok"]
+
+
+def test_a_second_snakemake_names_the_live_one_rather_than_unlock(tmp_path, torch_python):
+    """While a Snakemake runs the study, a second one in the directory is told which process holds the lock (and
+    not to unlock it); the lock stays."""
+    config = write_config(tmp_path / "study.yaml", tiny_config())  # 4 runs: the first Snakemake runs a while
+    first, _ = start(tmp_path, config)
+    locks = tmp_path / ".snakemake" / "locks"
+    try:
+        wait_for(lambda: list(locks.glob("*.lock")) and supervisors(tmp_path), 300, "the first Snakemake's runs")
+        second = subprocess.run(
+            resume_command(tmp_path, config), cwd=tmp_path, capture_output=True, text=True, timeout=300, env=local_env()
+        )
+        assert first.poll() is None, "the first Snakemake ended before the second asked"
+        output = second.stdout + second.stderr
+        assert second.returncode != 0, output[-3000:]
+        named = f"a Snakemake is running in this directory and holds its lock (.snakemake/locks): pid {first.pid} ("
+        assert named in second.stderr and "do not run `snakemake --unlock`" in second.stderr, second.stderr[-3000:]
+        assert "-m snakemake" in second.stderr.split(named)[1].split(")")[0]  # its command line
+        assert output.index(named) < output.index("Directory cannot be locked")
+        assert "removed the lock" not in output and list(locks.glob("*.lock"))
+    finally:
+        os.killpg(first.pid, signal.SIGTERM)
+        first.wait(timeout=120)
+    no_orphans(tmp_path)
+
+
+@contextlib.contextmanager
+def full_file_system(path: Path, keep: bool = True) -> Iterator[None]:
+    """A small tmpfs mounted over `path`, holding a copy of what was there (with keep), then filled to the last
+    byte: every write under `path` fails with ENOSPC (Errno 28), until a file is deleted (Snakemake deletes a job's
+    outputs before it runs). Root only (mount); unmounted after, `path` as it was."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small file system needs root")
+    path.mkdir(parents=True, exist_ok=True)
+    before = Path(tempfile.mkdtemp(dir=path.parent))
+    shutil.copytree(path, before, symlinks=True, dirs_exist_ok=True)
+    mount = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(path)], capture_output=True)
+    if mount.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mount.stderr.decode()[-300:]}")
+    try:
+        if keep:
+            shutil.copytree(before, path, symlinks=True, dirs_exist_ok=True)
+        with open(path / ".fill", "wb", buffering=0) as fill, contextlib.suppress(OSError):
+            while True:
+                fill.write(b"\0" * 4096)
+        yield
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=True)
+        shutil.rmtree(before)
+
+
+def test_a_full_disk_is_a_dlbench_message_naming_the_path_and_loses_nothing(tmp_path, torch_python):
+    """Errno 28 in the aggregate, in publishing (results/report/ never half a copy) and in a run's log: each a
+    dlbench message naming where, no traceback; what was computed and published before stays."""
+    config = tiny_config(telemetry={"enabled": False})
+    config["defaults"]["repeats"] = 1
+    config["matrix"]["topology"] = ["1x1"]
+    path = write_config(tmp_path / "study.yaml", config)
+    assert snakemake(tmp_path, "--cores", "1", "--configfile", str(path)).returncode == 0
+    version = tmp_path / "results/reports/v1"
+    published = {p.name: p.read_bytes() for p in version.iterdir()}
+    copy = tmp_path / "results/report"
+
+    with full_file_system(tmp_path / "results/aggregate", keep=False):
+        result = snakemake(tmp_path, "--cores", "1", "--forcerun", "aggregate", "--configfile", str(path))
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and "dlbench: no space left to write results/aggregate/" in output, output[-3000:]
+    assert "Traceback" not in output and "the run logs are kept" in output
+
+    # The whole of results/ full (Snakemake removes an output directory left empty: not a mount point).
+    with full_file_system(tmp_path / "results"):
+        result = snakemake(tmp_path, "--cores", "1", "--forcerun", "report", "--configfile", str(path))
+        output = result.stdout + result.stderr
+        assert result.returncode != 0 and "dlbench: no space left to write results/report/" in output, output[-3000:]
+        assert "Traceback" not in output and "results/reports are unchanged" in output
+        assert not copy.exists() or not list(copy.iterdir())  # no half copy, no staging left
+    assert {p.name: p.read_bytes() for p in version.iterdir()} == published
+    assert os.readlink(tmp_path / "results/reports/latest") == "v1"
+    result = snakemake(tmp_path, "--cores", "1", "--forcerun", "report", "--configfile", str(path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    # The copy is the version, but for its self-contained index.html (Snakemake's report embeds it alone).
+    copied = {p.name: p.read_bytes() for p in copy.iterdir() if p.name not in ("published.json", "index.html")}
+    assert copied == {name: data for name, data in published.items() if name != "index.html"}
+
+    runs = tmp_path / "full-runs"
+    with full_file_system(runs):
+        run = subprocess.run(
+            [str(torch_python), "-m", "dlbench.harness", "--framework", "pytorch", "--model", "resnet50"]
+            + ["--log", str(runs / "rep1.jsonl"), "--topology", "1x1", "--image-size", "32", "--batch-size", "2"]
+            + ["--device", "cpu", "--warmup-steps", "1", "--measured-steps", "1"],
+            cwd=tmp_path,
+            env=harness_env(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert run.returncode == 1 and f"no space left to write {runs}/rep1.jsonl.partial" in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr

@@ -7,7 +7,10 @@ import re
 import subprocess
 import sys
 
-from conftest import REPO, local_env, snakemake
+import pytest
+
+from conftest import REPO, local_env, snakemake, tiny_config, write_config
+from dlbench.interpreters import no_gpu_here
 from dlbench.study import load_study
 
 GPU_STUDY = REPO / "workflow" / "studies" / "gpu.yaml"
@@ -87,3 +90,40 @@ def test_the_gpu_study_is_refused_on_this_machine_without_a_gpu(tmp_path, torch_
     assert result.returncode == 1
     assert "dlbench: invalid configuration:" in result.stderr and "platform.device is cuda but" in result.stderr
     assert not (tmp_path / "logs").exists()  # refused before any job
+
+
+def cuda_study(tmp_path):
+    config = tiny_config(platform={"device": "cuda"}, telemetry={"enabled": False})
+    config["defaults"]["repeats"] = 1
+    config["matrix"]["topology"] = ["1x1"]
+    return write_config(tmp_path / "cuda.yaml", config)
+
+
+NO_GPU = re.compile(
+    r"cuda\.yaml, line \d+: platform\.device: cuda, but this machine has no GPU \((.*)\): every run of pytorch"
+)
+
+
+def test_cuda_with_the_built_environments_is_refused_here_and_planned_under_slurm(tmp_path):
+    """No study interpreter to ask: the machine is asked (NVML, as telemetry does), without importing a framework."""
+    if no_gpu_here() is None:
+        pytest.skip("this machine has a GPU")
+    result = snakemake(tmp_path, "--cores", "1", "--configfile", str(cuda_study(tmp_path)))
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "dlbench: invalid configuration:" in result.stderr and NO_GPU.search(result.stderr), result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "logs").exists() and not (tmp_path / "results").exists()  # refused before any job
+
+    (tmp_path / "slurm").symlink_to(REPO / "profiles" / "slurm")
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--profile", "slurm", "-n"]
+    cmd += ["--configfile", str(tmp_path / "cuda.yaml")]
+    result = subprocess.run(cmd, cwd=tmp_path, env=local_env(), capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert NO_GPU.search(result.stderr) and "refused when the runs are on this machine" in result.stderr
+    assert re.search(r"rule benchmark_run:.*?resources: .*gres=gpu:1", result.stdout, flags=re.S)
+
+
+def test_a_hidden_gpu_is_no_gpu(monkeypatch):
+    for hidden in ("", "-1"):
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", hidden)
+        assert no_gpu_here() == f"CUDA_VISIBLE_DEVICES={hidden!r} hides every GPU"

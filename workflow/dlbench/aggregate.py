@@ -21,6 +21,7 @@ import pandas as pd
 
 from . import identity, logformats, stats
 from .devices import describe, peak_for_run
+from .harness import nospace
 from .imports import read_records
 from .logformats import mlperf
 from .logformats.dlbench import read_header
@@ -458,12 +459,15 @@ def write_all(
     summary = summarise(records, (config.get("report") or {}).get("confidence", stats.DEFAULT_LEVEL))
     searches = read_searches(list(search_paths))
     summary["batch_label"] = batch_labels(summary, searches) if len(summary) else []
-    records.to_csv(records_csv, index=False)
-    summary.to_csv(summary_csv, index=False)
+    with nospace.writing(records_csv):
+        records.to_csv(records_csv, index=False)
+    with nospace.writing(summary_csv):
+        summary.to_csv(summary_csv, index=False)
     env = environment(records, env_markers, config)
     if searches:  # the report's data: every probe, its outcome and memory (report/sections.py)
         env["batch_searches"] = searches
-    Path(environment_json).write_text(json.dumps(env, indent=2, default=str) + "\n")
+    with nospace.writing(environment_json):
+        Path(environment_json).write_text(json.dumps(env, indent=2, default=str) + "\n")
 
 
 # Configurations that differ in their data only: real ÷ synthetic is the input pipeline's cost (reading, decoding,

@@ -80,8 +80,10 @@ class StudyFile:
                 else ""
             )
             hint = ""
-            if "\t" in text and "tab" in problem.lower() + context.lower():
-                hint = "; indent with spaces, not tabs"
+            mark = error.problem_mark
+            line = text.splitlines()[mark.line] if mark and mark.line < len(text.splitlines()) else ""
+            if "\t" in line[: len(line) - len(line.lstrip())] or "tab" in problem.lower() + context.lower():
+                hint = "; indent with spaces, not tabs (YAML forbids tabs in indentation)"
             raise StudyFileError(f"{_mark(self.path, error.problem_mark)}: {problem}{context}{hint}") from None
         except yaml.YAMLError as error:
             raise StudyFileError(f"{self.path}: not valid YAML ({error})") from None

@@ -93,3 +93,27 @@ def check(
     if problems:
         raise ConfigError("\n".join(problems))
     return found, no_gpu
+
+
+GPU_DEVICE_FILES = ("/dev/nvidia0", "/dev/kfd")  # an NVIDIA driver's first GPU; ROCm's compute interface
+
+
+def no_gpu_here() -> str | None:
+    """Why this machine certainly has no GPU a run could use, or None when it has one or may have one.
+
+    Asked of NVML (the NVIDIA driver, through the telemetry sampler's nvidia-ml-py in the core environment):
+    the node's GPUs without importing a framework, in the time of a library call. Where NVML is missing a GPU
+    may still be there (a driver's device file, ROCm's): None then, the runs find out themselves."""
+    from .telemetry.sampler import Nvml
+
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1"):
+        return f"CUDA_VISIBLE_DEVICES={visible!r} hides every GPU"
+    nvml = Nvml()
+    if nvml.handles:
+        return None
+    if nvml.reason.startswith("NVML sees"):  # NVML works and CUDA_VISIBLE_DEVICES names none of its GPUs
+        return nvml.reason
+    if any(Path(device).exists() for device in GPU_DEVICE_FILES):
+        return None
+    return f"{nvml.reason}; no {' or '.join(GPU_DEVICE_FILES)}"

@@ -1,4 +1,5 @@
 # Study loading and the helpers the rules share. Runs at parse time, in the core environment.
+import hashlib
 import json
 import os
 import shlex
@@ -36,6 +37,15 @@ if not workflow.remote_exec and not workflow.subprocess_exec:
     ALIVE_FD, STALE_LOCK_REMOVED = stale_lock.hold(Path(".snakemake"))
     if STALE_LOCK_REMOVED:
         print("dlbench: removed the lock of a Snakemake that no longer runs (.snakemake/locks)", file=sys.stderr)
+    elif any(Path(".snakemake", "locks").glob("*.lock")) and (LIVE := stale_lock.holders(Path(".snakemake"))):
+        # Snakemake's own advice for a locked directory is `--unlock`: wrong while the lock's owner runs.
+        print(
+            f"dlbench: a Snakemake is running in this directory and holds its lock (.snakemake/locks): "
+            f"{'; '.join(LIVE)}. Where this one stops with \"Directory cannot be locked\", do not run "
+            "`snakemake --unlock` (two Snakemakes would write the same files): wait for that one to end, or "
+            "stop it, then run this command again",
+            file=sys.stderr,
+        )
 # A --configfile is a whole study: it replaces config.yaml rather than being merged into it
 # (merged, a study would silently inherit the default's axes, e.g. its precisions).
 if workflow.config_settings.configfiles:
@@ -83,13 +93,29 @@ if SITE_PYTHON and not workflow.remote_exec and not workflow.subprocess_exec:
     NO_GPU_SEEN = [locate(problem, STUDY_FILES) for problem in NO_GPU_SEEN]
     for framework, interpreter in INTERPRETERS.items():
         print(f"dlbench: {framework} runs with {interpreter.python} ({interpreter.identity})", file=sys.stderr)
-    # Which executor runs the jobs is known only once they start (onstart): until then, say it.
-    for problem in NO_GPU_SEEN:
-        print(
-            f"dlbench: warning: {problem}; refused when the runs are on this machine, not when they go to "
-            "other nodes (SLURM)",
-            file=sys.stderr,
+# Frameworks without a study interpreter (those were asked above): this machine is asked instead.
+BUILT_FOR_CUDA = [fw for fw in STUDY.frameworks() if fw not in SITE_PYTHON]
+if (
+    SETTINGS["platform"]["device"] == "cuda"
+    and BUILT_FOR_CUDA
+    and not workflow.remote_exec
+    and not workflow.subprocess_exec
+):
+    if absent := interpreters.no_gpu_here():
+        NO_GPU_SEEN.append(
+            locate(
+                f"platform.device: cuda, but this machine has no GPU ({absent}): every run of "
+                f"{', '.join(BUILT_FOR_CUDA)} here would be unsupported",
+                STUDY_FILES,
+            )
         )
+# Which executor runs the jobs is known only once they start (onstart): until then, say it.
+for problem in NO_GPU_SEEN:
+    print(
+        f"dlbench: warning: {problem}; refused when the runs are on this machine, not when they go to "
+        "other nodes (SLURM)",
+        file=sys.stderr,
+    )
 # The report rule's manifest: the version the study's current results are published as (dlbench.study).
 REPORT_MANIFEST = PUBLISHED_MANIFEST
 CORE_PYTHON = sys.executable
@@ -265,6 +291,14 @@ def search_results(wildcards=None):
     return [identity.search_path(search) for search in STUDY.searches()]
 
 
+def aggregated_list():
+    """The aggregate's list of what it read, named by the hash of the files the study names before any search (run
+    logs, MLPerf logs, searches, imports): another study's aggregate, or one of another set of runs, lacks this
+    file, so the aggregate runs again, also where Snakemake's records (.snakemake/) are gone."""
+    known = sorted(STUDY.run_logs() + STUDY.mlperf_logs() + search_results() + IMPORT_RECORDS)
+    return f"results/aggregate/inputs-{hashlib.sha256(chr(10).join(known).encode()).hexdigest()[:16]}.txt"
+
+
 def found_run_logs(wildcards):
     """The runs of each batch_size max configuration at the size its search found, once the search is done (a
     checkpoint); the study's other runs are known from the start (STUDY.run_logs). A search that found none (oom,
@@ -409,8 +443,9 @@ def print_report_location():
 
 
 def refuse_cuda_without_a_gpu():
-    """Before any job (onstart): device cuda with an interpreter that sees no GPU here is an error when the runs
-    are on this machine; under SLURM the GPUs are on the nodes (the warning printed while planning stands)."""
+    """Before any job (onstart): device cuda on a machine without a GPU, or with an interpreter that sees none
+    here, is an error when the runs are on this machine; under SLURM the GPUs are on the nodes (the warning
+    printed while planning stands)."""
     if NO_GPU_SEEN and workflow.local_exec:
         problems = "\n  ".join(NO_GPU_SEEN)
         sys.exit(f"dlbench: invalid configuration:\n  {problems}")

@@ -13,6 +13,7 @@ rule aggregate:
         records=AGGREGATE_RECORDS,
         summary="results/aggregate/summary.csv",
         environment="results/aggregate/environment.json",
+        inputs=aggregated_list(),
     log:
         "logs/aggregate.log",
     localrule: True

@@ -1,8 +1,6 @@
 """Snakemake script of rule `report`: publish these results as a new report version (never overwriting one),
-unless they are published already; then copy that version to the rule's outputs."""
+unless they are published already; then make the rule's outputs a copy of that version."""
 
-import json
-import shutil
 import sys
 from pathlib import Path
 
@@ -10,29 +8,32 @@ snakemake = globals()["snakemake"]  # injected by Snakemake
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # the dlbench package
 sys.stderr = open(snakemake.log[0], "a")  # noqa: SIM115 - the job's log
 
-from dlbench.report import ReportVersionExists, publish_changed  # noqa: E402
+from dlbench.harness import nospace  # noqa: E402
+from dlbench.report import ReportVersionExists, clear_copy, copy_version, publish_changed  # noqa: E402
 from dlbench.report.render import self_contained_html  # noqa: E402
 
+manifest_path = Path(snakemake.output.manifest)
+writing = Path(snakemake.params.reports_dir)  # where a full disk is met: the new version, then the copy
 try:
     version_dir, new = publish_changed(
         Path(snakemake.input.records),
         Path(snakemake.input.summary),
         Path(snakemake.input.environment),
-        Path(snakemake.params.reports_dir),
+        writing,
         snakemake.params.version,
         snakemake.params.compare_to,
     )
-except ReportVersionExists as error:
-    print(f"dlbench: {error}", file=sys.__stderr__)
-    print(f"dlbench: {error}", file=sys.stderr)
-    sys.exit(1)
-print(f"dlbench: {'wrote' if new else 'unchanged results, already published as'} {version_dir}", file=sys.stderr)
-
-copy = Path(snakemake.output.manifest).parent
-for item in version_dir.iterdir():
-    if item.is_file():
-        shutil.copyfile(item, copy / item.name)
-# Snakemake's report embeds index.html alone: this copy carries its plots and data files inside it.
-(copy / "index.html").write_text(self_contained_html(version_dir), encoding="utf-8")
-manifest = {"version": version_dir.name, "path": str(version_dir), "index": str(version_dir / "index.html"), "new": new}
-Path(snakemake.output.manifest).write_text(json.dumps(manifest, indent=2) + "\n")
+    print(f"dlbench: {'wrote' if new else 'unchanged results, already published as'} {version_dir}", file=sys.stderr)
+    writing = manifest_path.parent
+    manifest = {"version": version_dir.name, "path": str(version_dir), "index": str(version_dir / "index.html")}
+    # Snakemake's report embeds index.html alone: the copy's index.html carries its plots and data files inside it.
+    index = self_contained_html(version_dir)
+    copy_version(version_dir, manifest_path, manifest | {"new": new}, texts={"index.html": index})
+except BaseException as error:
+    clear_copy(manifest_path.parent)
+    if isinstance(error, ReportVersionExists):
+        nospace.stop(str(error), sys.stderr)
+    if nospace.is_no_space(error):
+        kept = f"the published versions in {snakemake.params.reports_dir} are unchanged; results/report is empty"
+        nospace.stop(nospace.message(error, writing, kept), sys.stderr)
+    raise

@@ -32,7 +32,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from .. import layout
-from . import lifeline, nodes, runner, strategies, sysinfo
+from . import lifeline, nodes, nospace, runner, strategies, sysinfo
 from .runlog import LOG_SCHEMA_VERSION, append_line, failure_summary, last_line_type, partial_path, utc_now
 from .spec import TELEMETRY_PYTHON_ENV, RunSpec, Unsupported, parser, spec_from_args
 
@@ -104,13 +104,12 @@ def rank_failures(rank_dir: Path) -> list[dict]:
 
 
 class Attempts:
-    """Notes on every try of a run, kept beside its log (Snakemake deletes the log of a failed try)."""
+    """Notes on every try of a run, kept beside its log (Snakemake deletes the log of a failed try). The file is
+    only ever appended to: a try killed with its Snakemake (a start without an end) stays in it when the run is
+    started again. A series of tries begins at the start of try 1; the failure record reads the current one."""
 
     def __init__(self, log: Path) -> None:
         self.path = log.with_name(log.name.removesuffix(".jsonl") + ".attempts.jsonl")
-
-    def reset(self) -> None:
-        self.path.unlink(missing_ok=True)
 
     def note(self, **entry: object) -> None:
         slurm = sysinfo.slurm_info() or {}
@@ -120,9 +119,12 @@ class Attempts:
         )
 
     def entries(self) -> list[dict]:
+        """The notes of the current series of tries: from the last start of try 1 on."""
         if not self.path.exists():
             return []
-        return [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+        notes = [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+        firsts = [i for i, e in enumerate(notes) if e.get("event") == "start" and e.get("attempt") == 1]
+        return notes[firsts[-1] :] if firsts else notes
 
     def failure_record(self, tries: int) -> dict:
         """The summary of a run none of whose tries completed. A try's SLURM state comes from
@@ -447,6 +449,18 @@ def choose_launcher(spec: RunSpec) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     spec = spec_from_args(parser("python -m dlbench.harness").parse_args(argv))
+    try:
+        return supervise_run(spec)
+    except OSError as error:
+        if not nospace.is_no_space(error):
+            raise
+        kept = "this run is not recorded, the runs finished before are kept"
+        print(f"[dlbench] {spec.run_id}: {nospace.message(error, partial_path(Path(spec.log)), kept)}", file=sys.stderr)
+        return 1
+
+
+def supervise_run(spec: RunSpec) -> int:
+    """The run's log complete under its name (0), or the exit status of a try that Snakemake should retry."""
     final = Path(spec.log)
     final.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -474,8 +488,6 @@ def run(spec: RunSpec, log: Path, guard: lifeline.Guard) -> int:
     rank_dir = final.with_name(final.name + ".ranks")
     shutil.rmtree(rank_dir, ignore_errors=True)
     attempts = Attempts(final)
-    if spec.attempt == 1:
-        attempts.reset()
 
     launcher = choose_launcher(spec)
     cpus = sysinfo.usable_cpus()

@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..compare import load_records
+from ..harness import nospace
 from .render import render_report
 
 VERSION_RE = re.compile(r"^[A-Za-z0-9._-]+\Z")  # \Z: the true end (a "$" lets "v1\n" through)
@@ -179,3 +180,42 @@ def publish_report(
     }
     atomic_write_text(reports_dir / "latest.json", json.dumps(info, indent=2) + "\n")
     return target
+
+
+def copy_version(
+    version_dir: Path, manifest_path: Path, manifest: dict[str, object], texts: dict[str, str] | None = None
+) -> None:
+    """Make the manifest's directory (results/report/, the report rule's outputs) a copy of one published version
+    and the manifest, all at once: every file is written beside the copy first, then renamed into place (a rename
+    needs no space), the manifest last; `texts` gives some files' content in the copy instead of the version's.
+    A failure (a full disk) leaves no half-written copy: see clear_copy."""
+    copy_dir, manifest_name = manifest_path.parent, manifest_path.name
+    copy_dir.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=copy_dir))
+    try:
+        names = [item.name for item in sorted(version_dir.iterdir()) if item.is_file()]
+        for name in names:
+            with nospace.writing(copy_dir / name):  # the file of the copy, not the staging file or the source
+                if name in (texts or {}):
+                    (staging / name).write_text(texts[name], encoding="utf-8")
+                else:
+                    shutil.copyfile(version_dir / name, staging / name)
+        with nospace.writing(manifest_path):
+            (staging / manifest_name).write_text(json.dumps(manifest, indent=2) + "\n")
+        for old in copy_dir.iterdir():  # files of an earlier version this one does not have
+            if old.is_file() and old.name not in names and old.name != manifest_name:
+                old.unlink()
+        for name in [*names, manifest_name]:
+            os.replace(staging / name, copy_dir / name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def clear_copy(copy_dir: Path) -> None:
+    """After a failed report: results/report/ holds no file of a version (Snakemake deletes the rule's outputs
+    of a failed job, and the rest of an older copy alone would read as a report). The versions under
+    results/reports/ are the record and are untouched."""
+    if copy_dir.is_dir():
+        for item in copy_dir.iterdir():
+            if item.is_file() or item.is_symlink():
+                item.unlink(missing_ok=True)
