@@ -185,7 +185,7 @@ def test_memory_limit_is_recorded_in_the_run(torch_python, tmp_path):
     assert summary["status"] == "ok"
     rank = summary["ranks"][0]
     assert rank["memory_limit_gb"] == 1.5 and rank["vm_peak_bytes"] <= rank["address_space_limit_bytes"]
-    from dlbench.logformats import dlbench as dlbench_format
+    from dlbench.logformats import runlogs as dlbench_format
 
     record = dlbench_format.parse(log)
     assert record["memory_limit_gb"] == 1.5 and record["vm_peak_bytes"] == rank["vm_peak_bytes"]

@@ -9,8 +9,8 @@ import pytest
 
 from conftest import REPO, planned_jobs, snakemake, write_config
 from dlbench import imports
+from dlbench.run_log_fixtures import write_run_log
 from dlbench.study import ConfigError, load_study
-from dlbench.synthetic_logs import write_run_log
 
 SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
 

@@ -39,7 +39,7 @@ SEARCH_DIR = "results/search"
 SEARCH_PATTERN = SEARCH_DIR + "/{model}/{framework}/{topology}/{variant}.json"
 # The Snakemake output pattern of a run and the shape of each part (benchmark.smk's wildcard_constraints).
 RUN_LOG_PATTERN = RUNS_DIR + "/{model}/{framework}/{topology}/{variant}/rep{repeat}.jsonl"
-# A time-to-quality run's MLPerf log, beside its run log (logformats/mlperf.write_log).
+# A time-to-quality run's MLPerf log, beside its run log (mlperf_writer.write_log).
 MLPERF_LOG_PATTERN = RUNS_DIR + "/{model}/{framework}/{topology}/{variant}/rep{repeat}.mlperf.log"
 WILDCARDS = {
     "model": "[a-z0-9_]+",

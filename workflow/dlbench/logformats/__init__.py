@@ -19,10 +19,11 @@ score) also declares `score_records(records) -> records`, which fills them in on
 Adding a format: a module here, one line in FORMATS, its tests (tests/test_logformats_<name>.py), and its name
 in the record schema's `source` enum (tests/test_architecture.py checks the two agree).
 
-Formats: dlbench (ours), mlperf (MLPerf Training result logs; mlperf.parse_set scores a result directory),
-dllogger (NVIDIA DLLogger text and JSON), tf_cnn_benchmarks, dlperf (DLPerf log trees). Not formats:
-common (labels, identity and records shared by the external formats) and synthetic (logs of their shapes
-written for tests and benchmarks).
+Formats: dlbench (ours, module runlogs), mlperf (MLPerf Training result logs; mlperf.parse_set scores a result
+directory), dllogger (NVIDIA DLLogger text and JSON), tf_cnn_benchmarks, dlperf (DLPerf log trees). Not formats:
+common (labels, identity and records shared by the external formats) and external_log_fixtures (logs of their shapes
+written for tests and benchmarks). Parsers only read: the MLPerf log of a dlbench run is written by
+dlbench.mlperf_writer.
 """
 
 from __future__ import annotations
@@ -31,10 +32,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from . import dlbench, dllogger, dlperf, mlperf, tf_cnn_benchmarks
+from . import dllogger, dlperf, mlperf, runlogs, tf_cnn_benchmarks
 
 FORMATS: dict[str, ModuleType] = {
-    module.NAME: module for module in (dlbench, mlperf, dllogger, tf_cnn_benchmarks, dlperf)
+    module.NAME: module for module in (runlogs, mlperf, dllogger, tf_cnn_benchmarks, dlperf)
 }
 
 

@@ -18,8 +18,8 @@ from .. import devices, identity
 from ..records import LogError, complete, model_inputs
 from ..stats import steady_state
 from ..telemetry import summary as telemetry_summary
-from . import mlperf
 from .common import AXIS_LABELS
+from .mlperf import BENCHMARKS
 
 NAME = "dlbench"
 # A summary whose throughput disagrees with its own step records by more than this is flagged.
@@ -191,13 +191,13 @@ def quality_fields(
     """A time-to-quality run (harness/quality.py): time to train = run_stop - run_start (evaluation included), as
     MLPerf's; a run that ended at its budget without reaching the target is `failed` (MLPerf: aborted), and its
     time stays recorded. Its `throughput` (the steps' own rate between evaluations) stays in `details`: the
-    metric is the time. One run set per configuration (the repeats), scored by mlperf.score_records."""
+    metric is the time. One run set per configuration (the repeats), scored by logformats.mlperf.score_records."""
     settings = json.loads(cfg["quality"])
     quality = summary.get("quality") or {}
     fields: dict[str, Any] = {
         "metric": identity.TIME_TO_QUALITY,
         "target_accuracy": settings["target"],
-        "benchmark": mlperf.BENCHMARKS.get(cfg["model"]),
+        "benchmark": BENCHMARKS.get(cfg["model"]),
         "run_set": cfg["config_id"],
         "throughput": None,
         "achieved_tflops": None,
