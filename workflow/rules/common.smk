@@ -16,8 +16,10 @@ sys.path.insert(0, PACKAGE_DIR)
 
 from dlbench import identity, retries, stale_lock  # noqa: E402
 from dlbench.identity import MLPERF_LOG_PATTERN, RUN_LOG_PATTERN, SEARCH_PATTERN, config_id_of  # noqa: E402
+from dlbench.identity import BERT_DIR_PATTERN, BERT_TEXT_PATTERN, IMAGENET_DIR  # noqa: E402
+from dlbench.identity import PUBLISHED_MANIFEST, REPORTS_DIR  # noqa: E402
 from dlbench.identity import WILDCARDS as RUN_WILDCARDS  # noqa: E402
-from dlbench.study import ConfigError, dataset_of, PUBLISHED_MANIFEST, REPORTS_DIR  # noqa: E402
+from dlbench.study import ConfigError, dataset_of  # noqa: E402
 from dlbench.venvs import env_prefix, MARKER  # noqa: E402
 from dlbench.imports import expand_paths  # noqa: E402
 from dlbench import layout  # noqa: E402
@@ -322,9 +324,7 @@ def harness_options(c, repeat=None):
 def dataset_dir(c):
     """Where the prepared data of a `data: real` configuration lives (workflow/rules/data.smk)."""
     name = dataset_of(c)
-    if name is None:
-        return None
-    return "results/data/imagenet" if name == "imagenet" else f"results/data/bert/seq{c.seq_length}"
+    return identity.dataset_dir(name, c.seq_length) if name else None
 
 
 def dataset_ready(wildcards):
@@ -456,7 +456,7 @@ def bert_dumps():
 def bert_text_files(wildcards=None):
     """Text the shards are made of: plain text inputs as they are, dumps converted by `wikipedia_text`."""
     names = {p: n for n, p in bert_dumps().items()}
-    return [f"results/data/bert/text/{names[p]}.txt" if p in names else p for p in bert_inputs()]
+    return [BERT_TEXT_PATTERN.format(name=names[p]) if p in names else p for p in bert_inputs()]
 
 
 def bert_vocab(wildcards=None):
@@ -485,4 +485,4 @@ def bert_shard_arguments(wildcards):
 
 def bert_group_manifests(seq):
     groups = min(BERT_DATA["jobs"], BERT_DATA["shards"])
-    return [f"results/data/bert/seq{seq}/{layout.group_manifest(g, groups)}" for g in range(groups)]
+    return [f"{BERT_DIR_PATTERN.format(seq=seq)}/{layout.group_manifest(g, groups)}" for g in range(groups)]
