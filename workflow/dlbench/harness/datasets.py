@@ -2,7 +2,7 @@
 shared with the converters in workflow/dlbench/dataprep/ that write them and their `verify` steps, which check
 them before any run starts.
 
-ImageNet (dataprep/imagenet.py): <dir>/train-00000-of-NNNNN ... (tf.train.Example, build_imagenet_data.py's
+ImageNet (dataprep/imagenet/): <dir>/train-00000-of-NNNNN ... (tf.train.Example, build_imagenet_data.py's
 schema, labels 1..1000) and <dir>/dali_index/<shard>.idx (DALI's `<offset> <bytes>` lines).
 BERT (dataprep/bert_shards/): <dir>/tfrecord/<name>-00000-of-NNNNN (Google's features) and
 <dir>/hdf5/<name>-00000-of-NNNNN.hdf5 (NVIDIA's layout), for one sequence length / masked positions.
