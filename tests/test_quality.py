@@ -1,4 +1,4 @@
-"""Time to quality (issue 13): real convergence runs in PyTorch and TensorFlow (resnet_tiny on a learnable sample made
+"""Time to quality: real convergence runs in PyTorch and TensorFlow (resnet_tiny on a learnable sample made
 by the workflow's own tools), the MLPerf log read by mlperf-logging's own compliance checker and dlbench's MLPerf
 parser, MLPerf's scoring and the failed-as-infinite handling on records, the report's table and plots, the study's
 metric axis and ids, and the workflow's rules (dry run)."""

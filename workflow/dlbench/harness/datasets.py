@@ -80,7 +80,7 @@ def bert_shards(spec: RunSpec, fmt: str, split: str = "train") -> list[str]:
 def bert_split(shards: list, quality: bool, split: str) -> list:
     """Time to quality holds out the last shard (MLPerf's BERT evaluates on its own held-out set): the data prep puts
     a document, its duplicates and its "random next" sentences in one shard (index modulo the shard count), so no
-    held-out text is trained on. Throughput runs train on every shard, as before."""
+    held-out text is trained on. Throughput runs train on every shard."""
     if not quality:
         if split != "train":
             raise ValueError("a throughput run has no held-out BERT split")
