@@ -16,14 +16,14 @@ Each format module declares
 and documents its project's rules in its docstring. A format whose figures belong to a set of runs (MLPerf's
 score) also declares `score_records(records) -> records`, which fills them in once every run of a set is read.
 
-Adding a format: a module here, one line in FORMATS, its tests (tests/test_logformats_<name>.py), and its name
-in the record schema's `source` enum (tests/test_architecture.py checks the two agree).
+Adding a format: a module here, one line in external.FORMATS, its tests (tests/test_logformats_<name>.py), and
+its name in the record schema's `source` enum (tests/test_architecture.py checks the two agree).
 
 Formats: dlbench (ours, module runlogs), mlperf (MLPerf Training result logs; mlperf.parse_set scores a result
 directory), dllogger (NVIDIA DLLogger text and JSON), tf_cnn_benchmarks, dlperf (DLPerf log trees). Not formats:
-common (labels, identity and records shared by the external formats) and external_log_fixtures (logs of their shapes
-written for tests and benchmarks). Parsers only read: the MLPerf log of a dlbench run is written by
-dlbench.mlperf_writer.
+external (the other projects' formats by name, which runlogs reads a runner's log through), common (labels,
+identity and records shared by the external formats) and external_log_fixtures (logs of their shapes written for
+tests and benchmarks). Parsers only read: the MLPerf log of a dlbench run is written by dlbench.mlperf_writer.
 """
 
 from __future__ import annotations
@@ -32,22 +32,16 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from . import dllogger, dlperf, mlperf, runlogs, tf_cnn_benchmarks
+from . import external, runlogs
+from .external import UnknownFormat
 
-FORMATS: dict[str, ModuleType] = {
-    module.NAME: module for module in (runlogs, mlperf, dllogger, tf_cnn_benchmarks, dlperf)
-}
+FORMATS: dict[str, ModuleType] = {runlogs.NAME: runlogs, **external.FORMATS}
 
-
-class UnknownFormat(ValueError):
-    """A `source` no parser is registered for."""
+__all__ = ["FORMATS", "UnknownFormat", "get", "parse", "score_sets"]
 
 
 def get(source: str) -> ModuleType:
-    try:
-        return FORMATS[source]
-    except KeyError:
-        raise UnknownFormat(f"unknown log format {source!r} (known: {', '.join(FORMATS)})") from None
+    return external.get(source, FORMATS)
 
 
 def parse(path: str | Path, source: str = "dlbench", labels: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from .. import devices, identity
 from ..records import LogError, complete, model_inputs
 from ..stats import steady_state
 from ..telemetry import summary as telemetry_summary
+from . import external
 from .common import AXIS_LABELS
 from .mlperf import BENCHMARKS
 
@@ -276,8 +277,6 @@ def run_fields(path: Path, header: dict[str, Any], summary: dict[str, Any]) -> d
 def runner_record(path: Path, header: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
     """A runner's run (harness/runner.py): the measurement comes from its own log, read by its format's
     parser with the run's axes as labels; the run's identity and provenance come from our header."""
-    from . import get  # the registry imports this module
-
     cfg = header["config"]
     definition = json.loads(cfg.get("runner") or "{}")
     fields = run_fields(path, header, summary)
@@ -287,7 +286,9 @@ def runner_record(path: Path, header: dict[str, Any], summary: dict[str, Any]) -
         "run_set": header["config_id"],
     }  # a runner's repeats of one configuration are one set (MLPerf)
     try:
-        record = get(summary["external_format"]).parse(Path(summary["external_log"]), labels)
+        fmt = summary["external_format"]
+        parser = parse if fmt == NAME else external.get(fmt).parse
+        record = parser(Path(summary["external_log"]), labels)
     except (OSError, LogError) as exc:
         return complete(
             {
