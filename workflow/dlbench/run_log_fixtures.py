@@ -13,6 +13,27 @@ from .harness.runlog import LOG_SCHEMA_VERSION, append_line
 from .identity import is_bert
 
 
+def _write_header(path: Path, config_id: str, repeat: int, config: dict) -> None:
+    """The header line a fixture log starts with, in the harness's layout, on a fixed test node."""
+    append_line(
+        path,
+        {
+            "type": "header",
+            "schema_version": LOG_SCHEMA_VERSION,
+            "run_id": identity.run_id(config_id, repeat),
+            "config_id": config_id,
+            "config": config,
+            "hostname": "node001",
+            "python": "3.11.7",
+            "cpu_model": "Test CPU",
+            "threads_per_rank": 2,
+            "git_commit": "0" * 40,
+            "started_at": "2026-01-01T00:00:00Z",
+            "slurm": None,
+        },
+    )
+
+
 def write_run_log(
     path: Path,
     *,
@@ -81,24 +102,7 @@ def write_run_log(
         "optimizer": optimizer if bert else "auto",
         "strategy": strategy,
     }
-    run_id = identity.run_id(config_id, repeat)
-    append_line(
-        path,
-        {
-            "type": "header",
-            "schema_version": LOG_SCHEMA_VERSION,
-            "run_id": run_id,
-            "config_id": config_id,
-            "config": config,
-            "hostname": "node001",
-            "python": "3.11.7",
-            "cpu_model": "Test CPU",
-            "threads_per_rank": 2,
-            "git_commit": "0" * 40,
-            "started_at": "2026-01-01T00:00:00Z",
-            "slurm": None,
-        },
-    )
+    _write_header(path, config_id, repeat, config)
     append_line(
         path,
         {
@@ -200,24 +204,7 @@ def write_quality_log(
         "optimizer": "auto",
         "quality": json.dumps(vars(settings)),
     }
-    run_id = identity.run_id(config_id, repeat)
-    append_line(
-        path,
-        {
-            "type": "header",
-            "schema_version": LOG_SCHEMA_VERSION,
-            "run_id": run_id,
-            "config_id": config_id,
-            "config": config,
-            "hostname": "node001",
-            "python": "3.11.7",
-            "cpu_model": "Test CPU",
-            "threads_per_rank": 2,
-            "git_commit": "0" * 40,
-            "started_at": "2026-01-01T00:00:00Z",
-            "slurm": None,
-        },
-    )
+    _write_header(path, config_id, repeat, config)
     append_line(
         path,
         {
