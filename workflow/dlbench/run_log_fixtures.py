@@ -14,7 +14,9 @@ from .identity import is_bert
 
 
 def _write_header(path: Path, config_id: str, repeat: int, config: dict) -> None:
-    """The header line a fixture log starts with, in the harness's layout, on a fixed test node."""
+    """A fixture log, started afresh with its header line in the harness's layout, on a fixed test node."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
     append_line(
         path,
         {
@@ -78,8 +80,6 @@ def write_run_log(
             strategy=strategy,
         )
     )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.unlink(missing_ok=True)
     config = {
         "framework": framework,
         "model": model,
@@ -182,8 +182,6 @@ def write_quality_log(
         quality=vars(settings),
     )
     config_id = identity.config_id(axes)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.unlink(missing_ok=True)
     config = {
         "framework": framework,
         "model": model,
