@@ -19,15 +19,15 @@ With --lock FILE the timed rounds (only they) run holding flock(FILE). --before 
 an earlier git revision in the same rounds. --google-bert DIR (your checkout of google-research/bert) also times
 its create_pretraining_data.py itself, unmodified, in the same rounds on the same text (the tensorflow
 environment's python, TensorFlow 2 through tf.compat.v1: google_bert.py), reads its counts back from its records
-and adds a "× Google's script" column: issue 19's own reference, which the plain baseline reproduces instance
+and adds a "× Google's script" column: the reference implementation, which the plain baseline reproduces instance
 for instance with a faster (Rust) tokenizer. The "start-up" rows time ours on one small document (the first 20
 lines of the text): the fixed cost of a run.
 
 Fidelity: instances, the random-next share and the share of instances shorter than 90% of max_seq_length, ours
-and the baseline on the same input: for seed 12345 (the timed runs: the issue's measure) and as the mean over
+and the baseline on the same input: for seed 12345 (the timed runs) and as the mean over
 --fidelity-seeds seeds (12345, 1, 2, ...), because one seed's figures move by several per cent from seed to
 seed in the reference algorithm itself on an input of 105 documents (short-target passes on long documents).
-Tolerances (issue 19): random next ±1 point, short ±2 points, instances ±2%.
+Tolerances: random next ±1 point, short ±2 points, instances ±2%.
 
 Writes benchmarks/results/dataprep_bert.json (script, command, date, machine, load, tables, notes) and prints
 the same tables as markdown.
@@ -73,8 +73,8 @@ START_UP, START_UP_LINES = "start-up", 20
 SHARDS = 8
 TARGET_RATIO = 25
 TOLERANCE = {"random_next": 0.01, "short": 0.02, "instances": 0.02}  # points, points, relative
-# google-research/bert create_pretraining_data.py as issue 19 measured it, on a different conversion of the same
-# excerpt (2.92 MB, 106 documents; ours is made by wikitext.py): context only, never a ratio
+# google-research/bert create_pretraining_data.py as measured on the earlier 2-core VM, on a different conversion
+# of the same excerpt (2.92 MB, 106 documents; ours is made by wikitext.py): context only, never a ratio
 ISSUE_REFERENCE = (
     "issue 19: google-research/bert create_pretraining_data.py (TF compat.v1) on its own 2.92 MB, "
     "106-document conversion of the excerpt: 33,043 and 134,211 instances at ~1,900 and ~2,150 "

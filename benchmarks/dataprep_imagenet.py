@@ -1,4 +1,4 @@
-"""ImageNet -> TFRecords: our converter against the reference figures of issue 5 and against a plain
+"""ImageNet -> TFRecords: our converter against the reference converter's figures (REFERENCE_IPS) and against a plain
 read-and-write copy of the same files, measured in the same run.
 
     PYTHONPATH=workflow .venvs/dataprep-*/bin/python benchmarks/dataprep_imagenet.py [--wheels DIR] [--rounds 5]
@@ -33,7 +33,7 @@ from wheels import ensure_wheels  # benchmarks/: the sample wheels, downloaded o
 REPO = Path(__file__).resolve().parents[1]
 WHEELS = ("scikit-image==0.26.0", "tensorflow-datasets==4.9.10")
 TREE = {"classes": 10, "train_per_class": 300, "validation_per_class": 50, "png": 1, "cmyk": 3}
-# issue 5, measured on this 2-core machine
+# tensorflow/models build_imagenet_data.py, measured on the earlier 2-core VM
 REFERENCE_IPS = (460, 540)  # tensorflow/models build_imagenet_data.py, 2 threads: 6.5-7.7 s wall
 REFERENCE_RSS_MB = 520
 FLOOR_ISSUE_S = (0.38, 0.61)

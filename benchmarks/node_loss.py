@@ -33,7 +33,7 @@ import yaml
 from resultfile import REPO, Recorder, table
 
 from dlbench import identity
-from dlbench.logformats.dlbench import read_run
+from dlbench.logformats.runlogs import read_run
 from dlbench.records import LogError
 
 CLUSTER = REPO / "tests" / "slurm" / "slurm-local.sh"

@@ -7,8 +7,8 @@ scores its sets with mlperf.score_records). Printed, not asserted. Each kind is 
 measured in the same run: json.loads of every record (MLLOG, ours), a regex over the DLL lines' pairs (DLLogger).
 The logs are the shapes of the shared reference logs (../shared/reference/external-logs, read in place; their
 numbers varied per run) where that folder exists, else built-in templates of the same shapes
-(dlbench.logformats.synthetic). MLPerf runs come in sets of 5, as submitted. Writes benchmarks/results/parse_logs.json
-(figures.py renders it into benchmarks/README.md).
+(dlbench.logformats.external_log_fixtures). MLPerf runs come in sets of 5, as submitted. Writes
+benchmarks/results/parse_logs.json (figures.py renders it into benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from report_pipeline import make_logs  # noqa: E402
 
 from dlbench import logformats  # noqa: E402
 from dlbench.aggregate import summarise  # noqa: E402
-from dlbench.logformats import mlperf, synthetic  # noqa: E402
+from dlbench.logformats import external_log_fixtures, mlperf  # noqa: E402
 from dlbench.records import FIELDS  # noqa: E402
 
 REFERENCE = ROOT.parent / "shared/reference/external-logs"
@@ -54,14 +54,16 @@ def templates(tmp: Path, builtin: bool = False) -> tuple[list[str], list[str], s
         dll = [p.read_text() for p in sorted(REFERENCE.glob("dllogger/*.log"))]
         return mllog, dll, "the shared reference logs' shapes"
     mllog = [
-        synthetic.write_mllog(
+        external_log_fixtures.write_mllog(
             tmp / "t/retinanet.txt",
             benchmark="ssd",
             weights_lines=80,
             eval_accuracy=[0.2, 0.3, 0.33, 0.34, 0.345],
             epoch_throughput=[276.6, 278.7, 279.3, 281.5, 290.5],
         ).read_text(),
-        synthetic.write_mllog(tmp / "t/resnet.txt", eval_accuracy=[0.1 * i for i in range(1, 12)]).read_text(),
+        external_log_fixtures.write_mllog(
+            tmp / "t/resnet.txt", eval_accuracy=[0.1 * i for i in range(1, 12)]
+        ).read_text(),
     ]
     shapes = {
         "pytorch_convnets": (63, 20),
@@ -71,7 +73,7 @@ def templates(tmp: Path, builtin: bool = False) -> tuple[list[str], list[str], s
         "mxnet_convnets": (75, 350),
     }
     dll = [
-        synthetic.write_dllogger(
+        external_log_fixtures.write_dllogger(
             tmp / f"t/{name}.log",
             script=name,
             values=[5000.0 + i for i in range(steps)],

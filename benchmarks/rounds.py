@@ -8,7 +8,7 @@ over 30% always have some widest gap, but no empty band.
 
 What decides a comparison is its per-round *ratios* (`ratio_verdict`): when the machine itself switches between
 levels (this VM does, for tens of seconds), both loops of a round pair see the same level and the ratio stays
-put, while a mode of one loop alone (TensorFlow's `fit` teardown, issue 19) splits the ratios too. So the
+put, while a mode of one loop alone (TensorFlow's `fit` teardown, benchmarks/keras_fit.py) splits the ratios too. So the
 benchmarks report a comparison as UNSTABLE when its ratios are bimodal, and print each loop's own modes as the
 machine's levels.
 """

@@ -147,14 +147,21 @@ def assert_ranks_counted(summary: dict, ranks: int, batch_size: int, steps: int)
     assert summary["samples"] == batch_size * ranks * steps
 
 
-def ok_or_unsupported(entries: dict[str, list[dict]], stderr: str) -> dict | None:
-    """The environment line of an ok run; None for an `unsupported` run, which must say why."""
+def ok_environment(entries: dict[str, list[dict]], stderr: str) -> dict:
+    """The environment line of a run that must have succeeded."""
     summary = entries["summary"][-1]
-    if summary["status"] == "unsupported":
-        assert summary["error"], summary
-        return None
     assert summary["status"] == "ok", (summary, stderr[-3000:])
     return entries["environment"][0]
+
+
+def ok_or_skip(entries: dict[str, list[dict]], stderr: str, because: str = "") -> dict:
+    """The environment line of an ok run. A run `unsupported` on this machine (e.g. bfloat16 without AVX-512)
+    must say why, and `because` where given; the test is then reported as skipped with that reason."""
+    summary = entries["summary"][-1]
+    if summary["status"] == "unsupported":
+        assert summary["error"] and because in summary["error"], summary
+        pytest.skip(f"unsupported on this machine: {summary['error']}")
+    return ok_environment(entries, stderr)
 
 
 def local_env() -> dict[str, str]:

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from dlbench.aggregate import summarise, write_all
-from dlbench.logformats.dlbench import parse as parse_run_log
-from dlbench.synthetic_logs import write_run_log
+from dlbench.logformats.runlogs import parse as parse_run_log
+from dlbench.run_log_fixtures import write_run_log
 
 
 def logs_for(tmp_path, topology, throughputs, **kwargs):

@@ -1,16 +1,22 @@
-"""The structure the code promises: one registry of log formats, agreeing with the record schema, and an
-ARCHITECTURE.md whose map names files that exist."""
+"""The structure the code promises: one registry of log formats, agreeing with the record schema; an
+ARCHITECTURE.md whose map names files that exist; the harness's import boundary as ARCHITECTURE.md writes it,
+and no import cycles among dlbench's modules."""
 
 from __future__ import annotations
 
+import ast
 import inspect
 import re
+import sys
+from pathlib import Path
 
 import pytest
 import yaml
 
 from conftest import REPO
 from dlbench import logformats
+from dlbench.harness.frameworks import NAMES as FRAMEWORKS
+from dlbench.logformats import external
 from dlbench.records import SCHEMA_PATH
 
 
@@ -59,3 +65,115 @@ def test_architecture_md_names_every_registered_plug_point():
         assert heading in text
     for module in ("harness/frameworks.py", "logformats/__init__.py", "report/sections.py", "harness/runner.py"):
         assert module in text, module
+
+
+# ---------------------------------------------------------------- imports: the harness's boundary, no cycles
+PACKAGE = REPO / "workflow" / "dlbench"
+HARNESS = PACKAGE / "harness"
+# What ARCHITECTURE.md allows the harness beyond the standard library, as written there.
+EVERYWHERE = {"numpy"}
+FRAMEWORK_OF_BACKEND = {"pytorch": "torch", "tensorflow": "tensorflow", "mxnet": "mxnet"}
+OPTIONAL = {  # imported only inside the functions that need them
+    "nvidia": ("backends/pytorch/data.py", "backends/mxnet/data.py", "backends/tensorflow/data.py"),
+    "h5py": ("bert_hdf5.py",),
+    "horovod": ("backends/mxnet/backend.py",),
+}
+DLBENCH_OUTSIDE_THE_HARNESS = {"dlbench.identity", "dlbench.layout"}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+
+
+def imports_of(path: Path) -> list[tuple[str, bool]]:
+    """Every module a file imports (`from x import y` names x.y where that is a module), each with whether the
+    import stands at the module's top level (runs on import) rather than inside a function."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    tree = ast.parse(path.read_text())
+    top_level = {id(node) for node in tree.body}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, id(node) in top_level) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            for alias in node.names:
+                full = f"{base}.{alias.name}"
+                found.append((full if full in MODULES else base, id(node) in top_level))
+    return found
+
+
+def test_the_harness_imports_only_what_architecture_md_allows():
+    """The harness runs in the framework environments: the standard library, numpy, its framework in its own
+    backend, the optional data and launch libraries inside functions, and of dlbench only identity and layout,
+    which import only the standard library (ARCHITECTURE.md, data flow)."""
+    problems = []
+    for path in sorted(HARNESS.rglob("*.py")):
+        where = path.relative_to(HARNESS).as_posix()
+        backend = where.split("/")[1] if where.startswith("backends/") and where.count("/") > 1 else None
+        for name, top_level in imports_of(path):
+            top = name.split(".")[0]
+            if top in sys.stdlib_module_names or top in EVERYWHERE or name.startswith("dlbench.harness"):
+                continue
+            if top == "dlbench":
+                if name not in DLBENCH_OUTSIDE_THE_HARNESS:
+                    problems.append(f"{where}: imports {name} (outside the harness)")
+            elif backend and FRAMEWORK_OF_BACKEND.get(backend) == top:
+                continue
+            elif where in OPTIONAL.get(top, ()):
+                if top_level:
+                    problems.append(f"{where}: imports the optional {name} at the top level")
+            else:
+                problems.append(f"{where}: imports {name}")
+    for name in sorted(DLBENCH_OUTSIDE_THE_HARNESS):
+        for imported, _ in imports_of(MODULES[name]):
+            if imported.split(".")[0] not in sys.stdlib_module_names:
+                problems.append(f"{name} (imported by the harness): imports {imported}")
+    assert not problems, "\n".join(problems)
+
+
+def test_no_import_cycles_among_dlbench_modules():
+    """No two modules of dlbench import each other, directly or around a loop, not even inside a function."""
+    graph = {
+        name: {imported for imported, _ in imports_of(path) if imported in MODULES and imported != name}
+        for name, path in MODULES.items()
+    }
+    assert "dlbench.logformats.runlogs" in graph["dlbench.logformats"]  # the graph is resolved, not empty
+    cycles, done = [], set()
+
+    def visit(name: str, trail: list[str]) -> None:
+        if name in trail:
+            cycles.append(trail[trail.index(name) :] + [name])
+            return
+        if name in done:
+            return
+        for imported in sorted(graph[name]):
+            visit(imported, trail + [name])
+        done.add(name)
+
+    for name in sorted(graph):
+        visit(name, [])
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(cycle) for cycle in cycles)
+
+
+# ---------------------------------------------------------------- the plug points' test files
+RESNET_TESTS = {"pytorch": "test_harness.py"}  # the reference backend's ResNet path (ARCHITECTURE.md)
+
+
+@pytest.mark.parametrize("name", FRAMEWORKS)
+def test_every_framework_has_the_test_files_architecture_md_names(name):
+    for test in (f"test_bert_{name}.py", f"test_realdata_{name}.py", RESNET_TESTS.get(name, f"test_{name}.py")):
+        assert (REPO / "tests" / test).exists(), test
+
+
+@pytest.mark.parametrize("name", list(external.FORMATS))
+def test_every_external_format_has_its_test_file(name):
+    assert (REPO / "tests" / f"test_logformats_{name}.py").exists()

@@ -35,7 +35,7 @@ MULTIPLE = 32
 # Budgets placed halfway between two multiples, from the address space a rank added under such limits here
 # (MiB; sequences: MiB): PyTorch 16: 441, 32: 638, 48: 801, 64: ~1030; MXNet 16: 928, 32: 1279, 48: 1456. A multiple
 # of 32 sequences is 300-500 MiB there, far above the 1-2% by which identical runs differ, so the size found and
-# the next multiple are each clear of the limit. TensorFlow with oneDNN (issue 19) grows its address space in
+# the next multiple are each clear of the limit. TensorFlow with oneDNN grows its address space in
 # large steps: 977 MiB added at 32 sequences, 1506 at both 64 and 96 without a limit; under 1.25 GiB, 64 and 96
 # each trained in some runs and ran out in others. At 1.1 GiB, 32 trains (150 MiB spare) and 64 fails at once.
 BUDGET_GB = {"pytorch": 1.2, "tensorflow": 1.1, "mxnet": 1.42}
@@ -196,7 +196,7 @@ def test_memory_limit_is_recorded_in_the_run(torch_python, tmp_path):
     assert summary["status"] == "ok"
     rank = summary["ranks"][0]
     assert rank["memory_limit_gb"] == 1.5 and rank["vm_peak_bytes"] <= rank["address_space_limit_bytes"]
-    from dlbench.logformats import dlbench as dlbench_format
+    from dlbench.logformats import runlogs as dlbench_format
 
     record = dlbench_format.parse(log)
     assert record["memory_limit_gb"] == 1.5 and record["vm_peak_bytes"] == rank["vm_peak_bytes"]

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import assert_ranks_counted, env_python, harness_env, ok_or_unsupported, read_log, run_harness
+from conftest import assert_ranks_counted, env_python, harness_env, ok_environment, read_log, run_harness
 from dlbench.harness import bert
 
 TINY = ["--batch-size", "2", "--seq-length", "32", "--warmup-steps", "1", "--measured-steps", "3", "--device", "cpu"]
@@ -363,8 +363,8 @@ def test_lamb_with_gradient_clipping_in_bfloat16_amp_runs(torch_python, tmp_path
     entries = run_bert(
         torch_python, log, "--topology", "1x1", "--optimizer", "lamb", "--grad-clip", "on", "--precision", "amp", *TINY
     )
-    env = ok_or_unsupported(entries, entries["stderr"][0]["text"])
-    assert env is not None and env["amp_dtype"] == "bfloat16"
+    env = ok_environment(entries, entries["stderr"][0]["text"])
+    assert env["amp_dtype"] == "bfloat16"
     assert env["optimizer"].startswith("LAMB") and env["grad_clip"] is True and env["clip_norm"] == 1.0
     assert 9 < entries["summary"][0]["loss_final"] < 13
 
@@ -373,8 +373,8 @@ def test_lamb_with_gradient_clipping_in_bfloat16_amp_runs(torch_python, tmp_path
 def test_compiler_on_with_amp_uses_torch_compile(torch_python, tmp_path):
     log = tmp_path / "run.jsonl"
     entries = run_bert(torch_python, log, "--topology", "1x1", "--compiler", "on", "--precision", "amp", *TINY)
-    env = ok_or_unsupported(entries, entries["stderr"][0]["text"])
-    assert env is not None and env["compiler"] == "torch.compile" and env["amp_dtype"] == "bfloat16"
+    env = ok_environment(entries, entries["stderr"][0]["text"])
+    assert env["compiler"] == "torch.compile" and env["amp_dtype"] == "bfloat16"
 
 
 @pytest.mark.slow

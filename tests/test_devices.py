@@ -12,9 +12,9 @@ import pytest
 
 from dlbench import devices
 from dlbench.aggregate import summarise, write_all
-from dlbench.logformats.dlbench import parse as parse_run_log
+from dlbench.logformats.runlogs import parse as parse_run_log
 from dlbench.report import render_report
-from dlbench.synthetic_logs import write_run_log
+from dlbench.run_log_fixtures import write_run_log
 
 # The names frameworks report (torch.cuda.get_device_name; TensorFlow's device details give the same) -> the entry.
 EXPECTED = {
@@ -179,7 +179,7 @@ def gpu_log(
     flops: float = FLOPS,
     **run,
 ) -> str:
-    """A run log (synthetic_logs.write_run_log) whose environment line names `device_name` with the backend's
+    """A run log (run_log_fixtures.write_run_log) whose environment line names `device_name` with the backend's
     settings and amp dtype, and whose summary counts `flops` model FLOPs per sample."""
     write_run_log(path, **run)
     lines = [json.loads(line) for line in path.read_text().splitlines()]

@@ -92,7 +92,7 @@ def test_throughput_is_samples_over_measured_wall_time(torch_python, tmp_path):
     assert machine["os"].endswith(f"({os.uname().release})")
     env = entries["environment"][0]
     assert env["framework_version"].startswith("2.13.0") and env["parameters"] == 25_557_032
-    # the settings in effect, read back from PyTorch (issue 19: why one framework beat another)
+    # the settings in effect, read back from PyTorch (what explains one framework beating another)
     settings = env["settings"]
     assert settings["intra_op_threads"] == header["threads_per_rank"] and settings["memory_format"] == "contiguous"
     assert settings["onednn"] is True and settings["summary"].startswith("oneDNN on (")

@@ -138,3 +138,27 @@ def test_strategy_ids_in_a_study_round_trip(tmp_path):
         assert config_id.endswith(f"-via_{c.strategy}")
         assert identity.parse_run_log(c.run_log(1))["strategy"] == c.strategy
         assert c.framework == {"ddp_fp16": "pytorch", "dist_sync_ps": "mxnet"}[c.strategy]
+
+
+# ---------------------------------------------------------------- the harness command line (spec.command_line)
+def test_the_command_line_rebuilds_the_spec_and_spells_values_one_way():
+    """One spelling for the ranks' command line (RunSpec.to_args) and the rules' (harness_options): booleans
+    on|off, a float shortest where nothing is lost, otherwise in full; parsed back, the same spec."""
+    from dlbench.harness.spec import command_line, parser, spec_from_args
+
+    args = ["--framework", "pytorch", "--model", "resnet_tiny", "--topology", "1x2", "--batch-size", "4"]
+    spec = spec_from_args(
+        parser("t").parse_args([*args, "--log", "x.jsonl", "--timeout-s", "600", "--memory-limit-gb", "2.5"])
+    )
+    words = spec.to_args()
+    assert words[words.index("--timeout-s") + 1] == "600" and words[words.index("--memory-limit-gb") + 1] == "2.5"
+    assert words[words.index("--compiler") + 1] == "off" and words[-2:] == ["--topology", "1x2"]
+    assert spec_from_args(parser("t").parse_args(words)) == spec
+    assert command_line({"grad_clip": True, "timeout_s": 0.1 + 0.2, "seed": 1234567}) == [
+        "--grad-clip",
+        "on",
+        "--timeout-s",
+        "0.30000000000000004",
+        "--seed",
+        "1234567",
+    ]

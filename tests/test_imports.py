@@ -14,8 +14,8 @@ from conftest import REPO, planned_jobs, snakemake, write_config
 from dlbench import aggregate, imports, logformats
 from dlbench.records import FIELDS
 from dlbench.report import notes, sections
+from dlbench.run_log_fixtures import write_run_log
 from dlbench.study import ConfigError, load_study
-from dlbench.synthetic_logs import write_run_log
 
 SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
 

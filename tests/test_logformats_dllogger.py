@@ -11,7 +11,7 @@ import pytest
 
 from dlbench import logformats
 from dlbench.logformats import dllogger
-from dlbench.logformats.synthetic import SCRIPTS, write_dllogger
+from dlbench.logformats.external_log_fixtures import SCRIPTS, write_dllogger
 from dlbench.records import LogError
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from dlbench.aggregate import summarise
 from dlbench.logformats import dlperf
-from dlbench.logformats.synthetic import write_dllogger, write_oneflow
+from dlbench.logformats.external_log_fixtures import write_dllogger, write_oneflow
 from dlbench.records import FIELDS
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from dlbench import logformats
 from dlbench.logformats import mlperf
-from dlbench.logformats.synthetic import START_MS, write_mllog
+from dlbench.logformats.external_log_fixtures import START_MS, write_mllog
 
 
 @pytest.fixture

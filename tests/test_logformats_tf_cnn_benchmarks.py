@@ -8,7 +8,7 @@ import pytest
 
 from dlbench import logformats
 from dlbench.logformats import tf_cnn_benchmarks as tf_cnn
-from dlbench.logformats.synthetic import write_tf_cnn
+from dlbench.logformats.external_log_fixtures import write_tf_cnn
 
 STEPS = [(1, 233.5, 0.0, 0.0), (10, 240.1, 1.2, 3.4), (20, 241.0, 0.8, 2.9)]
 

@@ -99,7 +99,7 @@ def test_throughput_is_samples_over_measured_wall_time(mx_python, tmp_path):
     assert env["device_type"] == "cpu" and env["cuda"] is None and env["cudnn"] is None
     assert env["settings"]["omp_threads"] == header["threads_per_rank"] and not env["settings"]["hybridize"]
     assert env["settings"]["summary"].startswith(f"oneDNN {'on' if env['onednn'] else 'off'}, ")
-    # on CPU one update call per tensor (issue 19: MXNet's default of 4 per call is slower there)
+    # on CPU one update call per tensor (MXNet's default of 4 per call is slower there)
     assert env["settings"]["optimizer_aggregation"] == 1
     assert env["distributed_backend"] is None and env["world_size"] == 1
     assert env["hybridize"] is False and env["compiler"] is None and env["amp_dtype"] is None

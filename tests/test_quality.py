@@ -1,4 +1,4 @@
-"""Time to quality (issue 13): real convergence runs in PyTorch and TensorFlow (resnet_tiny on a learnable sample made
+"""Time to quality: real convergence runs in PyTorch and TensorFlow (resnet_tiny on a learnable sample made
 by the workflow's own tools), the MLPerf log read by mlperf-logging's own compliance checker and dlbench's MLPerf
 parser, MLPerf's scoring and the failed-as-infinite handling on records, the report's table and plots, the study's
 metric axis and ids, and the workflow's rules (dry run)."""
@@ -17,13 +17,13 @@ import pytest
 import yaml
 
 from conftest import REPO, env_python, planned_jobs, read_log, run_env, run_harness, run_tool, snakemake, write_config
-from dlbench import identity
+from dlbench import identity, mlperf_writer
 from dlbench.aggregate import summarise
-from dlbench.logformats import dlbench as dlbench_format
 from dlbench.logformats import mlperf
+from dlbench.logformats import runlogs as dlbench_format
 from dlbench.report.render import render_report
+from dlbench.run_log_fixtures import write_quality_log
 from dlbench.study import ConfigError, load_study
-from dlbench.synthetic_logs import write_quality_log
 
 SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
 ENVS = REPO / "envs"
@@ -32,7 +32,7 @@ MLPERF_STUDY = REPO / "workflow/studies/time-to-quality-mlperf.yaml"
 
 
 def compliance(log: Path, tmp_path: Path) -> subprocess.CompletedProcess:
-    """mlperf-logging's own compliance checker on a log (training ruleset mlperf.RULESET)."""
+    """mlperf-logging's own compliance checker on a log (training ruleset mlperf_writer.RULESET)."""
     return subprocess.run(
         [
             sys.executable,
@@ -41,7 +41,7 @@ def compliance(log: Path, tmp_path: Path) -> subprocess.CompletedProcess:
             "--usage",
             "training",
             "--ruleset",
-            mlperf.RULESET,
+            mlperf_writer.RULESET,
             "--log_output",
             str(tmp_path / "checker.log"),
             str(log),
@@ -187,7 +187,7 @@ def test_real_run_converges_and_its_mlperf_log_is_compliant(framework, learnable
     assert record["time_to_train_min"] * 60 >= evals[-1]["elapsed_s"] > 0
     assert 0 < record["eval_seconds"] < record["time_to_train_min"] * 60
     assert json.loads(record["eval_curve"])[-1][2] == record["eval_accuracy"] == evals[-1]["accuracy"]
-    out = mlperf.write_log(tmp_path / "rep1.jsonl", tmp_path / "rep1.mlperf.log")
+    out = mlperf_writer.write_log(tmp_path / "rep1.jsonl", tmp_path / "rep1.mlperf.log")
     checked = compliance(out, tmp_path)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     theirs = mlperf.parse(out, {"framework": framework, "topology": "1x1", "batch_size": 32})
@@ -212,7 +212,7 @@ def test_real_run_with_too_small_a_budget_did_not_converge(learnable, tmp_path):
     assert "did not converge" in record["error"] and "max_steps" in record["error"]
     evals = read_log(tmp_path / "rep1.jsonl")["eval"]
     assert [e["step"] for e in evals] == [3] and evals[0]["accuracy"] < TARGET  # the budget ends with an evaluation
-    out = mlperf.write_log(tmp_path / "rep1.jsonl", tmp_path / "rep1.mlperf.log")
+    out = mlperf_writer.write_log(tmp_path / "rep1.jsonl", tmp_path / "rep1.mlperf.log")
     assert compliance(out, tmp_path).returncode == 0
     assert mlperf.parse(out, {"framework": "pytorch", "topology": "1x1", "batch_size": 32})["status"] == "failed"
 
@@ -297,7 +297,7 @@ def test_real_bert_run_evaluates_masked_lm_accuracy_on_the_held_out_shard(framew
     manifest = json.loads((data / "manifest.json").read_text())  # it trained on the other shard only
     assert quality["train_records"] == manifest["shards"][0]["instances"]
     assert evals[0]["lr"] == pytest.approx(BERT_QUALITY["base_lr"] * (1 - 19 / 500))  # step 29: linear decay
-    out = mlperf.write_log(log, tmp_path / "rep1.mlperf.log")
+    out = mlperf_writer.write_log(log, tmp_path / "rep1.mlperf.log")
     checked = compliance(out, tmp_path)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     text = out.read_text()
@@ -399,7 +399,7 @@ def test_mlperf_log_passes_the_compliance_checker_and_reads_back(tmp_path, conve
     run = write_quality_log(
         tmp_path / "rep1.jsonl", accuracies=(0.2, 0.5, 0.9 if converged else 0.6), time_to_train_s=42.0
     )
-    out = mlperf.write_log(run, tmp_path / "rep1.mlperf.log")
+    out = mlperf_writer.write_log(run, tmp_path / "rep1.mlperf.log")
     assert out.name == "rep1.mlperf.log" and out.read_text().startswith(":::MLLOG ")
     checked = compliance(out, tmp_path)
     assert checked.returncode == 0, checked.stdout + checked.stderr
@@ -416,7 +416,7 @@ def test_closed_division_rules_that_do_not_apply(tmp_path):
     """The log declares the open division; against the closed ResNet rules the one failing check is the end
     learning rate (MLPerf's reference decays to 0.0001, the default cosine decay here to 0): README's list."""
     run = write_quality_log(tmp_path / "rep1.jsonl", accuracies=(0.5, 0.8))
-    text = mlperf.write_log(run, tmp_path / "rep1.mlperf.log").read_text()
+    text = mlperf_writer.write_log(run, tmp_path / "rep1.mlperf.log").read_text()
     closed = tmp_path / "closed.log"
     closed.write_text(
         text.replace('"key": "submission_division", "value": "open"', '"key": "submission_division", "value": "closed"')
@@ -428,10 +428,10 @@ def test_closed_division_rules_that_do_not_apply(tmp_path):
 
 def test_mlperf_log_refuses_a_throughput_run(tmp_path):
     from dlbench.records import LogError
-    from dlbench.synthetic_logs import write_run_log
+    from dlbench.run_log_fixtures import write_run_log
 
     with pytest.raises(LogError, match="not a completed time-to-quality run"):
-        mlperf.write_log(write_run_log(tmp_path / "rep1.jsonl"), tmp_path / "rep1.mlperf.log")
+        mlperf_writer.write_log(write_run_log(tmp_path / "rep1.jsonl"), tmp_path / "rep1.mlperf.log")
 
 
 # ---------------------------------------------------------------- the report

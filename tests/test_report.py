@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow"))
 
 from dlbench.aggregate import write_all
 from dlbench.report import ReportVersionExists, publish_changed, publish_report, render_report
-from dlbench.synthetic_logs import write_run_log
+from dlbench.run_log_fixtures import write_run_log
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 NOTE = "Images are 64x64, not 224x224: throughput is not comparable with published figures"

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from conftest import EXTERNAL_LOGS, REPO, planned_jobs, snakemake, tiny_config, write_config
-from dlbench.logformats import synthetic
+from dlbench.logformats import external_log_fixtures
 
 pytestmark = pytest.mark.slow  # the fast tier's workflow and runner tests cover these modules
 
@@ -45,7 +45,7 @@ def study(tmp_path_factory, torch_python):
     work = tmp_path_factory.mktemp("sources")
     mlperf_set = work / "archive" / "mlperf_set"
     for i, minutes in enumerate((31.0, 30.0, 29.5, 30.5, 33.0)):
-        synthetic.write_mllog(mlperf_set / f"result_{i}.log", ttt_min=minutes)
+        external_log_fixtures.write_mllog(mlperf_set / f"result_{i}.log", ttt_min=minutes)
     imports = [
         {
             "name": "own_mlperf",

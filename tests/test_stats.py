@@ -16,8 +16,8 @@ import pytest
 from conftest import env_python, read_log, run_env, run_harness, snakemake, tiny_config, write_config
 from dlbench import stats
 from dlbench.aggregate import SUMMARY_COLUMNS, records_frame, summarise, write_all
-from dlbench.logformats.dlbench import parse as parse_run_log
-from dlbench.synthetic_logs import write_run_log
+from dlbench.logformats.runlogs import parse as parse_run_log
+from dlbench.run_log_fixtures import write_run_log
 
 SEED = 11
 
@@ -456,7 +456,7 @@ def test_study_carries_auto_warm_up_to_the_run_command(tmp_path):
 
 # ------------------------------------------------------------------------------------------------ compare
 def result_set(root, values: dict[tuple[str, str], list[float | str]]) -> Path:
-    """records.csv made the way the workflow makes it: run logs (dlbench.synthetic_logs) -> write_all."""
+    """records.csv made the way the workflow makes it: run logs (dlbench.run_log_fixtures) -> write_all."""
     logs = []
     for (topology, precision), throughputs in values.items():
         for rep, value in enumerate(throughputs, start=1):

@@ -236,7 +236,7 @@ def test_energy_reaches_the_summary_the_flags_the_section_and_the_plot(tmp_path)
     """A log with driven telemetry lines -> record -> summary (median energy per sample with its interval,
     contention and throttle flags) -> report section and energy.png."""
     from dlbench.report.plots import write_plots
-    from dlbench.synthetic_logs import write_run_log
+    from dlbench.run_log_fixtures import write_run_log
 
     logs = []
     for repeat in range(1, 7):  # enough repeats for an interval of the median at 95%

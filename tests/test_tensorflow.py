@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import assert_ranks_counted, env_python, ok_or_unsupported, read_log, run_harness, run_python
+from conftest import assert_ranks_counted, env_python, ok_or_skip, read_log, run_harness, run_python
 
 TINY = ["--image-size", "32", "--batch-size", "2", "--warmup-steps", "1", "--measured-steps", "3", "--device", "cpu"]
 
@@ -261,9 +261,7 @@ def test_two_ranks_really_run_and_are_counted(tf_python, tmp_path):
 def test_amp_runs_in_bfloat16_on_cpu(tf_python, tmp_path):
     log = tmp_path / "run.jsonl"
     result = run_harness(tf_python, log, "--topology", "1x1", "--precision", "amp", *TINY, framework="tensorflow")
-    env = ok_or_unsupported(read_log(log), result.stderr)
-    if env is None:
-        return
+    env = ok_or_skip(read_log(log), result.stderr)
     assert env["amp_dtype"] == "bfloat16" and env["amp_policy"] == "mixed_bfloat16"
     assert env["loss_scaling"] is False  # loss scaling is for float16 (GPU) only
 
@@ -272,9 +270,7 @@ def test_amp_runs_in_bfloat16_on_cpu(tf_python, tmp_path):
 def test_compiler_on_uses_xla(tf_python, tmp_path):
     log = tmp_path / "run.jsonl"
     result = run_harness(tf_python, log, "--topology", "1x1", "--compiler", "on", *TINY, framework="tensorflow")
-    env = ok_or_unsupported(read_log(log), result.stderr)
-    if env is None:
-        return
+    env = ok_or_skip(read_log(log), result.stderr)
     assert env["compiler"] == "xla" and env["xla"] == "on"
 
 

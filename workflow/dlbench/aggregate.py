@@ -24,7 +24,7 @@ from .devices import describe, peak_for_run
 from .harness import nospace
 from .imports import read_records
 from .logformats import mlperf
-from .logformats.dlbench import read_header
+from .logformats.runlogs import read_header
 from .records import FIELDS
 
 CONFIG_COLUMNS = [

@@ -39,8 +39,17 @@ SEARCH_DIR = "results/search"
 SEARCH_PATTERN = SEARCH_DIR + "/{model}/{framework}/{topology}/{variant}.json"
 # The Snakemake output pattern of a run and the shape of each part (benchmark.smk's wildcard_constraints).
 RUN_LOG_PATTERN = RUNS_DIR + "/{model}/{framework}/{topology}/{variant}/rep{repeat}.jsonl"
-# A time-to-quality run's MLPerf log, beside its run log (logformats/mlperf.write_log).
+# A time-to-quality run's MLPerf log, beside its run log (mlperf_writer.write_log).
 MLPERF_LOG_PATTERN = RUNS_DIR + "/{model}/{framework}/{topology}/{variant}/rep{repeat}.mlperf.log"
+# Prepared datasets (workflow/rules/data.smk; a real-data run reads its dataset's directory, --data-dir).
+DATA_DIR = "results/data"
+IMAGENET_DIR = DATA_DIR + "/imagenet"
+BERT_DIR_PATTERN = DATA_DIR + "/bert/seq{seq}"  # BERT's shards, per sequence length
+BERT_TEXT_PATTERN = DATA_DIR + "/bert/text/{name}.txt"  # a Wikipedia dump's text, BERT's input
+# Published reports (dlbench.report.publish): one directory per version, never overwritten, and the manifest
+# naming the version the current results are published as.
+REPORTS_DIR = "results/reports"
+PUBLISHED_MANIFEST = "results/report/published.json"
 WILDCARDS = {
     "model": "[a-z0-9_]+",
     "framework": "[a-z0-9_]+",
@@ -121,6 +130,11 @@ def run_log(config: str, repeat: int, runs_dir: str = RUNS_DIR) -> str:
 
 def mlperf_log(config: str, repeat: int, runs_dir: str = RUNS_DIR) -> str:
     return f"{runs_dir}/{config}/rep{repeat}.mlperf.log"
+
+
+def dataset_dir(dataset: str, seq_length: int) -> str:
+    """The directory of a prepared dataset: ImageNet's, or BERT's at a sequence length."""
+    return IMAGENET_DIR if dataset == "imagenet" else BERT_DIR_PATTERN.format(seq=seq_length)
 
 
 def config_id_of(wildcards: Any) -> str:

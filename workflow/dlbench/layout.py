@@ -4,7 +4,7 @@ Standard library only: the converters (dataprep/, dataprep environment) write th
 steps check them, and the harness (harness/datasets.py, inside framework environments that hold only the
 standard library, numpy and the framework) finds the shards by them.
 
-ImageNet (dataprep/imagenet.py), in one directory:
+ImageNet (dataprep/imagenet/), in one directory:
     train-00000-of-01024 ... validation-00000-of-00128   TFRecord shards (no extension: `train-*` is the shards)
     dali_index/<shard>.idx                             DALI tfrecord2idx index of each shard
     recordio/{train,validation}.{rec,idx}              MXNet RecordIO (optional)

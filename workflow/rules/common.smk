@@ -18,13 +18,15 @@ sys.path.insert(0, PACKAGE_DIR)
 
 from dlbench import identity, problems, retries, stale_lock  # noqa: E402
 from dlbench.identity import MLPERF_LOG_PATTERN, RUN_LOG_PATTERN, SEARCH_PATTERN, config_id_of  # noqa: E402
+from dlbench.identity import BERT_DIR_PATTERN, BERT_TEXT_PATTERN, IMAGENET_DIR  # noqa: E402
+from dlbench.identity import PUBLISHED_MANIFEST, REPORTS_DIR  # noqa: E402
 from dlbench.identity import WILDCARDS as RUN_WILDCARDS  # noqa: E402
-from dlbench.study import ConfigError, dataset_of, PUBLISHED_MANIFEST, REPORTS_DIR, settings_leaves  # noqa: E402
+from dlbench.study import ConfigError, dataset_of, settings_leaves  # noqa: E402
 from dlbench.venvs import env_prefix, MARKER  # noqa: E402
 from dlbench.imports import expand_paths  # noqa: E402
 from dlbench import layout  # noqa: E402
 from dlbench.harness.lifeline import OWNER_ENV  # noqa: E402
-from dlbench.harness.spec import INTERPRETER_ENV, TELEMETRY_PYTHON_ENV  # noqa: E402
+from dlbench.harness.spec import INTERPRETER_ENV, TELEMETRY_PYTHON_ENV, command_line  # noqa: E402
 from dlbench.configfile import StudyFile, StudyFileError, load_study_files, locate  # noqa: E402
 from dlbench import interpreters  # noqa: E402
 
@@ -314,67 +316,14 @@ def found_run_logs(wildcards):
     return [log for log in dict.fromkeys(logs) if log not in STUDY.run_logs()]  # a size the study lists too
 
 
-def memory_arguments():
-    """The CPU memory budget of every rank (platform.memory_limit_gb); none: no argument, as before it existed."""
-    return f" --memory-limit-gb {MEMORY_LIMIT_GB:g}" if MEMORY_LIMIT_GB else ""
-
-
 def search_arguments(wildcards):
     """The search's command line: how to probe (the configuration without batch size and steps, on one node),
     its multiple and cap. A changed setting that affects memory changes it and reruns the search."""
     c = replace(configuration(wildcards), topology=wildcards.topology)
-    cap = f" --max-batch-size {c.max_batch_size}" if c.max_batch_size else ""
-    return " ".join(
-        [
-            f"--search-id {c.config_id} --multiple {c.batch_size_multiple}{cap}",
-            f"--framework {c.framework} --model {c.model} --topology {c.topology}",
-            f"--precision {c.precision} {compiler_arguments(c)}",
-            f"--data {c.data} {input_arguments(c)}",
-            # The strategy changes the memory a rank needs (FSDP shards the model): probes run with it.
-            *([f"--strategy {c.strategy}"] if c.strategy != "auto" else []),
-            f"--device {SETTINGS['platform']['device']} --timeout-s {c.timeout_minutes * 60:g}{memory_arguments()}",
-        ]
-        + runner_arguments(c)
-    )
-
-
-def compiler_arguments(c):
-    """--compiler on|off, and a torch.compile mode only where one is chosen (other command lines stay as they were)."""
-    if isinstance(c.compiler, str):
-        return f"--compiler on --compiler-mode {c.compiler}"
-    return f"--compiler {'on' if c.compiler else 'off'}"
-
-
-def runner_arguments(c):
-    """A runner's definition, for the harness to run instead of a framework's ranks."""
-    return (
-        [f"--runner {shlex.quote(json.dumps(RUNNERS[c.framework], sort_keys=True))}"] if c.framework in RUNNERS else []
-    )
-
-
-def dataset_dir(c):
-    """Where the prepared data of a `data: real` configuration lives (workflow/rules/data.smk)."""
-    name = dataset_of(c)
-    if name is None:
-        return None
-    return "results/data/imagenet" if name == "imagenet" else f"results/data/bert/seq{c.seq_length}"
-
-
-def dataset_ready(wildcards):
-    """A real-data run waits for its dataset to be prepared and verified."""
-    directory = dataset_dir(configuration(wildcards))
-    return [f"{directory}/verified.txt"] if directory else []
-
-
-def input_arguments(c):
-    """The input shape, training settings and data of a configuration, for the harness."""
-    if c.is_bert:
-        inputs = f"--seq-length {c.seq_length} --optimizer {c.optimizer} --grad-clip {'on' if c.grad_clip else 'off'}"
-    else:
-        inputs = f"--image-size {c.image_size}"
-    if dataset_dir(c):
-        inputs += f" --data-dir {dataset_dir(c)}"
-    return inputs
+    search = {"search_id": c.config_id, "multiple": c.batch_size_multiple}
+    if c.max_batch_size:
+        search["max_batch_size"] = c.max_batch_size
+    return shlex.join(command_line(search | harness_options(c)))
 
 
 def run_arguments(wildcards):
@@ -382,27 +331,59 @@ def run_arguments(wildcards):
     c = configuration(wildcards)
     if c.is_max:
         raise ValueError(f"{c.config_id}: batch_size max runs at the size its search finds (bs<N>), not as bsmax")
-    inputs = input_arguments(c)
-    # The bound matters only to auto warm-up: passed only then, so other runs' command lines stay as they were.
-    warmup = f"--warmup-steps {c.warmup_steps}"
-    if c.warmup_steps == "auto":
-        warmup += f" --max-warmup-steps {c.max_warmup_steps}"
-    return " ".join(
-        [
-            f"--framework {c.framework} --model {c.model} --topology {c.topology}",
-            f"--batch-size {c.batch_size} --precision {c.precision} {compiler_arguments(c)}",
-            f"--data {c.data} {inputs}",
-            # Only when not auto, so that the command lines of the other runs stay as they were.
-            *([f"--strategy {c.strategy}"] if c.strategy != "auto" else []),
-            f"{warmup} --measured-steps {c.measured_steps}",
-            f"--repeat {wildcards.repeat} --config-id {c.config_id}",
-            f"--device {SETTINGS['platform']['device']} --timeout-s {c.timeout_minutes * 60:g}{memory_arguments()}",
-        ]
-        + ([f"--telemetry-ms {TELEMETRY['interval_ms']}"] if TELEMETRY["enabled"] else [])
-        + runner_arguments(c)
+    return shlex.join(command_line(harness_options(c, wildcards.repeat)))
+
+
+def harness_options(c, repeat=None):
+    """The harness options of a configuration, in command-line order (spelled by spec.command_line): a run's,
+    or with no repeat its batch-size search's, whose probes choose their own batch size and steps. An option
+    whose setting is at its default (no strategy, no memory budget, no telemetry, no runner, throughput) is
+    left out, so that a run's command line changes only when a setting of that run does."""
+    run = repeat is not None
+    options = {"framework": c.framework, "model": c.model, "topology": c.topology}
+    if run:
+        options["batch_size"] = c.batch_size
+    options |= {"precision": c.precision, "compiler": bool(c.compiler)}
+    if isinstance(c.compiler, str):
+        options["compiler_mode"] = c.compiler
+    options["data"] = c.data
+    if c.is_bert:
+        options |= {"seq_length": c.seq_length, "optimizer": c.optimizer, "grad_clip": c.grad_clip}
+    else:
+        options["image_size"] = c.image_size
+    if dataset_dir(c):
+        options["data_dir"] = dataset_dir(c)
+    # The strategy changes the memory a rank needs (FSDP shards the model): a search's probes run with it too.
+    if c.strategy != "auto":
+        options["strategy"] = c.strategy
+    if run:
+        options["warmup_steps"] = c.warmup_steps
+        if c.warmup_steps == "auto":  # the bound matters only to auto warm-up
+            options["max_warmup_steps"] = c.max_warmup_steps
+        options |= {"measured_steps": c.measured_steps, "repeat": repeat, "config_id": c.config_id}
+    options |= {"device": SETTINGS["platform"]["device"], "timeout_s": float(c.timeout_minutes * 60)}
+    if MEMORY_LIMIT_GB:  # the CPU memory budget of every rank (platform.memory_limit_gb)
+        options["memory_limit_gb"] = float(MEMORY_LIMIT_GB)
+    if run and TELEMETRY["enabled"]:
+        options["telemetry_ms"] = TELEMETRY["interval_ms"]
+    if c.framework in RUNNERS:  # a runner's definition, for the harness to run instead of a framework's ranks
+        options["runner"] = json.dumps(RUNNERS[c.framework], sort_keys=True)
+    if run and c.quality:
         # time to quality: each run its own fixed seed (MLPerf's runs differ in seed; the olympic mean needs spread)
-        + ([f"--quality {shlex.quote(c.quality)} --seed {int(wildcards.repeat) - 1}"] if c.quality else [])
-    )
+        options |= {"quality": c.quality, "seed": int(repeat) - 1}
+    return options
+
+
+def dataset_dir(c):
+    """Where the prepared data of a `data: real` configuration lives (workflow/rules/data.smk)."""
+    name = dataset_of(c)
+    return identity.dataset_dir(name, c.seq_length) if name else None
+
+
+def dataset_ready(wildcards):
+    """A real-data run waits for its dataset to be prepared and verified."""
+    directory = dataset_dir(configuration(wildcards))
+    return [f"{directory}/verified.txt"] if directory else []
 
 
 def max_attempts(wildcards):
@@ -545,7 +526,7 @@ def bert_dumps():
 def bert_text_files(wildcards=None):
     """Text the shards are made of: plain text inputs as they are, dumps converted by `wikipedia_text`."""
     names = {p: n for n, p in bert_dumps().items()}
-    return [f"results/data/bert/text/{names[p]}.txt" if p in names else p for p in bert_inputs()]
+    return [BERT_TEXT_PATTERN.format(name=names[p]) if p in names else p for p in bert_inputs()]
 
 
 def bert_vocab(wildcards=None):
@@ -574,4 +555,4 @@ def bert_shard_arguments(wildcards):
 
 def bert_group_manifests(seq):
     groups = min(BERT_DATA["jobs"], BERT_DATA["shards"])
-    return [f"results/data/bert/seq{seq}/{layout.group_manifest(g, groups)}" for g in range(groups)]
+    return [f"{BERT_DIR_PATTERN.format(seq=seq)}/{layout.group_manifest(g, groups)}" for g in range(groups)]

@@ -51,7 +51,7 @@ rule imagenet_tfrecords:
         ),
         env=dataprep_env,
     output:
-        manifest="results/data/imagenet/manifest.json",
+        manifest=f"{IMAGENET_DIR}/manifest.json",
     log:
         "logs/data/imagenet_tfrecords.log",
     conda:
@@ -67,11 +67,11 @@ rule imagenet_tfrecords:
 
 rule verify_imagenet:
     input:
-        manifest="results/data/imagenet/manifest.json",
+        manifest=f"{IMAGENET_DIR}/manifest.json",
         env=dataprep_env,
     output:
-        verified="results/data/imagenet/verified.txt",
-        files="results/data/imagenet/verified-files.json",
+        verified=f"{IMAGENET_DIR}/verified.txt",
+        files=f"{IMAGENET_DIR}/verified-files.json",
     log:
         "logs/data/verify_imagenet.log",
     conda:
@@ -110,7 +110,7 @@ rule wikipedia_text:
         dump=lambda wildcards: bert_dumps()[wildcards.name],
         env=dataprep_env,
     output:
-        "results/data/bert/text/{name}.txt",
+        BERT_TEXT_PATTERN,
     log:
         "logs/data/wikipedia_text/{name}.log",
     conda:
@@ -129,7 +129,7 @@ rule bert_shard_group:
         vocab=bert_vocab,
         env=dataprep_env,
     output:
-        "results/data/bert/seq{seq}/manifest.group-{group}-of-{groups}.json",
+        f"{BERT_DIR_PATTERN}/manifest.group-{{group}}-of-{{groups}}.json",
     log:
         "logs/data/bert_shards/seq{seq}-{group}-of-{groups}.log",
     wildcard_constraints:
@@ -155,7 +155,7 @@ rule bert_manifest:
         groups=lambda wildcards: bert_group_manifests(wildcards.seq),
         env=dataprep_env,
     output:
-        "results/data/bert/seq{seq}/manifest.json",
+        f"{BERT_DIR_PATTERN}/manifest.json",
     log:
         "logs/data/bert_manifest/seq{seq}.log",
     wildcard_constraints:
@@ -172,11 +172,11 @@ rule bert_manifest:
 
 rule verify_bert:
     input:
-        manifest="results/data/bert/seq{seq}/manifest.json",
+        manifest=f"{BERT_DIR_PATTERN}/manifest.json",
         env=dataprep_env,
     output:
-        verified="results/data/bert/seq{seq}/verified.txt",
-        files="results/data/bert/seq{seq}/verified-files.json",
+        verified=f"{BERT_DIR_PATTERN}/verified.txt",
+        files=f"{BERT_DIR_PATTERN}/verified-files.json",
     log:
         "logs/data/verify_bert/seq{seq}.log",
     wildcard_constraints:

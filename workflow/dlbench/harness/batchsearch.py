@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .runlog import utc_now
+from .spec import command_line
 
 # Probe arguments the search sets itself (the rest is passed to the harness as given).
 PROBE_WARMUP_STEPS = 1
@@ -145,16 +146,15 @@ def harness_probe(harness_args: list[str], probes_dir: Path, measured_steps: int
             "-m",
             "dlbench.harness",
             *harness_args,
-            "--batch-size",
-            str(size),
-            "--warmup-steps",
-            str(PROBE_WARMUP_STEPS),
-            "--measured-steps",
-            str(measured_steps),
-            "--config-id",
-            f"batch-search/bs{size}",
-            "--log",
-            str(log),
+            *command_line(
+                {
+                    "batch_size": size,
+                    "warmup_steps": PROBE_WARMUP_STEPS,
+                    "measured_steps": measured_steps,
+                    "config_id": f"batch-search/bs{size}",
+                    "log": log,
+                }
+            ),
         ]
         print(f"[dlbench] batch-size search: probing {size}", file=sys.stderr, flush=True)
         started = time.monotonic()

@@ -2,7 +2,7 @@
 shared with the converters in workflow/dlbench/dataprep/ that write them and their `verify` steps, which check
 them before any run starts.
 
-ImageNet (dataprep/imagenet.py): <dir>/train-00000-of-NNNNN ... (tf.train.Example, build_imagenet_data.py's
+ImageNet (dataprep/imagenet/): <dir>/train-00000-of-NNNNN ... (tf.train.Example, build_imagenet_data.py's
 schema, labels 1..1000) and <dir>/dali_index/<shard>.idx (DALI's `<offset> <bytes>` lines).
 BERT (dataprep/bert_shards/): <dir>/tfrecord/<name>-00000-of-NNNNN (Google's features) and
 <dir>/hdf5/<name>-00000-of-NNNNN.hdf5 (NVIDIA's layout), for one sequence length / masked positions.
@@ -80,7 +80,7 @@ def bert_shards(spec: RunSpec, fmt: str, split: str = "train") -> list[str]:
 def bert_split(shards: list, quality: bool, split: str) -> list:
     """Time to quality holds out the last shard (MLPerf's BERT evaluates on its own held-out set): the data prep puts
     a document, its duplicates and its "random next" sentences in one shard (index modulo the shard count), so no
-    held-out text is trained on. Throughput runs train on every shard, as before."""
+    held-out text is trained on. Throughput runs train on every shard."""
     if not quality:
         if split != "train":
             raise ValueError("a throughput run has no held-out BERT split")

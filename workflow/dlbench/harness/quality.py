@@ -18,7 +18,7 @@ MLPerf Training's rules, as far as they apply to one dlbench run:
 
 The settings (`Settings`, from the study's `quality` block: a JSON object on the command line) are part of the
 configuration's identity (dlbench.identity), except the budget (identity.QUALITY_BUDGET). The log gets one `eval`
-line per evaluation and the summary a `quality` entry (runlog.py); dlbench.logformats.mlperf writes the MLPerf log
+line per evaluation and the summary a `quality` entry (runlog.py); dlbench.mlperf_writer writes the MLPerf log
 from them.
 """
 

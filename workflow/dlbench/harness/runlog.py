@@ -22,7 +22,7 @@ One line per JSON object, each with a `type`:
                quality: `quality` (settings, converged, stopped_by, steps, samples_to_converge, time_to_train_s,
                train/eval seconds, init_start/stop and run_start/stop wall clock) and no step lines or window
 
-Parsed back by dlbench.logformats.dlbench (core environment). Lines are appended and flushed one at a time,
+Parsed back by dlbench.logformats.runlogs (core environment). Lines are appended and flushed one at a time,
 so a crash later loses nothing already written.
 """
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
 from ..identity import BERT_MODELS, COMPILER_MODES, IdentityError, is_bert, parse_topology, run_id
@@ -98,14 +99,27 @@ class RunSpec:
 
     def to_args(self) -> list[str]:
         """Command-line arguments that rebuild this spec (used to start the ranks)."""
-        args = []
-        for key, value in asdict(self).items():
-            if key in ("nodes", "devices_per_node"):
-                continue
-            if isinstance(value, bool):
-                value = "on" if value else "off"
-            args += [f"--{key.replace('_', '-')}", str(value)]
-        return args + ["--topology", self.topology]
+        options = {key: value for key, value in asdict(self).items() if key not in ("nodes", "devices_per_node")}
+        return command_line(options | {"topology": self.topology})
+
+
+def command_line(options: Mapping[str, object]) -> list[str]:
+    """The harness's command line for these options, in their order: the one spelling of every option, for the
+    ranks (RunSpec.to_args) and for the workflow's runs and batch-size searches (workflow/rules/common.smk).
+    A field name is its option with `-` for `_`; a boolean is on|off; a float is written shortest where that
+    loses nothing (600.0: 600), so the same setting always gives the same words."""
+    words = []
+    for key, value in options.items():
+        words += [f"--{key.replace('_', '-')}", _word(value)]
+    return words
+
+
+def _word(value: object) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float) and float(f"{value:g}") == value:
+        return f"{value:g}"
+    return str(value)
 
 
 def _topology(text: str) -> tuple[int, int]:

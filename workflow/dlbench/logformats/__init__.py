@@ -18,13 +18,14 @@ score) also declares `score_records(records) -> records`, which fills them in on
 A format whose projects keep other files beside their logs (MLPerf's result directories) declares
 `is_run_log(path) -> bool` (its naming rules) and `other_file_note(path) -> str` (what is done with the rest).
 
-Adding a format: a module here, one line in FORMATS, its tests (tests/test_logformats_<name>.py), and its name
-in the record schema's `source` enum (tests/test_architecture.py checks the two agree).
+Adding a format: a module here, one line in external.FORMATS, its tests (tests/test_logformats_<name>.py), and
+its name in the record schema's `source` enum (tests/test_architecture.py checks the two agree).
 
-Formats: dlbench (ours), mlperf (MLPerf Training result logs; mlperf.parse_set scores a result directory),
-dllogger (NVIDIA DLLogger text and JSON), tf_cnn_benchmarks, dlperf (DLPerf log trees). Not formats:
-common (labels, identity and records shared by the external formats) and synthetic (logs of their shapes
-written for tests and benchmarks).
+Formats: dlbench (ours, module runlogs), mlperf (MLPerf Training result logs; mlperf.parse_set scores a result
+directory), dllogger (NVIDIA DLLogger text and JSON), tf_cnn_benchmarks, dlperf (DLPerf log trees). Not formats:
+external (the other projects' formats by name, which runlogs reads a runner's log through), common (labels,
+identity and records shared by the external formats) and external_log_fixtures (logs of their shapes written for
+tests and benchmarks). Parsers only read: the MLPerf log of a dlbench run is written by dlbench.mlperf_writer.
 """
 
 from __future__ import annotations
@@ -33,22 +34,16 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from . import dlbench, dllogger, dlperf, mlperf, tf_cnn_benchmarks
+from . import external, runlogs
+from .external import UnknownFormat
 
-FORMATS: dict[str, ModuleType] = {
-    module.NAME: module for module in (dlbench, mlperf, dllogger, tf_cnn_benchmarks, dlperf)
-}
+FORMATS: dict[str, ModuleType] = {runlogs.NAME: runlogs, **external.FORMATS}
 
-
-class UnknownFormat(ValueError):
-    """A `source` no parser is registered for."""
+__all__ = ["FORMATS", "UnknownFormat", "get", "parse", "score_sets"]
 
 
 def get(source: str) -> ModuleType:
-    try:
-        return FORMATS[source]
-    except KeyError:
-        raise UnknownFormat(f"unknown log format {source!r} (known: {', '.join(FORMATS)})") from None
+    return external.get(source, FORMATS)
 
 
 def parse(path: str | Path, source: str = "dlbench", labels: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -28,7 +28,7 @@ algorithm (bert_reference.py) give the same instances (to 0.02%) and random-next
 0.1 point), in either streaming mode (--shards 1, --random-doc-block >= documents and --shuffle-buffer >=
 instances is the reference's: one whole-corpus pool, one full shuffle). With short targets one seed's figures
 move by several per cent in the reference itself (a handful of short passes over long documents); compare means
-over seeds (issue 19, benchmarks/dataprep_bert.py).
+over seeds (benchmarks/dataprep_bert.py).
 Smaller ones: a document also ends at the end of an input file; with --whole-word-mask a "##" piece right
 after [SEP] starts a word of its own (the reference appends it to A's last word); literal "[MASK]"-like text
 is split into "[", "mask", "]" as the reference's tokenizer does (HF's would map it to the special id); the

@@ -36,7 +36,7 @@ STAT_KEYS = (
 )
 
 
-# an instance is "short" below this share of max_seq_length tokens (issue 19's fidelity measure)
+# an instance is "short" below this share of max_seq_length tokens (the fidelity measure of benchmarks/dataprep_bert.py)
 SHORT_LENGTH_SHARE = 0.9
 
 
@@ -60,8 +60,8 @@ class Params:
     random_doc_block: int = 512
     shuffle_buffer: int = 10000
     # gzip 1 after HDF5's byte shuffle: smaller files than NVIDIA's gzip 4 alone at ~60% of its CPU; h5py and
-    # every HDF5 reader undo both filters transparently (issue 19: HDF5 was half of a small run's time). Level 1
-    # deflates with Intel's ISA-L (writer.py: 3.8x faster than zlib's level 1, 2.6% larger)
+    # every HDF5 reader undo both filters transparently (uncompressed, HDF5 writing was half of a small run's
+    # time). Level 1 deflates with Intel's ISA-L (writer.py: 3.8x faster than zlib's level 1, 2.6% larger)
     hdf5_gzip_level: int = 1
     hdf5_shuffle: bool = True
 

@@ -222,7 +222,7 @@ class Backend(BackendBase):
         if not self.gpu and "MXNET_OPTIMIZER_AGGREGATION_SIZE" not in os.environ:
             # MXNet's multi-tensor SGD (4 tensors per call by default, MXNET_OPTIMIZER_AGGREGATION_SIZE) is slower
             # on CPU than one call per tensor: 160 vs 112 ms per ResNet-50 update, +3-5% per step on the
-            # 2-core VM (issue 19). GPUs keep MXNet's default (fewer kernel launches).
+            # 2-core VM. GPUs keep MXNet's default (fewer kernel launches).
             optimizer.aggregate_num = 1
         self.trainer = self._trainer(net.collect_params(), optimizer)
         self.scale_loss = self.amp_dtype == "float16"

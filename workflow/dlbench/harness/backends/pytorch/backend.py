@@ -197,7 +197,7 @@ class Backend(BackendBase):
         self.parameters = parameter_count(model)
         model = self._shard(model)
         # fused: PyTorch's documented fastest implementation (CPU and CUDA), one kernel per tensor; the default
-        # for-loop one took 30 ms per ResNet-50 update on the 2-core VM, fused 15 (issue 19). FSDP2's sharded
+        # for-loop one took 30 ms per ResNet-50 update on the 2-core VM, fused 15. FSDP2's sharded
         # parameters (DTensor) have no fused SGD kernel: the default there.
         self.optimizer = torch.optim.SGD(
             model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-5, fused=not self._sharded
@@ -243,7 +243,7 @@ class Backend(BackendBase):
         # Gradients dropped before the forward pass, as PyTorch's own training loops do: dropped after it, the
         # last step's gradients (100 MB for ResNet-50) stay alive through the forward, and every step took
         # 4,300-6,600 more fresh pages from the kernel (13,600-15,900 vs 9,300 page faults per step at 64 px,
-        # batch 8) and ~9% more CPU time: the harness's gap to the plain loop in issue 19.
+        # batch 8) and ~9% more CPU time than the plain training loop (benchmarks/frameworks.py).
         self.optimizer.zero_grad(set_to_none=True)
         super().step()
 

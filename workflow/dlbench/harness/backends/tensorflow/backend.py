@@ -54,7 +54,7 @@ keras = tf.keras
 
 GATHER_BYTES = 8192  # room for one rank's JSON record in all_gather
 WEIGHT_DECAY = 5e-5  # as the PyTorch backend
-INTER_OP_THREADS = 2  # 1 risks stalls on blocking ops, and ResNet-50 ran 5-15% slower with 1 (issue 19)
+INTER_OP_THREADS = 2  # 1 risks stalls on blocking ops, and ResNet-50 ran 5-15% slower with 1 (2-core CPU VM)
 DONE_TIMEOUT_S = 60.0
 
 
@@ -277,7 +277,7 @@ class Backend(BackendBase):
     def _synthetic(self, make_data) -> None:
         """The synthetic batch (`make_data(context)`, one per replica) and how a step gets it. On a CPU as Keras's
         `fit` does: an iterator over the batch repeated (tf.data), taken inside the step's function; on this VM
-        that step ran 2.9% faster than the same step called with the batch as arguments or captured (issue 19:
+        that step ran 2.9% faster than the same step called with the batch as arguments or captured (a
         median of 12 per-round ratios 1.029 [1.022-1.035], every round above 1; the harness's gap to `model.fit`).
         On a GPU the batch stays resident and is passed as arguments: a tf.data element lives on the host, and the
         copy to the device would count in every step. So it does under a memory budget (memory_limit_gb, an

@@ -198,7 +198,7 @@ class FusedSGD:
     the three frameworks train the same update. Why not `keras.optimizers.SGD`: Keras 3 builds its update from
     separate element-wise ops (decoupled decay, momentum, assignment: several passes over the 25.6M weights and
     their slots per step): 32 ms of a 244 ms ResNet-50 step on the 2-core VM (64x64, batch 8, oneDNN), where the
-    fused update takes 11 ms, the step 9% faster (issue 19); and its decay is decoupled
+    fused update takes 11 ms, the step 9% faster; and its decay is decoupled
     (var -= lr * weight_decay * var), not PyTorch's.
 
     Interface as far as the backend uses a Keras optimizer: `apply(grads, variables)`, a `learning_rate` variable

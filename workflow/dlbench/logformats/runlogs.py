@@ -18,8 +18,9 @@ from .. import devices, identity
 from ..records import LogError, complete, model_inputs
 from ..stats import steady_state
 from ..telemetry import summary as telemetry_summary
-from . import mlperf
+from . import external
 from .common import AXIS_LABELS
+from .mlperf import BENCHMARKS
 
 NAME = "dlbench"
 # A summary whose throughput disagrees with its own step records by more than this is flagged.
@@ -191,13 +192,13 @@ def quality_fields(
     """A time-to-quality run (harness/quality.py): time to train = run_stop - run_start (evaluation included), as
     MLPerf's; a run that ended at its budget without reaching the target is `failed` (MLPerf: aborted), and its
     time stays recorded. Its `throughput` (the steps' own rate between evaluations) stays in `details`: the
-    metric is the time. One run set per configuration (the repeats), scored by mlperf.score_records."""
+    metric is the time. One run set per configuration (the repeats), scored by logformats.mlperf.score_records."""
     settings = json.loads(cfg["quality"])
     quality = summary.get("quality") or {}
     fields: dict[str, Any] = {
         "metric": identity.TIME_TO_QUALITY,
         "target_accuracy": settings["target"],
-        "benchmark": mlperf.BENCHMARKS.get(cfg["model"]),
+        "benchmark": BENCHMARKS.get(cfg["model"]),
         "run_set": cfg["config_id"],
         "throughput": None,
         "achieved_tflops": None,
@@ -281,8 +282,6 @@ def runner_record(
     `elapsed_s` is the command's wall time from start to exit (our summary's: startup included, as the script's
     own timed window is not visible); a figure its log gives for its timed steps stays in `details`
     (`log_elapsed_s`). `telemetry` says why there is none (harness/runner.py, NO_TELEMETRY)."""
-    from . import get  # the registry imports this module
-
     cfg = header["config"]
     definition = json.loads(cfg.get("runner") or "{}")
     fields = {
@@ -296,7 +295,9 @@ def runner_record(
         "run_set": header["config_id"],
     }  # a runner's repeats of one configuration are one set (MLPerf)
     try:
-        record = get(summary["external_format"]).parse(Path(summary["external_log"]), labels)
+        fmt = summary["external_format"]
+        parser = parse if fmt == NAME else external.get(fmt).parse
+        record = parser(Path(summary["external_log"]), labels)
     except (OSError, LogError) as exc:
         return complete(
             {

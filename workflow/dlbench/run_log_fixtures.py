@@ -13,6 +13,30 @@ from .harness.runlog import LOG_SCHEMA_VERSION, append_line
 from .identity import is_bert
 
 
+def _write_header(path: Path, config_id: str, repeat: int, config: dict) -> None:
+    """A fixture log, started afresh with its header line in the harness's layout, on a fixed test node."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    append_line(
+        path,
+        {
+            "type": "header",
+            "schema_version": LOG_SCHEMA_VERSION,
+            "run_id": identity.run_id(config_id, repeat),
+            "config_id": config_id,
+            "config": config,
+            "hostname": "node001",
+            "python": "3.11.7",
+            "cpu_model": "Test CPU",
+            "machine": {"cpu_count": 64, "memory_bytes": 512 * 2**30, "os": "Test OS 1 (6.1)"},
+            "threads_per_rank": 2,
+            "git_commit": "0" * 40,
+            "started_at": "2026-01-01T00:00:00Z",
+            "slurm": None,
+        },
+    )
+
+
 def write_run_log(
     path: Path,
     *,
@@ -57,8 +81,6 @@ def write_run_log(
             strategy=strategy,
         )
     )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.unlink(missing_ok=True)
     config = {
         "framework": framework,
         "model": model,
@@ -81,25 +103,7 @@ def write_run_log(
         "optimizer": optimizer if bert else "auto",
         "strategy": strategy,
     }
-    run_id = identity.run_id(config_id, repeat)
-    append_line(
-        path,
-        {
-            "type": "header",
-            "schema_version": LOG_SCHEMA_VERSION,
-            "run_id": run_id,
-            "config_id": config_id,
-            "config": config,
-            "hostname": "node001",
-            "python": "3.11.7",
-            "cpu_model": "Test CPU",
-            "machine": {"cpu_count": 64, "memory_bytes": 512 * 2**30, "os": "Test OS 1 (6.1)"},
-            "threads_per_rank": 2,
-            "git_commit": "0" * 40,
-            "started_at": "2026-01-01T00:00:00Z",
-            "slurm": None,
-        },
-    )
+    _write_header(path, config_id, repeat, config)
     append_line(
         path,
         {
@@ -179,8 +183,6 @@ def write_quality_log(
         quality=vars(settings),
     )
     config_id = identity.config_id(axes)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.unlink(missing_ok=True)
     config = {
         "framework": framework,
         "model": model,
@@ -201,24 +203,7 @@ def write_quality_log(
         "optimizer": "auto",
         "quality": json.dumps(vars(settings)),
     }
-    run_id = identity.run_id(config_id, repeat)
-    append_line(
-        path,
-        {
-            "type": "header",
-            "schema_version": LOG_SCHEMA_VERSION,
-            "run_id": run_id,
-            "config_id": config_id,
-            "config": config,
-            "hostname": "node001",
-            "python": "3.11.7",
-            "cpu_model": "Test CPU",
-            "threads_per_rank": 2,
-            "git_commit": "0" * 40,
-            "started_at": "2026-01-01T00:00:00Z",
-            "slurm": None,
-        },
-    )
+    _write_header(path, config_id, repeat, config)
     append_line(
         path,
         {
