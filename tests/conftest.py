@@ -304,16 +304,29 @@ def external_logs() -> Path:
     return EXTERNAL_LOGS
 
 
-# pytest-xdist (two workers, pyproject.toml's addopts) schedules by group, one group's tests in order on one
-# worker: a test file is a group, so its module-scoped fixtures are built once; the files that start the
-# machine-wide SLURM test cluster (slurm-local.sh's daemons and namespaces) share one group so that never two
+# pytest-xdist (two workers, pyproject.toml's addopts) hands out the tests a group at a time, each group's tests in
+# order on one worker: a test file is a group, so its module-scoped fixtures are built once; the files that start
+# the machine-wide SLURM test cluster (slurm-local.sh's daemons and namespaces) are one group, so that never two
 # clusters run at once. That group is the longest and goes first.
 CLUSTER_FILES = {"test_slurm", "test_multinode"}
 CLUSTER_GROUP = "slurm-cluster"
 
 
+def test_group(nodeid: str) -> str:
+    file = nodeid.split("::", 1)[0]
+    return CLUSTER_GROUP if Path(file).stem in CLUSTER_FILES else file
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: absent with -p no:xdist
+def pytest_xdist_make_scheduler(config: pytest.Config, log):  # noqa: ANN001, ANN201 (xdist's signature)
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return test_group(nodeid)
+
+    return GroupScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        module = item.module.__name__ if item.module else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(CLUSTER_GROUP if module in CLUSTER_FILES else module))
-    items.sort(key=lambda item: (item.module.__name__ if item.module else "") not in CLUSTER_FILES)
+    items.sort(key=lambda item: test_group(item.nodeid) != CLUSTER_GROUP)
