@@ -261,6 +261,7 @@ def published(workdir: Path) -> dict:
     return json.loads((workdir / "results/report/published.json").read_text())
 
 
+@pytest.mark.slow
 def test_each_study_runs_what_it_has_not_run_whatever_the_directory_holds(torch_python, tmp_path):
     """One working directory, studies in turn: a study with a checkpoint (the search) after another study's report,
     and a study whose report and aggregate are present but whose run logs and .snakemake/ are not (results copied

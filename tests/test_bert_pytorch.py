@@ -70,6 +70,7 @@ return out
 """
 
 
+@pytest.mark.slow
 def test_parameter_counts_and_layout_match_googles_checkpoint(api):
     out = api["parameters"]
     assert out["bert_tiny"] == {"count": TINY_PARAMETERS, "canonical_match": True, "each_once": True}

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from conftest import REPO, snakemake
+from dlbench import preflight
 from dlbench.configfile import StudyFileError, load_study_files
 from dlbench.configfile import main as check_file
 from dlbench.study import ConfigError
@@ -252,6 +253,13 @@ SNAKEMAKE_CASES = {
         "study.yaml, line 9: include[1]: the same configuration as include[0] with "
         "other settings (measured_steps default vs 50)",
     ),
+    "--configfile tab": (
+        "study.yaml",
+        MATRIX.replace("  framework", "\tframework"),
+        "study.yaml, line 3, column 1: found character '\\t' that cannot start any token; indent with spaces",
+    ),
+    "--configfile empty": ("study.yaml", "", "study.yaml: the file is empty; a study needs at least `matrix:`"),
+    "--configfile missing": ("missing.yaml", None, "--configfile missing.yaml: no such file"),
     "--configfile version": (
         "study.yaml",
         MATRIX + "report: {version: ..}\n",
@@ -262,8 +270,11 @@ SNAKEMAKE_CASES = {
 
 @pytest.mark.parametrize("case", sorted(SNAKEMAKE_CASES))
 def test_snakemake_stops_before_any_job(tmp_path, case):
+    """config.yaml is read by the workflow before Snakemake; a --configfile by the startup line bootstrap.sh puts
+    into .venv (dlbench.preflight), before Snakemake's command line reads it."""
     name, text, expected = SNAKEMAKE_CASES[case]
-    (tmp_path / name).write_text(text)
+    if text is not None:
+        (tmp_path / name).write_text(text)
     args = [] if name == "config.yaml" else ["--configfile", name]
     result = snakemake(tmp_path, "--cores", "1", *args, timeout=120)
     output = result.stdout + result.stderr
@@ -278,3 +289,14 @@ def test_snakemake_prints_warnings_with_their_place(tmp_path):
     result = snakemake(tmp_path, "-n", "--configfile", "study.yaml", timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "dlbench: warning: study.yaml, line 6: matrix.seq_length: applies to BERT models only" in result.stderr
+
+
+def test_the_study_files_of_a_snakemake_command_line():
+    assert preflight.study_files(["--cores", "all", "--configfile", "a.yaml", "b.yaml", "-n"]) == ["a.yaml", "b.yaml"]
+    assert preflight.study_files(["--configfile=a.yaml", "--configfiles", "b.yaml", "--dry-run"]) == [
+        "a.yaml",
+        "b.yaml",
+    ]
+    assert preflight.study_files(["--cores", "2", "-n"]) == []
+    # Snakemake's own job processes are not checked again.
+    assert preflight.problems(["--target-jobs", "x", "--configfiles", "/nonexistent.yaml"]) == []

@@ -493,6 +493,7 @@ def test_statistics_of_a_real_run_match_the_issue_and_the_reference_algorithm(
     assert abs(ours["tokens"] / n - ref["tokens"] / m) < 1.0
 
 
+@pytest.mark.slow
 def test_the_benchmarks_tensorflow_reader_counts_and_compares_reference_records(
     dataprep_python, inputs, wiki, tmp_path
 ):

@@ -159,6 +159,7 @@ def test_hard_kills_leave_no_orphans_and_one_command_resumes(tmp_path, torch_pyt
     assert not list((tmp_path / "results/runs").rglob("*.partial"))
 
 
+@pytest.mark.slow
 def test_two_supervisors_never_write_one_run(tmp_path, torch_python):
     """A second try of a run while the first still runs (e.g. restarted at once) waits for it to end; a SIGKILLed
     supervisor's ranks die, then the second try writes the log alone."""
@@ -228,6 +229,7 @@ def test_the_failure_record_counts_the_tries_of_its_own_series(tmp_path):
     assert len(attempts.path.read_text().splitlines()) == 5
 
 
+@pytest.mark.slow
 def test_failed_report_keeps_the_published_state(tmp_path, torch_python):
     config = tiny_config()
     config["defaults"]["repeats"] = 1
@@ -326,6 +328,7 @@ def test_odd_paths_never_reach_a_shell(tmp_path, torch_python):
     shutil.rmtree(work / "results", ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_a_damaged_run_log_is_set_aside_and_its_run_redone(tmp_path, torch_python):
     """A finished run's log cut inside its summary line (a truncated copy): the next run keeps it as
     <log>.damaged and runs it again; a dry run only says so. Two real tiny runs and three Snakemake starts: 1 to 5
@@ -404,6 +407,7 @@ def full_file_system(path: Path, keep: bool = True) -> Iterator[None]:
         shutil.rmtree(before)
 
 
+@pytest.mark.slow
 def test_a_full_disk_is_a_dlbench_message_naming_the_path_and_loses_nothing(tmp_path, torch_python):
     """Errno 28 in the aggregate, in publishing (results/report/ never half a copy) and in a run's log: each a
     dlbench message naming where, no traceback; what was computed and published before stays."""

@@ -103,6 +103,7 @@ def test_cuda_with_an_interpreter_that_sees_no_gpu_is_refused_here(tmp_path, tor
     assert found["pytorch"].facts["gpus"] == [] and len(no_gpu) == 1
 
 
+@pytest.mark.slow
 def test_a_study_runs_with_its_own_interpreter_and_records_it(tmp_path, site_python, torch_python):
     work = tmp_path
     config = write_config(work / "study.yaml", byo_config(site_python))

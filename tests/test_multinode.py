@@ -22,6 +22,9 @@ import yaml
 from conftest import REPO, log_lines, slurm_snakemake, tiny_config, write_config
 from dlbench.study import load_study
 
+pytestmark = pytest.mark.slow  # a two-node cluster and a 13-run study: the full suite only
+
+
 CLUSTER = REPO / "tests" / "slurm" / "slurm-local.sh"
 HARD_TIMEOUT_S = 1200
 FRAMEWORKS = ["pytorch", "tensorflow", "mxnet"]

@@ -554,7 +554,7 @@ def test_the_first_screen_answers_and_every_table_fits(tmp_path):
     # Every notes line that states steps names its model.
     notes = re.findall(r"<li>([^<]*steps timed[^<]*)</li>", html)
     assert sorted(notes) == [
-        "bert_tiny (pytorch): 1 warm-up steps skipped, 3 steps timed per run.",
+        "bert_tiny (pytorch): 1 warm-up step skipped, 3 steps timed per run.",
         "resnet50 (pytorch): 2 warm-up steps skipped, 10 steps timed per run.",
     ]
 

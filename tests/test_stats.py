@@ -367,7 +367,13 @@ BERT_TINY = ["--seq-length", "32", "--batch-size", "2", "--measured-steps", "12"
 
 
 @pytest.mark.parametrize(
-    ("framework", "topology"), [("pytorch", "1x1"), ("pytorch", "1x2"), ("tensorflow", "1x2"), ("mxnet", "1x2")]
+    ("framework", "topology"),
+    [
+        ("pytorch", "1x1"),
+        ("pytorch", "1x2"),
+        pytest.param("tensorflow", "1x2", marks=pytest.mark.slow),
+        pytest.param("mxnet", "1x2", marks=pytest.mark.slow),
+    ],
 )
 def test_auto_warm_up_in_a_real_run(torch_python, tmp_path, framework, topology):
     """bert_tiny: warm-up runs until the step times settle, the log says how many steps it took, and with two
@@ -383,7 +389,7 @@ def test_auto_warm_up_in_a_real_run(torch_python, tmp_path, framework, topology)
         "--warmup-steps",
         "auto",
         "--max-warmup-steps",
-        "80",
+        "200",  # room for the step times to settle beside other tests' load (quiet: 10 to 40 steps)
         model="bert_tiny",
         framework=framework,
     )
@@ -392,7 +398,7 @@ def test_auto_warm_up_in_a_real_run(torch_python, tmp_path, framework, topology)
     summary = entries["summary"][0]
     assert summary["status"] == "ok", summary
     warmup = summary["warmup"]
-    assert warmup["mode"] == "auto" and warmup["stable"] is True and 10 <= warmup["steps"] < 80
+    assert warmup["mode"] == "auto" and warmup["stable"] is True and 10 <= warmup["steps"] < 200
     assert len([s for s in entries["step"] if s["phase"] == "warmup"]) == warmup["steps"]
     assert entries["header"][0]["config"]["warmup_steps"] == "auto"
     assert f"warm-up auto: settled after {warmup['steps']} steps" in result.stderr

@@ -73,8 +73,10 @@ def test_sampler_samples_this_machine_and_says_what_it_cannot_read(tmp_path):
     assert start["rapl"]["available"] == rapl_readable()  # the truth about this machine, whatever it is
     fields = tsum.summarise(lines, window_inside(lines), samples=100)
     assert fields["telemetry"] == "ok"
-    assert fields["cpu_run_cores"] > 0.5  # a busy loop: close to one core
-    assert fields["cpu_rank_cores"] and float(fields["cpu_rank_cores"]) > 0.5
+    # A busy loop: close to one core on a quiet machine, at least a quarter of one beside other tests (an idle
+    # process reads ~0); never more than the one core a single thread can use.
+    assert 0.25 < fields["cpu_run_cores"] <= 1.05
+    assert fields["cpu_rank_cores"] and 0.25 < float(fields["cpu_rank_cores"]) <= 1.05
     assert 0 < fields["cpu_node_util"] <= 1
     assert fields["rapl"].startswith("readable" if rapl_readable() else "unavailable: ")
     try:

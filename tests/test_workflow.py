@@ -162,7 +162,7 @@ def test_a_dry_runs_reason_names_the_changed_setting_only(study):
     assert len(reasons) == 1, output[-3000:]
     assert "before: ('report.confidence', 0.95)" in reasons[0] and "now: ('report.confidence', 0.9)" in reasons[0]
     assert "matrix" not in reasons[0] and len(reasons[0]) < 300, reasons[0]
-    assert len(output) < 4000, output  # the dry run reads in a screen, not 17 KB of configuration
+    assert len(output) < 6000, output  # a screen for these 4 runs, not 17 KB of configuration
 
 
 def test_more_repeats_run_only_the_new_ones(study):
@@ -187,6 +187,7 @@ def test_changed_environment_spec_rebuilds_env_and_reruns_its_runs(study, tmp_pa
     assert rules(jobs) == {"build_framework_env": 1, "benchmark_run": 4, "aggregate": 1, "report": 1, "all": 1}
 
 
+@pytest.mark.slow
 def test_new_results_publish_a_new_version_and_never_overwrite(study):
     work, _ = study
     v1_index = (work / "results/reports/v1/index.html").read_bytes()

@@ -4,8 +4,8 @@ Snakemake's own loader says only "Config file is not valid JSON or YAML" for a s
 for a top-level list, and silently keeps the last of two equal keys. workflow/rules/configfile.smk checks
 config.yaml with this module before Snakemake loads it; common.smk reads every study file again to place
 each configuration problem at its line. Snakemake's command line reads a `--configfile` before any workflow
-code runs: for a syntax error there it speaks first, and `python -m dlbench.configfile FILE` (core
-environment, PYTHONPATH=workflow) shows the line and column.
+code runs: dlbench.preflight checks those files with this module first (a startup line in the core
+environment). `python -m dlbench.configfile FILE` (core environment, PYTHONPATH=workflow) checks one file.
 
     python -m dlbench.configfile my.yaml     # "my.yaml, line 4, column 3: ..." or "my.yaml: ok"
 """

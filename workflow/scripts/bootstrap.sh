@@ -143,4 +143,8 @@ if [[ ! -e "$stamp" ]]; then
     rm -f .venv/.dlbench-*
     touch "$stamp"
 fi
+# Snakemake's command line reads a --configfile before any workflow code can: a startup line in .venv checks
+# those files first, so a missing or unreadable study file gets dlbench's message (workflow/dlbench/preflight.py).
+.venv/bin/python workflow/dlbench/preflight.py "$PWD/workflow" \
+    > "$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/_dlbench_preflight.pth"
 echo "bootstrap: core environment ready: .venv/bin/snakemake" >&2

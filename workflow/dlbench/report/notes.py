@@ -26,6 +26,10 @@ NEEDED = (
 )
 
 
+def _steps(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def applies_to(runs: pd.DataFrame) -> str:
     """The runs a note is about, in words: each model with its frameworks, 'resnet50 (pytorch, tensorflow)'."""
     models = runs.groupby(runs["model"].fillna("?"), sort=True)["framework"]
@@ -113,7 +117,10 @@ def caveats(records: pd.DataFrame) -> list[str]:
     auto = records["warmup_auto"].map(lambda v: v is True or str(v).lower() == "true")
     fixed = records.loc[~auto].dropna(subset=["warmup_steps", "measured_steps"])
     for (warmup, measured), runs in fixed.groupby(["warmup_steps", "measured_steps"], sort=True):
-        out.append(f"{applies_to(runs)}: {int(warmup)} warm-up steps skipped, {int(measured)} steps timed per run.")
+        out.append(
+            f"{applies_to(runs)}: {_steps(int(warmup), 'warm-up step')} skipped, "
+            f"{_steps(int(measured), 'step')} timed per run."
+        )
     if auto.any():
         taken = records.loc[auto, "warmup_steps"].dropna().astype(int)
         out.append(
