@@ -307,12 +307,12 @@ def external_logs() -> Path:
 # pytest-xdist (two workers, pyproject.toml's addopts) hands out the tests a group at a time, each group's tests in
 # order on one worker: a test file is a group, so its module-scoped fixtures are built once; the files that start
 # the machine-wide SLURM test cluster (slurm-local.sh's daemons and namespaces) are one group, so that never two
-# clusters run at once. That group is the longest and goes first.
+# clusters run at once. That group is the longest in time and goes first.
 CLUSTER_FILES = {"test_slurm", "test_multinode"}
 CLUSTER_GROUP = "slurm-cluster"
 
 
-def test_group(nodeid: str) -> str:
+def scheduling_group(nodeid: str) -> str:
     file = nodeid.split("::", 1)[0]
     return CLUSTER_GROUP if Path(file).stem in CLUSTER_FILES else file
 
@@ -323,10 +323,12 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):  # noqa: ANN001, AN
 
     class GroupScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return test_group(nodeid)
+            return scheduling_group(nodeid)
+
+        def _assign_work_unit(self, node) -> None:  # noqa: ANN001
+            # xdist hands out the groups with the most tests first; the cluster's group is the longest in time.
+            if CLUSTER_GROUP in self.workqueue:
+                self.workqueue.move_to_end(CLUSTER_GROUP, last=False)
+            super()._assign_work_unit(node)
 
     return GroupScheduling(config, log)
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: test_group(item.nodeid) != CLUSTER_GROUP)
