@@ -193,6 +193,7 @@ return {
 """
 
 
+@pytest.mark.slow
 def test_sdpa_attention_is_the_explicit_one_with_its_dropout(api):
     """The fused path computes the same as softmax(QK^T/sqrt(d) - 10000 at padding) and applies the dropout."""
     out = api["attention"]

@@ -276,6 +276,7 @@ def test_failed_report_keeps_the_published_state(tmp_path, torch_python):
 ODD = "odd 'q' \"dq\" ; $(touch PWNED1) `touch PWNED2` ü"
 
 
+@pytest.mark.slow
 def test_odd_paths_never_reach_a_shell(tmp_path, torch_python):
     """A working directory, environment directory, import and dataset paths with spaces, quotes, `;`, `$(...)`,
     backquotes and non-ASCII: the study runs, and nothing but the study is executed."""

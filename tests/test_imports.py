@@ -95,6 +95,7 @@ def test_duplicate_import_names(tmp_path):
         load_study({"imports": [entry, entry]}, SCHEMA, REPO / "envs", tmp_path)
 
 
+@pytest.mark.slow
 def test_imported_logs_reach_the_report_and_rerun_alone(tmp_path):
     tree = dlperf_like_tree(
         tmp_path / "old", {("archive", 1, 1): [100.0, 104.0, 96.0], ("archive", 1, 4): [380.0, 390.0, 370.0]}

@@ -93,6 +93,7 @@ def test_bad_software_entries_are_refused_before_any_job(tmp_path, software, exp
     assert expected in refused(tmp_path, config)
 
 
+@pytest.mark.slow
 def test_cuda_with_an_interpreter_that_sees_no_gpu_is_refused_here(tmp_path, torch_python):
     config = byo_config(torch_python, platform={"device": "cuda"})
     message = refused(tmp_path, config, "--cores", "1")

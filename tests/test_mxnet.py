@@ -206,6 +206,7 @@ def test_out_of_memory_in_two_rank_run_is_reported_and_ends(mx_python, tmp_path)
     assert len(pids) == 2 and not [pid for pid in pids if running(pid)]
 
 
+@pytest.mark.slow
 def test_tensor_beyond_the_int32_build_is_unsupported(mx_python, tmp_path):
     """Batch 400000 at 224 px: the PyPI build (no USE_INT64_TENSOR_SIZE) refuses tensors of 2^31+ elements."""
     log = tmp_path / "run.jsonl"
@@ -346,6 +347,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.slow
 def test_same_weights_give_the_pytorch_model_s_outputs(mx_python, torch_python, tmp_path):
     """PyTorch weights (state_dict names and layouts) loaded into the Gluon model: same logits, same loss."""
     reference = tmp_path / "reference.npz"

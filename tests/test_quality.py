@@ -172,7 +172,7 @@ def train_to_target(framework: str, data: Path, log: Path, topology: str = "1x1"
     return dlbench_format.parse(log)
 
 
-@pytest.mark.parametrize("framework", ["pytorch", "tensorflow"])
+@pytest.mark.parametrize("framework", ["pytorch", pytest.param("tensorflow", marks=pytest.mark.slow)])
 def test_real_run_converges_and_its_mlperf_log_is_compliant(framework, learnable, tmp_path):
     record = train_to_target(framework, learnable, tmp_path / "rep1.jsonl")
     assert record["status"] == "ok" and record["converged"] is True, record["error"]
@@ -307,6 +307,7 @@ def test_real_bert_run_evaluates_masked_lm_accuracy_on_the_held_out_shard(framew
     assert theirs["eval_accuracy"] == pytest.approx(evals[-1]["accuracy"])
 
 
+@pytest.mark.slow
 def test_mxnet_time_to_quality_is_unsupported(real_data, tmp_path):
     log = tmp_path / "rep1.jsonl"
     result = run_harness(

@@ -13,6 +13,11 @@ import pytest
 
 from conftest import assert_ranks_counted, env_python, read_log, run_harness, run_python
 
+pytestmark = (
+    pytest.mark.slow
+)  # MXNet's readers of the prepared shards: test_dataprep_imagenet reads its RecordIO files in the fast tier
+
+
 IMAGES_PER_CLASS = 8  # the real_data fixture's --train-per-class
 CLASSES = 4  # its --classes
 

@@ -14,6 +14,11 @@ import pytest
 
 from conftest import assert_ranks_counted, env_python, harness_env, read_log
 
+pytestmark = (
+    pytest.mark.slow
+)  # TensorFlow's input pipeline on the prepared shards: test_dataprep_imagenet reads them with tf.data in the fast tier
+
+
 IMAGES_PER_CLASS = 8  # the real_data fixture's --train-per-class
 STEPS = ["--batch-size", "4", "--warmup-steps", "1", "--measured-steps", "3", "--device", "cpu"]
 

@@ -180,6 +180,7 @@ def test_cancelled_job_is_recorded_with_its_slurm_state(slurm_cluster, torch_pyt
     assert summary["slurm_states"] == ["CANCELLED"]
 
 
+@pytest.mark.slow
 def test_killed_supervisor_takes_its_srun_step_along(slurm_cluster, torch_python, tmp_path):
     """SIGKILL of the supervisor inside a job: srun gets SIGTERM (parent-death signal) and cancels the ranks' step."""
     log = tmp_path / "run.jsonl"

@@ -369,7 +369,7 @@ BERT_TINY = ["--seq-length", "32", "--batch-size", "2", "--measured-steps", "12"
 @pytest.mark.parametrize(
     ("framework", "topology"),
     [
-        ("pytorch", "1x1"),
+        pytest.param("pytorch", "1x1", marks=pytest.mark.slow),
         ("pytorch", "1x2"),
         pytest.param("tensorflow", "1x2", marks=pytest.mark.slow),
         pytest.param("mxnet", "1x2", marks=pytest.mark.slow),
@@ -407,6 +407,7 @@ def test_auto_warm_up_in_a_real_run(torch_python, tmp_path, framework, topology)
     assert record["steady"] in (True, False) and record["run_id"] == "adhoc/rep1"
 
 
+@pytest.mark.slow
 def test_auto_warm_up_that_does_not_settle_is_flagged(torch_python, tmp_path):
     log = tmp_path / "results/runs/bert_tiny/pytorch/1x1/bs2-fp32-nocompile-synthetic-seq32-adam-noclip/rep1.jsonl"
     result = run_harness(
@@ -537,6 +538,7 @@ def test_compare_cli_passes_a_change_inside_the_tolerance(tmp_path):
     assert tolerant.stdout.splitlines()[3].endswith("within tolerance")
 
 
+@pytest.mark.slow
 def test_compare_cli_with_failed_runs_bad_inputs_and_help(tmp_path):
     a = result_set(tmp_path / "a", {("1x1", "fp32"): list(1000 * (1 + JITTER))})
     b = result_set(tmp_path / "b", {("1x1", "fp32"): ["oom"] * 3})

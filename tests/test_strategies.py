@@ -63,6 +63,7 @@ def unsupported(framework: str, tmp_path: Path, strategy: str, *args: str, topol
     return record
 
 
+@pytest.mark.slow
 def test_pytorch_ddp_default_fp16_hook_bucket_and_fsdp(tmp_path):
     auto, auto_record = ran("pytorch", tmp_path, "auto")
     assert auto["wrapper"] == "DistributedDataParallel" and auto["process_group_backend"] == "gloo"
