@@ -28,7 +28,7 @@ include: "workflow/rules/report.smk"
 rule all:
     default_target: True
     input:
-        REPORT_MANIFEST,
+        PUBLISHED_MANIFEST,
         rules.aggregate.output.inputs,
         rules.aggregate.input.logs,
         rules.aggregate.input.mlperf,

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from dlbench.aggregate import summarise, write_all
+from dlbench.harness.runlog import TAIL_BLOCK, last_line_type
 from dlbench.logformats.runlogs import parse as parse_run_log
 from dlbench.run_log_fixtures import write_run_log
 
@@ -157,3 +158,18 @@ def test_unreadable_bert_log_is_identified_from_its_path(tmp_path):
         "lamb",
         True,
     )
+
+
+def test_the_last_line_is_read_from_the_end_of_a_log(tmp_path):
+    """Every Snakemake start asks each run log whether it ends in a summary (damaged logs are redone): a line
+    longer than the block read from the end, a log without a final line break, a cut last line, no line."""
+    log = tmp_path / "rep1.jsonl"
+    big = {"type": "step", "pad": "x" * (3 * TAIL_BLOCK)}
+    log.write_text(json.dumps({"type": "header"}) + "\n" + json.dumps(big) + "\n")
+    assert last_line_type(log) == "step"
+    log.write_text(json.dumps(big) + "\n" + json.dumps({"type": "summary"}))
+    assert last_line_type(log) == "summary"
+    log.write_text(json.dumps(big) + "\n" + json.dumps({"type": "summary"})[:-3] + "\n")
+    assert last_line_type(log) is None
+    log.write_text("")
+    assert last_line_type(log) is None and last_line_type(tmp_path / "missing.jsonl") is None

@@ -10,6 +10,7 @@ report.confidence level. MFU = achieved model TFLOP/s per device / the device's 
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections import Counter
@@ -395,15 +396,18 @@ def environment(records: pd.DataFrame, env_markers: list[str], config: dict) -> 
             "python": info["python"],
         }
     ordered = records.sort_values("status", key=lambda s: s != "ok", kind="stable")  # ok runs first
-    machines: dict[str, dict[str, Any]] = {}  # by host: the node's CPUs, memory and OS (one header each)
+    header = functools.cache(read_header)  # a log is read (whole) once for both uses below
+    machines: dict[str, dict[str, Any]] = {}  # by host: the node's CPUs, memory and OS, from its first run's header
+    asked: set[str] = set()
     for path, hosts in zip(ordered["log_path"], ordered["hosts"], strict=True):
-        if not isinstance(hosts, str) or not isinstance(path, str) or hosts in machines:
+        if not isinstance(hosts, str) or not isinstance(path, str) or hosts in asked:
             continue
-        if (head := read_header(path)) and head.get("machine"):
+        asked.add(hosts)
+        if (head := header(path)) and head.get("machine"):
             machines[hosts] = {"cpu_model": head.get("cpu_model"), **head["machine"]}
     for framework, runs in ordered.groupby("framework", sort=True):
         for path in runs["log_path"]:
-            head = read_header(path)
+            head = header(path)
             if head and head["environment"]:
                 env = head["environment"]
                 frameworks.setdefault(framework, {}).update(

@@ -46,6 +46,11 @@ DATA_DIR = "results/data"
 IMAGENET_DIR = DATA_DIR + "/imagenet"
 BERT_DIR_PATTERN = DATA_DIR + "/bert/seq{seq}"  # BERT's shards, per sequence length
 BERT_TEXT_PATTERN = DATA_DIR + "/bert/text/{name}.txt"  # a Wikipedia dump's text, BERT's input
+# The aggregate: every record (one per run log and import), the summary per configuration, the environment.
+AGGREGATE_DIR = "results/aggregate"
+AGGREGATE_RECORDS = AGGREGATE_DIR + "/records.csv"
+AGGREGATE_SUMMARY = AGGREGATE_DIR + "/summary.csv"
+AGGREGATE_ENVIRONMENT = AGGREGATE_DIR + "/environment.json"
 # Published reports (dlbench.report.publish): one directory per version, never overwritten, and the manifest
 # naming the version the current results are published as.
 REPORTS_DIR = "results/reports"

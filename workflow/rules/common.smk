@@ -19,6 +19,7 @@ sys.path.insert(0, PACKAGE_DIR)
 from dlbench import identity, problems, retries, stale_lock  # noqa: E402
 from dlbench.identity import MLPERF_LOG_PATTERN, RUN_LOG_PATTERN, SEARCH_PATTERN, config_id_of  # noqa: E402
 from dlbench.identity import BERT_DIR_PATTERN, BERT_TEXT_PATTERN, IMAGENET_DIR  # noqa: E402
+from dlbench.identity import AGGREGATE_DIR, AGGREGATE_RECORDS, AGGREGATE_SUMMARY, AGGREGATE_ENVIRONMENT  # noqa: E402
 from dlbench.identity import PUBLISHED_MANIFEST, REPORTS_DIR  # noqa: E402
 from dlbench.identity import WILDCARDS as RUN_WILDCARDS  # noqa: E402
 from dlbench.study import ConfigError, dataset_of, settings_leaves  # noqa: E402
@@ -118,8 +119,6 @@ for problem in NO_GPU_SEEN:
         "other nodes (SLURM)",
         file=sys.stderr,
     )
-# The report rule's manifest: the version the study's current results are published as (dlbench.study).
-REPORT_MANIFEST = PUBLISHED_MANIFEST
 CORE_PYTHON = sys.executable
 # The telemetry sampler runs with the core python (psutil, nvidia-ml-py): jobs inherit it from the environment,
 # so a moved core environment does not change any run's command line.
@@ -132,21 +131,16 @@ try:
 except WorkflowError:
     ALL_CORES = 1
     MAINTENANCE_ONLY = True
-AGGREGATE_RECORDS = "results/aggregate/records.csv"  # rule aggregate's records, one per run log and import
 # A run log damaged after its run (its last line not a readable summary) is set aside as <log>.damaged, so its run
 # is redone (dlbench.problems); only by the Snakemake that runs jobs, not by a dry run or a maintenance command.
-DRY_RUN = any(
-    arg in ("--dry-run", "--dryrun") or (arg.startswith("-") and not arg.startswith("--") and "n" in arg[1:])
-    for arg in sys.argv[1:]
-)
 if not workflow.remote_exec and not workflow.subprocess_exec and not MAINTENANCE_ONLY:
-    if DRY_RUN:
+    if workflow.output_settings.dryrun:
         for path in problems.damaged_run_logs(identity.RUNS_DIR):
             print(
                 f"dlbench: {path}: damaged (its last line is not a readable summary): a run redoes it", file=sys.stderr
             )
     else:
-        for line in problems.set_aside_damaged(identity.RUNS_DIR, [AGGREGATE_RECORDS, REPORT_MANIFEST]):
+        for line in problems.set_aside_damaged(identity.RUNS_DIR, [AGGREGATE_RECORDS, PUBLISHED_MANIFEST]):
             print(f"dlbench: {line}", file=sys.stderr)
 # A timed run's SLURM time limit: its own timeout plus this, so the harness's limit strikes first.
 RUNTIME_MARGIN_MINUTES = 5
@@ -298,7 +292,7 @@ def aggregated_list():
     logs, MLPerf logs, searches, imports): another study's aggregate, or one of another set of runs, lacks this
     file, so the aggregate runs again, also where Snakemake's records (.snakemake/) are gone."""
     known = sorted(STUDY.run_logs() + STUDY.mlperf_logs() + search_results() + IMPORT_RECORDS)
-    return f"results/aggregate/inputs-{hashlib.sha256(chr(10).join(known).encode()).hexdigest()[:16]}.txt"
+    return f"{AGGREGATE_DIR}/inputs-{hashlib.sha256(chr(10).join(known).encode()).hexdigest()[:16]}.txt"
 
 
 def found_run_logs(wildcards):
@@ -418,8 +412,8 @@ def print_problems():
 
 
 def print_report_location():
-    if Path(REPORT_MANIFEST).exists():
-        manifest = json.loads(Path(REPORT_MANIFEST).read_text())
+    if Path(PUBLISHED_MANIFEST).exists():
+        manifest = json.loads(Path(PUBLISHED_MANIFEST).read_text())
         print(f"dlbench: report {manifest['version']}: {manifest['index']}")
 
 

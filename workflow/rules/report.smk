@@ -11,8 +11,8 @@ rule aggregate:
         envs=study_env_markers(),
     output:
         records=AGGREGATE_RECORDS,
-        summary="results/aggregate/summary.csv",
-        environment="results/aggregate/environment.json",
+        summary=AGGREGATE_SUMMARY,
+        environment=AGGREGATE_ENVIRONMENT,
         inputs=aggregated_list(),
     log:
         "logs/aggregate.log",

@@ -29,6 +29,7 @@ so a crash later loses nothing already written.
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -58,15 +59,33 @@ def failure_summary(status: str, message: str, **extra: object) -> dict[str, Any
     return {"type": "summary", "status": status, "error": message, "finished_at": utc_now(), **extra}
 
 
-def last_line_type(path: str | Path) -> str | None:
-    """`type` of the log's last complete line, or None."""
+TAIL_BLOCK = 1 << 16  # bytes read at a time from a log's end to find its last line
+
+
+def last_line(path: str | Path) -> str | None:
+    """The log's last line, read from its end (a log is read whole only to parse it), or None when it has none
+    or cannot be read. Every Snakemake start asks this of every run log (dlbench.problems)."""
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        with open(path, "rb") as f:
+            position = f.seek(0, os.SEEK_END)
+            tail = b""
+            # Until the tail holds a line break before its last line (or is the whole file).
+            while position > 0 and b"\n" not in tail.rstrip(b"\n"):
+                step = min(TAIL_BLOCK, position)
+                position -= step
+                f.seek(position)
+                tail = f.read(step) + tail
     except OSError:
         return None
-    for line in reversed(lines):
-        try:
-            return json.loads(line).get("type")
-        except ValueError:
-            return None
-    return None
+    lines = tail.decode("utf-8", errors="replace").splitlines()
+    return lines[-1] if lines else None
+
+
+def last_line_type(path: str | Path) -> str | None:
+    """`type` of the log's last line, or None (no line, or not a JSON object: cut or damaged)."""
+    line = last_line(path)
+    try:
+        entry = json.loads(line) if line is not None else None
+    except ValueError:
+        return None
+    return entry.get("type") if isinstance(entry, dict) else None

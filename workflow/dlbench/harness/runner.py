@@ -137,8 +137,7 @@ def device(spec: RunSpec) -> str:
     """The device the run trains on: the study's, `auto` read as cuda where nvidia-smi sees a GPU, else cpu."""
     if spec.device != "auto":
         return spec.device
-    hidden = os.environ.get("CUDA_VISIBLE_DEVICES") in ("", "-1")
-    return "cuda" if not hidden and sysinfo.nvidia_driver() else "cpu"
+    return "cuda" if sysinfo.gpus_hidden() is None and sysinfo.nvidia_driver() else "cpu"
 
 
 def axis_values(spec: RunSpec) -> dict[str, str]:

@@ -73,6 +73,12 @@ def git_commit() -> str | None:
     return commit + ("-dirty" if dirty else "")
 
 
+def gpus_hidden() -> str | None:
+    """CUDA_VISIBLE_DEVICES's value where it hides every GPU ("" or -1), else None."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return visible if visible is not None and visible.strip() in ("", "-1") else None
+
+
 def nvidia_driver() -> str | None:
     out = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
     return out.splitlines()[0].strip() if out else None

@@ -203,7 +203,7 @@ def render_report(
         "hardware": hardware_line(env, records),
         "measured": measured_line(summary, records),
         "headline": headline_rows(summary),
-        "conditions": study_conditions(summary, confidence_level(env)),
+        "conditions": study_conditions(summary, level),
         "overview": overview(summary, records),
         "groups": groups,
         "failures": failure_rows(summary, records),
