@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow"))
 
 from dlbench.aggregate import write_all
 from dlbench.report import ReportVersionExists, publish_changed, publish_report, render_report
+from dlbench.report.headline import hardware_line
 from dlbench.run_log_fixtures import write_run_log
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -576,3 +577,15 @@ def test_the_first_screen_answers_and_every_table_fits(tmp_path):
     summary = pd.read_csv(tmp_path / "agg" / "summary.csv")  # image size and sequence length differ by model only
     assert sorted(set(variant_labels(plot_data(summary, "median")))) == ["real data", "synthetic data"]
     assert (report / "throughput.png").read_bytes().startswith(PNG_MAGIC)
+
+
+def test_the_hardware_line_counts_every_node_and_describes_those_a_header_does():
+    """A run's header describes the node its supervisor ran on: a two-node run names two hosts but describes
+    one. The line counts both and says which it cannot describe, never '1 node'."""
+    machine = {"cpu_model": "Test CPU", "cpu_count": 8, "memory_bytes": 16 * 2**30, "os": "Test OS"}
+    records = pd.DataFrame({"cpu_model": ["Test CPU"], "device_name": ["Test CPU"], "devices_per_node": [1]})
+    two = hardware_line({"hosts": ["n1", "n2"], "machines": {"n1": machine}}, records)
+    assert two.startswith("1 node: Test CPU, 8 logical CPUs, 16 GiB memory, Test OS; 1 more node not described")
+    both = hardware_line({"hosts": ["n1", "n2"], "machines": {"n1": machine, "n2": machine}}, records)
+    assert both.startswith("2 nodes: Test CPU, 8 logical CPUs") and "not described" not in both
+    assert "accelerators: none (runs on CPU)" in both

@@ -397,14 +397,16 @@ def environment(records: pd.DataFrame, env_markers: list[str], config: dict) -> 
         }
     ordered = records.sort_values("status", key=lambda s: s != "ok", kind="stable")  # ok runs first
     header = functools.cache(read_header)  # a log is read (whole) once for both uses below
-    machines: dict[str, dict[str, Any]] = {}  # by host: the node's CPUs, memory and OS, from its first run's header
+    # By node: its CPUs, memory and OS, from the header of a run it supervised (a run's header describes the node
+    # its supervisor ran on; one header per set of hosts is read).
+    machines: dict[str, dict[str, Any]] = {}
     asked: set[str] = set()
     for path, hosts in zip(ordered["log_path"], ordered["hosts"], strict=True):
         if not isinstance(hosts, str) or not isinstance(path, str) or hosts in asked:
             continue
         asked.add(hosts)
-        if (head := header(path)) and head.get("machine"):
-            machines[hosts] = {"cpu_model": head.get("cpu_model"), **head["machine"]}
+        if (head := header(path)) and head.get("machine") and head.get("hostname") not in machines:
+            machines[head.get("hostname") or hosts] = {"cpu_model": head.get("cpu_model"), **head["machine"]}
     for framework, runs in ordered.groupby("framework", sort=True):
         for path in runs["log_path"]:
             head = header(path)

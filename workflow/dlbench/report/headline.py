@@ -65,12 +65,17 @@ def _machine_text(machine: dict[str, Any]) -> str:
 def hardware_line(env: dict[str, Any], records: pd.DataFrame) -> str:
     """Nodes (CPU model, logical CPUs, memory, OS) and accelerators (model × count per node), one line."""
     machines = env.get("machines") if isinstance(env.get("machines"), dict) else {}
+    hosts = list(env.get("hosts") or []) or list(machines)  # every node a run used, described or not
     described: dict[str, int] = {}
-    for machine in machines.values():
-        text = _machine_text(machine if isinstance(machine, dict) else {})
-        described[text] = described.get(text, 0) + 1
+    for host in hosts:
+        text = _machine_text(machines[host]) if isinstance(machines.get(host), dict) else None
+        if text is not None:
+            described[text] = described.get(text, 0) + 1
+    unknown = len(hosts) - sum(described.values())
     if described:
         nodes = "; ".join(f"{n} node{'s' if n > 1 else ''}: {text}" for text, n in described.items())
+        if unknown:  # other nodes of multi-node runs: no header of theirs says what they are
+            nodes += f"; {unknown} more node{'s' if unknown > 1 else ''} not described by any run's header"
     else:
         cpus = "; ".join(str(c) for c in env.get("cpu_models") or []) or "CPU not recorded"
         nodes = f"{cpus} (logical CPUs, memory and OS not recorded in these logs)"
