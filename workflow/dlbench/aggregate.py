@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import time
 from collections import Counter
 from pathlib import Path
@@ -140,6 +141,21 @@ def records_frame(log_paths: list[str], import_paths: list[str] = ()) -> pd.Data
     return pd.DataFrame(rows, columns=FIELDS)
 
 
+def format_statuses(statuses: Counter) -> str:
+    """The summary's `statuses` cell: {'ok': 2, 'oom': 1} -> 'ok:2;oom:1' (parse_statuses reads it back)."""
+    return ";".join(f"{status}:{n}" for status, n in sorted(statuses.items()))
+
+
+def parse_statuses(text: Any) -> list[tuple[str, int]]:
+    """'ok:2;oom:1' -> [('ok', 2), ('oom', 1)]; a bare 'oom' counts as 1."""
+    out: list[tuple[str, int]] = []
+    for part in ("" if text is None or (isinstance(text, float) and math.isnan(text)) else str(text)).split(";"):
+        name, _, count = part.strip().partition(":")
+        if name.strip():
+            out.append((name.strip().lower(), int(count) if count.strip().isdigit() else 1))
+    return out
+
+
 def _summarise(group: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> dict[str, Any]:
     # A run measured by time to train (MLPerf) has no throughput: it counts as ok, not as a throughput.
     ok = group.loc[group["status"] == "ok", "throughput"].astype(float).dropna()
@@ -154,7 +170,7 @@ def _summarise(group: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> dict[
         "n_total": len(group),
         "n_ok": len(group) - len(failed),
         "n_failed": len(failed),
-        "statuses": ";".join(f"{s}:{n}" for s, n in sorted(statuses.items())),
+        "statuses": format_statuses(statuses),
         "error": failed["error"].iloc[0] if len(failed) else "",
         "ci_level": level,
     }
@@ -257,8 +273,7 @@ def _reported_flags(row: dict[str, Any]) -> list[stats.Flag]:
 def _score_flags(row: dict[str, Any]) -> list[stats.Flag]:
     """A set's score that counts an unreadable run log as a failed run is not a finding: read, the run might
     have been one of those averaged (mlperf.unreadable_runs)."""
-    statuses = dict(part.split(":", 1) for part in str(row.get("statuses") or "").split(";") if ":" in part)
-    unreadable = mlperf.unreadable_runs([status for status, n in statuses.items() for _ in range(int(n))])
+    unreadable = mlperf.unreadable_runs(s for s, n in parse_statuses(row.get("statuses")) for _ in range(n))
     if not unreadable or row.get("score_min") is None or pd.isna(row["score_min"]):
         return []
     return [

@@ -7,6 +7,8 @@ from typing import Any
 
 import pandas as pd
 
+from ..aggregate import parse_statuses
+
 DASH = "—"
 STATUS_LABELS = {"oom": "OOM"}
 
@@ -67,22 +69,6 @@ def fmt_int(value: Any) -> str:
 
 def fmt_text(value: Any) -> str:
     return "" if missing(value) else str(value)
-
-
-def parse_statuses(text: Any) -> list[tuple[str, int]]:
-    """'ok:2;oom:1' -> [('ok', 2), ('oom', 1)]; a bare 'oom' counts as 1."""
-    out: list[tuple[str, int]] = []
-    for part in fmt_text(text).split(";"):
-        part = part.strip()
-        if not part:
-            continue
-        name, _, count = part.partition(":")
-        try:
-            n = int(count) if count else 1
-        except ValueError:
-            n = 1
-        out.append((name.strip().lower(), n))
-    return out
 
 
 def failure_text(row: pd.Series) -> str:

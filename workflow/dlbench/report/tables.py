@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from ..aggregate import parse_statuses
 from .format import (
     DASH,
     compiler_label,
@@ -25,7 +26,6 @@ from .format import (
     md_escape,
     missing,
     ok_counts,
-    parse_statuses,
     throughput_text,
 )
 
