@@ -22,7 +22,15 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
-from scipy import stats as sps
+
+
+def _scipy_stats() -> Any:
+    """scipy.stats, imported on first use: importing it takes seconds, and every Snakemake start imports this
+    module (a study's imports are checked with the log formats) while only the aggregate computes with it."""
+    from scipy import stats
+
+    return stats
+
 
 DEFAULT_LEVEL = 0.95
 DEFAULT_RESAMPLES = 2000  # bootstrap resamples: the interval's ends move by < 0.1% of the ratio between seeds
@@ -78,13 +86,13 @@ def order_statistic_rank(n: int, level: float) -> tuple[int, float] | None:
     if n < 1:
         return None
     alpha = 1.0 - level
-    k = int(sps.binom.ppf(alpha / 2, n, 0.5))  # smallest k with cdf(k) >= alpha/2
-    if sps.binom.cdf(k, n, 0.5) > alpha / 2 + 1e-12:
+    k = int(_scipy_stats().binom.ppf(alpha / 2, n, 0.5))  # smallest k with cdf(k) >= alpha/2
+    if _scipy_stats().binom.cdf(k, n, 0.5) > alpha / 2 + 1e-12:
         k -= 1
     if k < 0:
         return None
     rank = k + 1
-    return rank, float(1.0 - 2.0 * sps.binom.cdf(rank - 1, n, 0.5))
+    return rank, float(1.0 - 2.0 * _scipy_stats().binom.cdf(rank - 1, n, 0.5))
 
 
 def median_ci(values: Iterable[float], level: float = DEFAULT_LEVEL) -> MedianCI:
@@ -250,7 +258,7 @@ def _rank_test_p(x: np.ndarray, y: np.ndarray, alternative: str) -> float:
         counts = _u_null_counts(m, n)
         tail = counts[: u + 1].sum() if alternative == "less" else counts[u:].sum()
         return float(tail / counts.sum())
-    return float(sps.mannwhitneyu(x, y, alternative=alternative, method="asymptotic").pvalue)
+    return float(_scipy_stats().mannwhitneyu(x, y, alternative=alternative, method="asymptotic").pvalue)
 
 
 def min_attainable_p(n_a: int, n_b: int) -> float:
@@ -334,7 +342,7 @@ def _ranks(x: np.ndarray) -> np.ndarray:
     ranks = np.empty(len(x))
     ranks[order] = np.arange(1, len(x) + 1)
     if len(np.unique(x)) < len(x):
-        return sps.rankdata(x)
+        return _scipy_stats().rankdata(x)
     return ranks
 
 

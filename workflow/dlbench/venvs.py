@@ -10,6 +10,7 @@ Runs in the core environment (not inside a framework environment).
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import os
@@ -32,6 +33,14 @@ class EnvSpecError(ValueError):
 
 def spec_hash(spec_path: Path) -> str:
     """Content hash of an environment file: the environment's identity."""
+    status = os.stat(spec_path)
+    return _content_hash(str(spec_path), status.st_mtime_ns, status.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _content_hash(spec_path: str, mtime_ns: int, size: int) -> str:
+    """Keyed by the file's modification time and size too, so an edited file is hashed again: a study asks
+    once per run job, thousands of times in one Snakemake start."""
     digest = hashlib.sha256(BUILDER_VERSION.encode() + b"\0" + Path(spec_path).read_bytes())
     return digest.hexdigest()[:12]
 
