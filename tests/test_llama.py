@@ -235,6 +235,7 @@ def token_data(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("llama_data")
     wheels, sample = root / "wheels", root / "sample"
     dataprep = env_python("dataprep")
+    run_tool(sys.executable, "dlbench.sample_wheels", "--dest", str(wheels), "--manifest", str(wheels / "w.json"))
     run_tool(sys.executable, "dlbench.sample_wheels", "--dest", str(wheels), "--bert-sample", str(sample))
     dump = next(sample.glob("*.bz2"))
     run_tool(dataprep, "dlbench.dataprep.wikitext", "--input", str(dump), "--output", str(sample / "wiki.txt"))
@@ -268,17 +269,25 @@ def test_token_shards_are_deterministic_packed_and_read_in_place(tmp_path, token
     ids = np.concatenate([np.fromfile(p, dtype="<u2") for p in shards])
     assert len(ids) == manifest["tokens"] and ids.max() < 4096
     assert np.count_nonzero(ids == 0) == manifest["documents"] and ids[-1] == 0  # end of text after each document
-    from tokenizers import Tokenizer
-
-    text = Tokenizer.from_file(str(root / layout.TOKENIZER)).decode(ids[: np.argmax(ids == 0)].tolist())
-    assert text.split("\n")[0] in (layout_text := (root.parent / "sample" / "wiki.txt").read_text())
-    assert layout_text.startswith(text[:200])
+    # the first document decodes back to the text's first document (its lines joined by newlines), byte for byte
+    decode = (
+        "import sys, numpy as np; from tokenizers import Tokenizer; "
+        "ids = np.fromfile(sys.argv[1], dtype='<u2'); "
+        "print(Tokenizer.from_file(sys.argv[2]).decode(ids[: int(np.argmax(ids == 0))].tolist()), end='')"
+    )
+    first = subprocess.run(
+        [str(token_data["dataprep"]), "-c", decode, str(shards[0]), str(root / layout.TOKENIZER)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    text = (root.parent / "sample" / "wiki.txt").read_text(encoding="utf-8")
+    assert first == text.split("\n\n")[0].strip("\n") and len(first) > 1000
 
     entries = run_llama(tmp_path / "real.jsonl", "--topology", "1x2", *TINY, "--data", "real", "--data-dir", str(root))
     assert_tokens_counted(entries, 2, 2, 32, 3)
     pipeline = entries["environment"][0]["input_pipeline"]
     assert pipeline.startswith("np.memmap token shards (3,") and "windows of 33 tokens" in pipeline
-    assert entries["summary"][-1]["loss_final"] < np.log(8192)  # real text is not uniform
 
 
 @pytest.mark.slow
