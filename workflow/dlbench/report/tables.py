@@ -30,7 +30,8 @@ from .format import (
 )
 
 # Identity of a DLPerf table: everything but framework and topology.
-INPUT_KEYS = ("image_size", "seq_length", "max_predictions", "optimizer", "grad_clip")  # per model; None if n/a
+# per model; None if n/a
+INPUT_KEYS = ("image_size", "seq_length", "max_predictions", "optimizer", "grad_clip", "activation_checkpointing")
 NO_INTERVAL = "(n=k: too few repeats for an interval)"
 GROUP_KEYS = ("model", "precision", "batch_size", "compiler", "data", *INPUT_KEYS, "strategy")
 
