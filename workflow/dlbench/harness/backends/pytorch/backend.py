@@ -295,6 +295,8 @@ class Backend(BackendBase):
 
     # ---- time to quality
     def setup_quality(self, settings) -> None:
+        if self.kind == "llama":
+            raise Unsupported("time to quality is not implemented for the Llama models (no held-out evaluation)")
         if self.spec.data != "real":
             raise Unsupported("time to quality needs real data (synthetic data has no held-out split)")
         if self.is_bert:  # Adam/LAMB as configured; the quality schedule sets the learning rate
