@@ -364,3 +364,26 @@ def test_study_through_snakemake_to_the_report(tmp_path):
     assert "Llama decoder pretraining (causal LM), throughput in tokens/s" in html
     manifest = json.loads((tmp_path / "results/data/llama/manifest.json").read_text())
     assert manifest["vocab_size"] == 2048 and (tmp_path / "results/data/llama/verified.txt").exists()
+
+
+@pytest.mark.slow
+def test_batch_size_max_search_ends_at_the_memory_budget(tmp_path):
+    """batch_size max for llama_tiny at 128 tokens under a 1 GiB budget per rank (~16 MB per sequence: logits over
+    the 8,192-token vocabulary in fp32, their gradients): the largest multiple of 16 that trains; the next one
+    ran out of memory."""
+    out = tmp_path / "search.json"
+    subprocess.run(
+        [str(env_python("pytorch")), "-m", "dlbench.harness.batchsearch", "--out", str(out), "--multiple", "16"]
+        + ["--framework", "pytorch", "--model", "llama_tiny", "--topology", "1x1", "--seq-length", "128"]
+        + ["--device", "cpu", "--memory-limit-gb", "1"],
+        env=harness_env(),
+        check=True,
+        capture_output=True,
+        timeout=1200,
+    )
+    result = json.loads(out.read_text())
+    assert result["status"] == "ok" and result["batch_size"] % 16 == 0, result
+    statuses = {p["batch_size"]: p["status"] for p in result["probes"]}
+    assert statuses[result["batch_size"]] == "ok" and statuses[result["batch_size"] + 16] == "oom", statuses
+    ok = next(p for p in result["probes"] if p["status"] == "ok")
+    assert read_log(Path(ok["log"]))["summary"][-1]["unit"] == "tokens/s"
