@@ -6,11 +6,13 @@ Run with the framework environment's interpreter, from the repository root:
     PYTHONPATH=workflow .venvs/mxnet-*/bin/python      benchmarks/frameworks.py --framework mxnet
 
     ... --framework pytorch --model bert_base --seq-length 128 --batch-size 2 --steps 3 --rounds 4
+    ... --framework pytorch --model llama_tiny --seq-length 256 --batch-size 4 --precision amp --runs 3
 
-Prints, for the model (ResNet-50, BERT) at the given shape:
+Prints, for the model (ResNet-50, BERT, Llama: PyTorch only) at the given shape:
 - harness ÷ idiomatic: the harness's throughput over the plain loop a user of that framework writes
   (PyTorch: the textbook loop; TensorFlow: Keras `model.fit` on an in-memory dataset; MXNet: a Gluon
-  `autograd.record()` loop; BERT's in bert_idiomatic_<framework>.py), each with its own model and the
+  `autograd.record()` loop; BERT's in bert_idiomatic_<framework>.py; Llama's in llama_idiomatic_pytorch.py, Hugging
+  Face's LlamaForCausalLM with the same shapes, bf16 autocast, fused AdamW), each with its own model and the
   harness's framework settings (threads, oneDNN, layout), its framework's default optimizer implementation (the
   harness's are its fastest: PyTorch fused SGD, MXNet one tensor per update call on CPU), interleaved ABBA in
   one process in short rounds; each loop's per-round distribution, two modes flagged (rounds.py: a bimodal
@@ -50,7 +52,7 @@ import rounds
 from torch_amp import TorchAmp, synchronize
 from wheels import ensure_wheels, wheel_files
 
-from dlbench.harness import flops, rank
+from dlbench.harness import flops, llama, rank
 from dlbench.harness.spec import RunSpec
 
 
@@ -290,7 +292,8 @@ def idiomatic_loop(
     compiler: bool = False,
     definition: str = "torchvision",
 ) -> Plain:
-    """The plain loop: ResNet-50 ones above; BERT ones in bert_idiomatic_<framework>.py next to this file. The
+    """The plain loop: ResNet-50 ones above; BERT's and Llama's in <bert|llama>_idiomatic_<framework>.py next to
+    this file. The
     loop a strong user of the framework writes, with the harness's settings in effect (`settings`, its backend's:
     threads, layout, MXNet's optimizer aggregation), so that the ratio measures the loop."""
     extra = {"device": device, "precision": precision} if framework == "pytorch" else {}
@@ -301,7 +304,8 @@ def idiomatic_loop(
         if framework == "mxnet":
             extra["aggregation"] = settings.get("optimizer_aggregation")
         return RESNET_IDIOMATIC[framework](batch, size, threads, **extra)
-    module = importlib.import_module(f"bert_idiomatic_{framework}")
+    kind = "llama" if model in llama.CONFIGS else "bert"
+    module = importlib.import_module(f"{kind}_idiomatic_{framework}")
     return Plain(*module.idiomatic(model, batch, seq_length, threads, **extra))
 
 
@@ -438,7 +442,7 @@ def run_in_processes(args: argparse.Namespace) -> list[dict]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--framework", choices=sorted(RESNET_IDIOMATIC), required=True)
-    p.add_argument("--model", choices=("resnet50", "bert_base", "bert_tiny"), default="resnet50")
+    p.add_argument("--model", choices=("resnet50", "bert_base", "bert_tiny", *llama.CONFIGS), default="resnet50")
     p.add_argument("--image-size", type=int, default=64)
     p.add_argument("--seq-length", type=int, default=128)
     p.add_argument("--batch-size", type=int, default=8)
@@ -460,7 +464,7 @@ def main() -> None:
         "--precision",
         choices=("fp32", "amp"),
         default="fp32",
-        help="amp: autocast (fp16 + GradScaler on CUDA, bf16 on CPU) in both loops",
+        help="amp: autocast (fp16 + GradScaler on CUDA, bf16 on CPU; Llama: bf16 everywhere) in both loops",
     )
     p.add_argument(
         "--plain-model",
@@ -474,6 +478,8 @@ def main() -> None:
     args = p.parse_args()
     if args.device == "cuda" and args.framework != "pytorch":
         p.error(f"--device cuda: only pytorch (no CUDA build of {args.framework} in dlbench's environments)")
+    if args.model in llama.CONFIGS and args.framework != "pytorch":
+        p.error(f"--model {args.model}: only pytorch (the harness's Llama is PyTorch's)")
     if args.one_run:
         Path(args.one_run).write_text(json.dumps(measure(args)))
         return

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 
 class TorchAmp:
-    """PyTorch's AMP recipe as a user writes it: autocast (fp16 on CUDA, bf16 on CPU), and with fp16 a GradScaler
-    (scale, backward, step, update); with fp32 a plain backward and step."""
+    """PyTorch's AMP recipe as a user writes it: autocast (fp16 on CUDA, bf16 on CPU, or bf16 everywhere: `bf16`,
+    as LLMs are trained), and with fp16 a GradScaler (scale, backward, step, update); with fp32 a plain backward
+    and step."""
 
-    def __init__(self, device: str, precision: str) -> None:
+    def __init__(self, device: str, precision: str, bf16: bool = False) -> None:
         import torch
 
         self.torch, self.device = torch, device
-        self.dtype = (torch.float16 if device == "cuda" else torch.bfloat16) if precision == "amp" else None
+        half = torch.float16 if device == "cuda" and not bf16 else torch.bfloat16
+        self.dtype = half if precision == "amp" else None
         self.scaler = torch.amp.GradScaler("cuda") if self.dtype is torch.float16 else None
 
     def describe(self) -> str:

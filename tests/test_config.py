@@ -218,8 +218,11 @@ def test_bert_axes_in_selectors_and_includes():
     assert s.configurations["bert_base/pytorch/1x1/bs2-fp32-nocompile-synthetic-seq512-lamb-noclip"].measured_steps == 5
     with pytest.raises(ConfigError, match=r"matrix.optimizer\[0\]: 'sgd' is not allowed \(allowed: adam, lamb\)"):
         study(matrix={**BASE["matrix"], "optimizer": ["sgd"]})
-    with pytest.raises(ConfigError, match=r"matrix.seq_length\[0\]: 1024 is too large; it must be at most 512"):
-        study(matrix={**BASE["matrix"], "seq_length": [1024]})
+    with pytest.raises(ConfigError, match=r"matrix.seq_length\[0\]: 1024 is more than BERT's 512 position embeddings"):
+        study(matrix={**BASE["matrix"], "model": ["bert_base"], "seq_length": [1024]})
+    # with a Llama model beside it, 1024 is a valid length (Llama's); BERT's cells at it record `unsupported`
+    both = study(matrix={**BASE["matrix"], "model": ["bert_base", "llama_tiny"], "seq_length": [1024]})
+    assert "llama_tiny/pytorch/1x1/bs32-fp32-nocompile-synthetic-seq1024-nockpt" in both.configurations
 
 
 def test_real_data_with_raw_sources_names_missing_inputs(tmp_path):

@@ -181,7 +181,7 @@ WARNINGS = {
     "bert_axes_without_bert": (
         MATRIX.replace("  batch_size", "  seq_length: [512]\n  optimizer: [lamb]\n  batch_size"),
         [
-            "study.yaml, line 6: matrix.seq_length: applies to BERT models only, and matrix.model "
+            "study.yaml, line 6: matrix.seq_length: applies to BERT and Llama models only, and matrix.model "
             "has none (resnet50); ignored",
             "study.yaml, line 7: matrix.optimizer: applies to BERT models only",
         ],
@@ -189,7 +189,7 @@ WARNINGS = {
     "bert_key_in_include": (
         MATRIX + "include:\n  - {framework: pytorch, model: resnet50, topology: '1x2', "
         "batch_size: 2, seq_length: 512}\n",
-        ["study.yaml, line 8: include[0].seq_length: applies to BERT models only, not resnet50; ignored"],
+        ["study.yaml, line 8: include[0].seq_length: applies to BERT and Llama models only, not resnet50; ignored"],
     ),
     "exclude_matches_nothing": (
         MATRIX + "exclude:\n  - {precision: amp}\n",
@@ -288,7 +288,10 @@ def test_snakemake_prints_warnings_with_their_place(tmp_path):
     (tmp_path / "study.yaml").write_text(MATRIX.replace("  batch_size", "  seq_length: [512]\n  batch_size"))
     result = snakemake(tmp_path, "-n", "--configfile", "study.yaml", timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "dlbench: warning: study.yaml, line 6: matrix.seq_length: applies to BERT models only" in result.stderr
+    assert (
+        "dlbench: warning: study.yaml, line 6: matrix.seq_length: applies to BERT and Llama models only"
+        in result.stderr
+    )
 
 
 def test_the_study_files_of_a_snakemake_command_line():

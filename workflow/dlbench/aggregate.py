@@ -47,6 +47,7 @@ CONFIG_COLUMNS = [
     "max_predictions",
     "optimizer",
     "grad_clip",
+    "activation_checkpointing",
     "strategy",
 ]
 # Configurations whose speedups are comparable: everything but the topology and the strategy (every strategy's
@@ -64,6 +65,7 @@ BASELINE_KEY = [
     "max_predictions",
     "optimizer",
     "grad_clip",
+    "activation_checkpointing",
     "metric",
 ]
 SUMMARY_COLUMNS = [

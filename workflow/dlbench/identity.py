@@ -6,6 +6,8 @@ environments), the log parsers and the test fixtures all call it, so the five of
     config id    <model>/<framework>/<topology>/<variant>           resnet50/pytorch/1x2/bs64-amp-nocompile-synthetic
     variant      bs<B|max>-<precision>-<compiler>-<data>[-img<S>][-via_<strategy>]   (ResNet-50; img: not 224)
                  bs<B>-<precision>-<compiler>-<data>-seq<L>-<optimizer>-<clip|noclip>[-via_<strategy>]  (BERT)
+                 bs<B>-<precision>-<compiler>-<data>-seq<L>-<ckpt|nockpt>[-via_<strategy>]  (Llama; ckpt:
+                 activation checkpointing)
                  (-via_<strategy> only when the gradient-exchange strategy is not auto)
                  compiler: nocompile, compile (the default mode) or compile_<mode> (compiler_part())
                  either + -ttq<target %>_<hash>   with metric time_to_quality: the target and a hash of the
@@ -33,6 +35,7 @@ DEFAULT_STRATEGY = "auto"  # ... and the gradient-exchange strategy (harness/str
 STRATEGY_PREFIX = "via_"  # no other part starts so (optimizers are adam or lamb)
 RUNS_DIR = "results/runs"
 BERT_MODELS = ("bert_base", "bert_tiny")  # dimensions: harness/bert.py
+LLAMA_MODELS = ("llama_tiny", "llama3_1b", "llama3_8b")  # dimensions: harness/llama.py
 
 MAX = "max"  # the batch size a search finds (harness/batchsearch.py)
 SEARCH_DIR = "results/search"
@@ -45,6 +48,7 @@ MLPERF_LOG_PATTERN = RUNS_DIR + "/{model}/{framework}/{topology}/{variant}/rep{r
 DATA_DIR = "results/data"
 IMAGENET_DIR = DATA_DIR + "/imagenet"
 BERT_DIR_PATTERN = DATA_DIR + "/bert/seq{seq}"  # BERT's shards, per sequence length
+LLAMA_DIR = DATA_DIR + "/llama"  # Llama's packed token shards (any sequence length reads them)
 BERT_TEXT_PATTERN = DATA_DIR + "/bert/text/{name}.txt"  # a Wikipedia dump's text, BERT's input
 # The aggregate: every record (one per run log and import), the summary per configuration, the environment.
 AGGREGATE_DIR = "results/aggregate"
@@ -78,6 +82,21 @@ def is_bert(model: str) -> bool:
     return model in BERT_MODELS
 
 
+def is_llama(model: str) -> bool:
+    """Llama decoder pretraining (tokens, seq_length and activation checkpointing)."""
+    return model in LLAMA_MODELS
+
+
+def model_kind(model: str) -> str:
+    """resnet, bert or llama: which setup_<kind> / <kind>_step a backend runs (backends/base.py)."""
+    return "bert" if is_bert(model) else "llama" if is_llama(model) else "resnet"
+
+
+def takes_sequences(model: str) -> bool:
+    """The model reads sequences (the seq_length axis applies), not images (image_size)."""
+    return is_bert(model) or is_llama(model)
+
+
 # torch.compile's modes as values of the compiler axis (besides off = False and on = True, the default mode).
 COMPILER_MODES = ("reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
@@ -99,10 +118,13 @@ def parse_compiler_part(part: str) -> bool | str | None:
 
 def variant(axes: Mapping[str, Any]) -> str:
     """The variant of a configuration from its axes (model, batch_size, precision, compiler, data, and
-    image_size for ResNet-50 or seq_length, optimizer, grad_clip for BERT; strategy, absent = auto)."""
+    image_size for ResNet-50, seq_length, optimizer, grad_clip for BERT, seq_length, activation_checkpointing
+    for Llama; strategy, absent = auto)."""
     parts = [f"bs{axes['batch_size']}", axes["precision"], compiler_part(axes["compiler"]), axes["data"]]
     if is_bert(axes["model"]):
         parts += [f"seq{axes['seq_length']}", str(axes["optimizer"]), "clip" if axes["grad_clip"] else "noclip"]
+    elif is_llama(axes["model"]):
+        parts += [f"seq{axes['seq_length']}", "ckpt" if axes["activation_checkpointing"] else "nockpt"]
     elif (axes.get("image_size") or DEFAULT_IMAGE_SIZE) != DEFAULT_IMAGE_SIZE:
         parts.append(f"img{axes['image_size']}")
     if (axes.get("strategy") or DEFAULT_STRATEGY) != DEFAULT_STRATEGY:
@@ -138,7 +160,9 @@ def mlperf_log(config: str, repeat: int, runs_dir: str = RUNS_DIR) -> str:
 
 
 def dataset_dir(dataset: str, seq_length: int) -> str:
-    """The directory of a prepared dataset: ImageNet's, or BERT's at a sequence length."""
+    """The directory of a prepared dataset: ImageNet's, Llama's token shards, or BERT's at a sequence length."""
+    if dataset == "llama":
+        return LLAMA_DIR
     return IMAGENET_DIR if dataset == "imagenet" else BERT_DIR_PATTERN.format(seq=seq_length)
 
 
@@ -192,10 +216,11 @@ def parse_variant(model: str, text: str) -> dict[str, Any]:
     }
     # Axes that do not apply to the model are None (as in the study's configurations).
     axes |= {
-        "image_size": None if is_bert(model) else DEFAULT_IMAGE_SIZE,
+        "image_size": None if takes_sequences(model) else DEFAULT_IMAGE_SIZE,
         "seq_length": None,
         "optimizer": None,
         "grad_clip": None,
+        "activation_checkpointing": None,
         "strategy": DEFAULT_STRATEGY,
         "metric": THROUGHPUT,
     }
@@ -210,6 +235,8 @@ def parse_variant(model: str, text: str) -> dict[str, Any]:
             axes["seq_length"] = int(part[3:])
         elif part in ("clip", "noclip"):
             axes["grad_clip"] = part == "clip"
+        elif part in ("ckpt", "nockpt"):
+            axes["activation_checkpointing"] = part == "ckpt"
         else:
             axes["optimizer"] = part
     return axes
@@ -253,6 +280,7 @@ AXIS_DEFAULTS = {
     "seq_length": 128,
     "optimizer": "adam",
     "grad_clip": False,
+    "activation_checkpointing": False,
     "strategy": DEFAULT_STRATEGY,
     "repeat": 1,
 }
@@ -269,9 +297,12 @@ def from_labels(labels: Mapping[str, Any]) -> dict[str, Any]:
     axes["batch_size"] = int(axes["batch_size"])
     axes["nodes"], axes["devices_per_node"] = parse_topology(str(axes["topology"]))
     if is_bert(axes["model"]):
-        axes["image_size"] = None
+        axes.update(image_size=None, activation_checkpointing=None)
+    elif is_llama(axes["model"]):
+        axes.update(image_size=None, optimizer=None, grad_clip=None)
+        axes["activation_checkpointing"] = bool(axes["activation_checkpointing"])
     else:
-        axes.update(seq_length=None, optimizer=None, grad_clip=None)
+        axes.update(seq_length=None, optimizer=None, grad_clip=None, activation_checkpointing=None)
     axes["config_id"] = config_id(axes)
     axes["run_id"] = run_id(axes["config_id"], int(axes["repeat"]))
     return axes

@@ -13,7 +13,12 @@ BERT (dataprep/bert_shards/), one directory per sequence length:
     tfrecord/<name>-00000-of-NNNNN                     Google's features
     hdf5/<name>-00000-of-NNNNN.hdf5                    NVIDIA's layout
     manifest.json, or manifest.group-IIIII-of-NNNNN.json per group of shards before they are merged
-Both: verified.txt (the verification's log) and verified-files.json (each data file's size and modification
+Llama (dataprep/llama_tokens.py), in one directory:
+    tokenizer.json                                     the byte-level BPE (Hugging Face tokenizers' format)
+    tokens-00000-of-NNNNN.bin                          flat little-endian token ids (manifest: dtype uint16 or
+                                                       uint32), documents joined by the end-of-text token
+    manifest.json                                      vocab_size, eot_id, dtype, and each shard's token count
+All: verified.txt (the verification's log) and verified-files.json (each data file's size and modification
 time when verification passed; the supervisor checks them again before a run reads the data).
 """
 
@@ -90,6 +95,26 @@ def bert_shards(root: Path, fmt: str) -> list[Path]:
 def group_manifest(group: int, groups: int) -> str:
     """The manifest of one group of shards (`--shard-group group/groups`)."""
     return f"manifest.group-{group:05d}-of-{groups:05d}.json"
+
+
+# ----------------------------------------------------------------------------- Llama
+TOKEN_PREFIX, TOKEN_SUFFIX = "tokens", ".bin"
+TOKENIZER = "tokenizer.json"
+TOKEN_DTYPES = {"uint16": 2, "uint32": 4}  # the manifest's dtype -> bytes per token (little-endian)
+
+
+def token_dtype(vocab_size: int) -> str:
+    """The narrowest dtype that holds every id of the vocabulary."""
+    return "uint16" if vocab_size <= 2**16 else "uint32"
+
+
+def token_shard(index: int, count: int) -> str:
+    """A token shard, relative to the dataset directory."""
+    return f"{shard_name(TOKEN_PREFIX, index, count)}{TOKEN_SUFFIX}"
+
+
+def token_shards(root: Path) -> list[Path]:
+    return shard_files(root, (TOKEN_PREFIX,), suffix=TOKEN_SUFFIX)
 
 
 # ---- what verification saw: every data file's size and modification time, checked again before a run reads them

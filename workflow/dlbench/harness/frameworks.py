@@ -4,7 +4,8 @@ environment both import it).
 An entry names the framework (the --framework value, the config's framework axis), its display name and what
 "compiler on" means in it. By convention it then has
 - its backend package harness/backends/<name>/ with the modules BACKEND_MODULES: backend.py (`Backend`, a
-  subclass of backends/base.py's BackendBase), resnet.py, bert.py (with `pretraining_outputs`), data.py;
+  subclass of backends/base.py's BackendBase), resnet.py, bert.py (with `pretraining_outputs`), data.py; and any of
+  OPTIONAL_MODULES (llama.py) for the models it implements beyond those;
 - its environment envs/<name>.yaml (conda, or the workflow's own virtualenv).
 Derived from here: spec.FRAMEWORKS (the CLI's choices), rank.load_backend, bert_logits' module and the
 compiler note of aggregate.notes. The configuration's JSON schema (workflow/schemas/config.schema.yaml) cannot
@@ -17,6 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 BACKEND_MODULES = ("backend", "resnet", "bert", "data")  # the modules of every framework's package
+# Modules of a model a framework may implement (its Backend then lists the model in `models`; without it, that
+# model's runs record `unsupported`): Llama's (harness/llama.py's shapes).
+OPTIONAL_MODULES = ("llama",)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 Timing, shared by every framework: warm-up steps (not timed), a barrier, then the measured steps
 with the device synchronised at both ends. Each measured step's duration is the gap between
 consecutive step-end timestamps, so the durations add up exactly to the measured wall time and
-   throughput = batch size per device x ranks x measured steps / measured wall time.
+   throughput = batch size per device x ranks x measured steps / measured wall time
+(Llama: x seq_length, in tokens/s).
 Rank 0 writes the log; every rank reports a failure to its own file for the supervisor.
 
 Warm-up `auto`: warm up until the step times have settled (warmed_up: the median of the last
@@ -247,6 +248,10 @@ def run(
             },
         )
     samples = spec.batch_size * world * spec.measured_steps
+    # Llama's unit is tokens/s (backend.unit): its samples are the tokens of the sequences, seq_length each
+    # (every position is trained on); sequences/s is kept beside it.
+    per_sequence = {"sequences_per_s": samples / elapsed} if backend.kind == "llama" else {}
+    samples *= spec.seq_length if backend.kind == "llama" else 1
     return make_summary(
         spec,
         backend,
@@ -256,6 +261,7 @@ def run(
             "samples": samples,
             "elapsed_s": elapsed,
             "throughput": samples / elapsed,
+            **per_sequence,
             "step_time_s": step_stats(durations),
             "warmup": warmup,
             "loss_final": loss,

@@ -48,7 +48,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..identity import compiler_part
+from ..identity import compiler_part, takes_sequences
 from . import lifeline, sysinfo
 from .spec import RunSpec, Unsupported, is_bert
 
@@ -199,8 +199,9 @@ def _why(definition: dict[str, Any], axis: str, value: str) -> str:
 
 
 def input_axis(spec: RunSpec) -> tuple[str, int]:
-    """The model input a runner must honour: (image_size, its value) for ResNet models, seq_length for BERT."""
-    return ("seq_length", spec.seq_length) if is_bert(spec.model) else ("image_size", spec.image_size)
+    """The model input a runner must honour: (image_size, its value) for ResNet models, seq_length for BERT and
+    Llama."""
+    return ("seq_length", spec.seq_length) if takes_sequences(spec.model) else ("image_size", spec.image_size)
 
 
 def render(spec: RunSpec, definition: dict[str, Any], directory: Path) -> list[str]:

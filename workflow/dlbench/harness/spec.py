@@ -7,17 +7,26 @@ import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
-from ..identity import BERT_MODELS, COMPILER_MODES, IdentityError, is_bert, parse_topology, run_id
+from ..identity import (
+    BERT_MODELS,
+    COMPILER_MODES,
+    LLAMA_MODELS,
+    IdentityError,
+    is_bert,
+    is_llama,
+    parse_topology,
+    run_id,
+)
 from . import quality
 from .frameworks import NAMES
 from .resnet import MODELS as RESNETS
 from .strategies import NAME
 
 FRAMEWORKS = NAMES  # registered in frameworks.py: a backend package each, backends/<name>/
-MODELS = (*RESNETS, *BERT_MODELS)
+MODELS = (*RESNETS, *BERT_MODELS, *LLAMA_MODELS)
 PRECISIONS = ("fp32", "amp")
 DATA = ("synthetic", "real")  # real: prepared shards under --data-dir (workflow/rules/data.smk)
-OPTIMIZERS = ("auto", "adam", "lamb")
+OPTIMIZERS = ("auto", "adam", "lamb")  # Llama: auto only (AdamW, harness/llama.py)
 
 # Status of a finished run. Everything but "ok" is a failure that still makes a record.
 STATUSES = ("ok", "oom", "unsupported", "error", "timeout", "failed")
@@ -58,7 +67,7 @@ class RunSpec:
     timeout_s: float = 0.0  # 0 = none
     seed: int = 0
     max_warmup_steps: int = 200  # warmup_steps auto: the most warm-up steps
-    seq_length: int = 128  # BERT: tokens per sequence
+    seq_length: int = 128  # BERT and Llama: tokens per sequence
     max_predictions: int = 0  # BERT: masked positions per sequence; 0 = 20 at 128, 80 at 512 (bert.py)
     grad_clip: bool = False  # BERT: clip gradients by global norm 1.0
     optimizer: str = "auto"  # auto: SGD with momentum for ResNet-50, Adam with weight decay for BERT
@@ -72,6 +81,7 @@ class RunSpec:
     runner: str = ""  # an external benchmark command to run instead of our ranks (JSON; harness/runner.py)
     memory_limit_gb: float = 0.0  # CPU: address space each rank may add once its framework is loaded; 0 = none
     compiler_mode: str = ""  # compiler on: a torch.compile mode (identity.COMPILER_MODES); "" = the default mode
+    activation_checkpointing: bool = False  # Llama: recompute each decoder layer's activations in the backward
 
     @property
     def topology(self) -> str:
@@ -88,10 +98,10 @@ class RunSpec:
 
     @property
     def optimizer_name(self) -> str:
-        """The optimizer `auto` stands for: sgd for ResNet-50, adam for BERT."""
+        """The optimizer `auto` stands for: sgd for ResNet-50, adam for BERT, adamw for Llama."""
         if self.optimizer != "auto":
             return self.optimizer
-        return "adam" if is_bert(self.model) else "sgd"
+        return "adam" if is_bert(self.model) else "adamw" if is_llama(self.model) else "sgd"
 
     @property
     def run_id(self) -> str:
@@ -188,7 +198,13 @@ def parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--cpus", type=int, default=0, help="cores of this node for the run (0: all usable)")
     p.add_argument("--timeout-s", type=float, default=0.0, help="time limit of the run (0: none)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--seq-length", type=_positive, default=128, help="BERT: tokens per sequence")
+    p.add_argument("--seq-length", type=_positive, default=128, help="BERT and Llama: tokens per sequence")
+    p.add_argument(
+        "--activation-checkpointing",
+        type=_on_off,
+        default=False,
+        help="Llama: on|off, recompute each decoder layer's activations in the backward pass",
+    )
     p.add_argument(
         "--max-predictions",
         type=int,

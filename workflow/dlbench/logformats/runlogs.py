@@ -150,6 +150,7 @@ def parse(path: str | Path, labels: dict[str, Any] | None = None) -> dict[str, A
         "status": summary["status"] if summary["status"] != "ok" or ok else "error",
         "error": error,
         "throughput": summary.get("throughput") if ok else None,
+        "sequences_per_s": summary.get("sequences_per_s") if ok else None,
         "unit": summary.get("unit"),
         "elapsed_s": summary.get("elapsed_s"),
         "samples": summary.get("samples"),

@@ -124,7 +124,12 @@ def md_escape(text: str, limit: int | None = None, table: bool = True) -> str:
 
 
 def input_label(
-    image_size: Any, seq_length: Any, max_predictions: Any = None, optimizer: Any = None, grad_clip: Any = None
+    image_size: Any,
+    seq_length: Any,
+    max_predictions: Any = None,
+    optimizer: Any = None,
+    grad_clip: Any = None,
+    activation_checkpointing: Any = None,
 ) -> str:
     parts = []
     if not missing(image_size):
@@ -136,6 +141,8 @@ def input_label(
         parts.append(fmt_text(optimizer))
     if not missing(grad_clip):
         parts.append("clip" if bool(grad_clip) else "no clip")
+    if not missing(activation_checkpointing):
+        parts.append("activation checkpointing" if bool(activation_checkpointing) else "no checkpointing")
     return ", ".join(parts) or DASH
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from .. import identity
 from ..harness.frameworks import REGISTRY
 
 NEEDED = (
@@ -97,7 +98,18 @@ def caveats(records: pd.DataFrame) -> list[str]:
             "BERT: the encoder's projections, attention and feed-forward per token, the masked-LM head at the "
             "masked positions only, about 6 x parameters x tokens plus attention)."
         )
-    bert = records[records["seq_length"].notna()]
+    llama = records[records["model"].map(identity.is_llama)]
+    if len(llama):
+        shapes = llama[["model", "seq_length"]].drop_duplicates()
+        out.append(
+            "Llama decoder pretraining (causal LM), throughput in tokens/s (every position of every sequence; "
+            "sequences/s = tokens/s / sequence length): "
+            + "; ".join(f"{r.model} at {int(r.seq_length)} tokens" for r in shapes.itertuples())
+            + ". Its training FLOPs per token: 6 x N + 12 x layers x hidden x sequence length (PaLM, appendix B), "
+            "N = every parameter but the input embedding table (the output projection counted once, tied or not); "
+            "activation checkpointing's recomputation is not counted. AdamW, bf16 autocast with amp."
+        )
+    bert = records[records["seq_length"].notna() & records["model"].map(identity.is_bert)]
     if len(bert):
         shapes = bert[["model", "seq_length", "max_predictions"]].drop_duplicates()
         out.append(

@@ -30,7 +30,8 @@ from .format import (
 )
 
 # Identity of a DLPerf table: everything but framework and topology.
-INPUT_KEYS = ("image_size", "seq_length", "max_predictions", "optimizer", "grad_clip")  # per model; None if n/a
+# per model; None if n/a
+INPUT_KEYS = ("image_size", "seq_length", "max_predictions", "optimizer", "grad_clip", "activation_checkpointing")
 NO_INTERVAL = "(n=k: too few repeats for an interval)"
 GROUP_KEYS = ("model", "precision", "batch_size", "compiler", "data", *INPUT_KEYS, "strategy")
 
@@ -268,7 +269,9 @@ DETAIL_ORDER = (
     "Not steady",
     "Flags",
 )
-# Columns shown only where some configuration has a value (a CPU study has no MFU), after TFLOP/s, in this order.
+# Columns shown only where some configuration has a value (a CPU study has no MFU), after TFLOP/s, in this order;
+# MFU also wherever a configuration counts tokens/s (an LLM's headline figure: blank with the reason, never absent).
+TOKENS = "tokens/s"  # the unit of Llama runs (backends/base.py)
 OPTIONAL_DETAIL_COLUMNS = (
     ("MFU", "mfu", fmt_mfu),
     ("Peak TFLOP/s", "peak_tflops", lambda v: DASH if missing(v) else f"{float(v):g}"),
@@ -278,7 +281,12 @@ OPTIONAL_DETAIL_COLUMNS = (
 
 def detail_order(summary: pd.DataFrame) -> tuple[tuple[str, ...], tuple[tuple[str, str, Any], ...]]:
     """The details table's headings, and the optional columns among them (those with a value somewhere)."""
-    optional = tuple(c for c in OPTIONAL_DETAIL_COLUMNS if c[1] in summary and summary[c[1]].notna().any())
+    tokens = "unit" in summary and (summary["unit"] == TOKENS).any()
+    optional = tuple(
+        c
+        for c in OPTIONAL_DETAIL_COLUMNS
+        if c[1] in summary and (summary[c[1]].notna().any() or (c[1] == "mfu" and tokens))
+    )
     at = DETAIL_ORDER.index("TFLOP/s") + 1
     return (*DETAIL_ORDER[:at], *(label for label, _, _ in optional), *DETAIL_ORDER[at:]), optional
 
@@ -294,6 +302,8 @@ def detail_rows(summary: pd.DataFrame) -> list[dict[str, str]]:
     for r in ordered:
         n_ok, n_total = ok_counts(r)
         row = {label: fmt(r.get(column)) for label, column, fmt in (*DETAIL_COLUMNS, *optional)}
+        if "MFU" in row and missing(r.get("mfu")) and not missing(r.get("mfu_note")):
+            row["MFU"] = f"{DASH} ({fmt_text(r.get('mfu_note'))})"  # no peak: blank, and why
         row["Input"] = input_label(*(r.get(k) for k in INPUT_KEYS))
         row["Batch/device"] = batch_text(r)
         row["OK"] = f"{n_ok}/{n_total}"

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
+from ...identity import model_kind
 from ..datasets import InputPipeline
 from ..frameworks import REGISTRY
 from ..spec import RunSpec, Unsupported, is_bert
@@ -52,23 +53,23 @@ class BackendBase(ABC):
         it is missing). No collective and no model yet: rank.run still checks `models` and `data`."""
         self.spec, self.rank, self.world, self.local_rank = spec, rank, world, local_rank
         self.threads = threads
-        self.is_bert = is_bert(spec.model)  # BERT pretraining, else ResNet-50
+        self.is_bert = is_bert(spec.model)  # BERT pretraining, else ResNet-50 (or Llama: self.kind)
+        self.kind = model_kind(spec.model)  # resnet, bert or llama: which setup_<kind> and <kind>_step run
         self.pipeline: InputPipeline | None = None  # data real: the input pipeline, built by setup()
 
     @property
     def unit(self) -> str:
-        return "sequences/s" if self.is_bert else "images/s"
+        """What the throughput counts: Llama's samples are tokens (rank.py multiplies by seq_length)."""
+        return {"bert": "sequences/s", "llama": "tokens/s"}.get(self.kind, "images/s")
 
     # ---- building
     def setup(self) -> None:
-        """Everything before the first step: refuse settings of the other model, start the runtime shared by
-        both models (setup_runtime), then build model, optimizer and inputs (setup_resnet or setup_bert)."""
+        """Everything before the first step: refuse settings of the other models, start the runtime shared by
+        every model (setup_runtime), then build model, optimizer and inputs (setup_resnet, setup_bert or
+        setup_llama)."""
         self.check_model_settings()
         self.setup_runtime()
-        if self.is_bert:
-            self.setup_bert()
-        else:
-            self.setup_resnet()
+        getattr(self, f"setup_{self.kind}")()
 
     def check_model_settings(self) -> None:
         """The BERT-only settings must not reach ResNet-50, where they would be ignored; a compiler mode only a
@@ -79,14 +80,15 @@ class BackendBase(ABC):
                 f"compiler mode {self.spec.compiler_mode} is torch.compile's; {framework.display_name}'s "
                 f"compiler ({framework.compiler}) is on or off"
             )
+        if self.spec.activation_checkpointing and self.kind != "llama":
+            raise Unsupported("activation_checkpointing is a Llama setting")
         if self.is_bert:
             return
+        trains = "Llama trains with AdamW" if self.kind == "llama" else "ResNet-50 trains with SGD and momentum"
         if self.spec.optimizer != "auto":
-            raise Unsupported(
-                f"optimizer {self.spec.optimizer!r} is a BERT setting; ResNet-50 trains with SGD and momentum"
-            )
+            raise Unsupported(f"optimizer {self.spec.optimizer!r} is a BERT setting; {trains}")
         if self.spec.grad_clip:
-            raise Unsupported("grad_clip is a BERT setting; ResNet-50 trains without gradient clipping")
+            raise Unsupported(f"grad_clip is a BERT setting; {trains}, without gradient clipping")
 
     @abstractmethod
     def setup_runtime(self) -> None:
@@ -103,14 +105,19 @@ class BackendBase(ABC):
         """BERT pretraining (bert.CONFIGS[spec.model]), spec.optimizer_name's optimizer and schedule, and its
         inputs: one bert.synthetic_batch resident on the device, or (data real) `self.pipeline`."""
 
+    def setup_llama(self) -> None:
+        """Llama decoder pretraining (llama.CONFIGS[spec.model]) at spec.seq_length, AdamW (llama.ADAMW), bf16
+        autocast with amp, spec.activation_checkpointing, and its inputs: one llama.synthetic_tokens batch
+        resident on the device, or (data real) `self.pipeline` over the packed token shards
+        (datasets.TokenShards). A backend that implements it lists the Llama models in `models`; the others
+        never get here (rank.run records `unsupported`), and this default says why if one does."""
+        raise Unsupported(f"the Llama models are not implemented for {self.spec.framework} yet")
+
     # ---- the measured work
     def step(self) -> None:
         """One training step of spec.batch_size samples on this rank: forward, loss, backward, gradients
         combined over the ranks, update. Queued only: no read-back, no host synchronisation."""
-        if self.is_bert:
-            self.bert_step()
-        else:
-            self.resnet_step()
+        getattr(self, f"{self.kind}_step")()
 
     @abstractmethod
     def resnet_step(self) -> None:
@@ -120,6 +127,10 @@ class BackendBase(ABC):
     def bert_step(self) -> None:
         """step() for BERT (masked-LM + next-sentence loss, dropout on, the learning-rate schedule advanced,
         with spec.grad_clip the gradients clipped by their global norm over the ranks)."""
+
+    def llama_step(self) -> None:
+        """step() for Llama (causal LM cross entropy over every position's next token)."""
+        raise Unsupported(f"the Llama models are not implemented for {self.spec.framework} yet")
 
     @abstractmethod
     def loss(self) -> float:

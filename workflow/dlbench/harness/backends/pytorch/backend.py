@@ -1,6 +1,7 @@
-"""PyTorch backend: ResNet-50 v1.5 (SGD with momentum) and BERT pretraining (AdamW or LAMB, bert.py),
-synthetic data resident on the device or real data (data.py: DALI for the ImageNet TFRecords, h5py for
-BERT's HDF5 shards; each step takes the pipeline's next batch, so reading, decoding and augmenting are in it).
+"""PyTorch backend: ResNet-50 v1.5 (SGD with momentum), BERT pretraining (AdamW or LAMB, bert.py) and Llama
+decoder pretraining (AdamW, llama.py; bf16 autocast with amp on every device), synthetic data resident on the
+device or real data (data.py: DALI for the ImageNet TFRecords, h5py for BERT's HDF5 shards, np.memmap for Llama's
+token shards; each step takes the pipeline's next batch, so reading, decoding and augmenting are in it).
 Several ranks: DDP, or what spec.strategy names (bucket size, a compression hook, FSDP2: strategies.py).
 The contract, and when the harness calls what: backends/base.py.
 """
@@ -14,11 +15,12 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ... import bert, datasets, strategies, sysinfo
+from ... import bert, datasets, llama, strategies, sysinfo
 from ...spec import RunSpec, Unsupported
 from ..base import BackendBase
 from . import bert as torch_bert  # this framework's BERT (bert: what every backend shares)
 from . import data as torch_data
+from . import llama as torch_llama
 from .resnet import ResNet50, parameter_count
 
 
@@ -53,7 +55,7 @@ def optimizer_implementation(optimizer: torch.optim.Optimizer | None) -> str | N
 
 
 class Backend(BackendBase):
-    models = ("resnet50", "resnet_tiny", "bert_base", "bert_tiny")
+    models = ("resnet50", "resnet_tiny", "bert_base", "bert_tiny", *llama.CONFIGS)
     data = ("synthetic", "real")
     oom_errors = (torch.OutOfMemoryError,)
     oom_markers = ("out of memory", "can't allocate memory", "not enough memory", "failed to allocate")
@@ -95,9 +97,11 @@ class Backend(BackendBase):
             dist.init_process_group(self._process_group_backend(), rank=self.rank, world_size=self.world)
             self._distributed = True
         torch.manual_seed(spec.seed + self.rank)
-        # AMP: fp16 with loss scaling on CUDA; bf16 (no scaling needed) on CPU.
+        # AMP: fp16 with loss scaling on CUDA; bf16 (no scaling needed) on CPU, and for Llama everywhere (bf16
+        # autocast with fp32 master weights, as Llama is pretrained).
         cuda = self.device.type == "cuda"
-        self.amp_dtype = (torch.float16 if cuda else torch.bfloat16) if spec.precision == "amp" else None
+        half = torch.float16 if cuda and self.kind != "llama" else torch.bfloat16
+        self.amp_dtype = half if spec.precision == "amp" else None
         self.scaler = torch.amp.GradScaler("cuda") if self.amp_dtype is torch.float16 else None
         if cuda:
             # NVIDIA's tuned scripts (DeepLearningExamples) and PyTorch's performance guide: let cuDNN time its
@@ -238,6 +242,25 @@ class Backend(BackendBase):
             )
             self.batch = torch_bert.batch_tensors(batch, self.device)
 
+    def setup_llama(self) -> None:
+        spec = self.spec
+        cfg = llama.CONFIGS[spec.model]
+        self.memory_format = torch.contiguous_format
+        model = torch_llama.LlamaForCausalLM(cfg, spec.activation_checkpointing).to(self.device)
+        self.parameters = torch_llama.parameter_count(model)
+        model = self._shard(model)
+        # fused AdamW: one kernel for all parameters (CPU and CUDA); FSDP2's sharded parameters (DTensor) have
+        # it on CUDA only, foreach on CPU.
+        self.optimizer = torch_llama.make_optimizer(
+            model, llama.ADAMW, fused=not self._sharded or self.device.type == "cuda"
+        )
+        self.model = self._wrap(model)
+        if spec.data == "real":
+            self.pipeline = torch_data.llama_pipeline(spec, cfg, self.rank, self.world, self.device)
+        else:
+            tokens = llama.synthetic_tokens(cfg, spec.batch_size, spec.seq_length, seed=spec.seed + self.rank)
+            self.tokens = torch.from_numpy(tokens).to(self.device)
+
     # ---- the measured work
     def step(self) -> None:
         # Gradients dropped before the forward pass, as PyTorch's own training loops do: dropped after it, the
@@ -263,8 +286,17 @@ class Backend(BackendBase):
         if self.scheduler is not None:
             self.scheduler.step()
 
+    def llama_step(self) -> None:
+        if self.pipeline is not None:
+            self.tokens = self.pipeline.next()
+        with self._autocast():
+            loss = self.model(self.tokens)
+        self._update(loss)
+
     # ---- time to quality
     def setup_quality(self, settings) -> None:
+        if self.kind == "llama":
+            raise Unsupported("time to quality is not implemented for the Llama models (no held-out evaluation)")
         if self.spec.data != "real":
             raise Unsupported("time to quality needs real data (synthetic data has no held-out split)")
         if self.is_bert:  # Adam/LAMB as configured; the quality schedule sets the learning rate
@@ -395,6 +427,16 @@ class Backend(BackendBase):
             if self.pipeline is not None
             else "synthetic: one random batch resident on the device, reused every step",
         }
+        if self.kind == "llama":
+            cfg = llama.CONFIGS[self.spec.model]
+            env |= {
+                "optimizer": optimizer_implementation(self.optimizer),
+                "seq_length": self.spec.seq_length,
+                "activation_checkpointing": self.spec.activation_checkpointing,
+                "attention": "scaled_dot_product_attention (causal, grouped-query)",
+                "tie_embeddings": cfg.tie_embeddings,
+                "flop_parameters": llama.flop_parameters(cfg),
+            }
         if self.is_bert:
             env |= self.bert_environment(torch_bert.OPTIMIZER_NAMES[self.spec.optimizer_name], self.settings.clip_norm)
             env["attention"] = "scaled_dot_product_attention"
