@@ -175,6 +175,12 @@ STRATEGIES: tuple[Strategy, ...] = (
     ),
     Strategy(
         "jax",
+        "pmean_fp16",
+        "jax.shard_map as auto, the gradients cast to float16 for the all-reduce (one flat buffer), back to "
+        "float32 after (DDP's fp16_compress_hook in JAX)",
+    ),
+    Strategy(
+        "jax",
         "pmap",
         "jax.pmap over a node's devices (the legacy single-program data parallelism)",
         note=ONE_PROCESS.format(what="jax.pmap"),

@@ -21,7 +21,8 @@ TFRecords, h5py for BERT's HDF5 shards). The contract, and when the harness call
   (jax.make_array_from_single_device_arrays), the state replicated. spec.strategy (strategies.py): auto =
   jax.shard_map over the mesh, each rank's forward and backward on its own batch (its own BatchNorm statistics,
   as DDP) and the gradients averaged with lax.pmean; gspmd = the step jitted on the global batch with
-  NamedShardings, XLA's SPMD partitioner inserting the collectives (BatchNorm statistics over the global batch).
+  NamedShardings, XLA's SPMD partitioner inserting the collectives (BatchNorm statistics over the global batch);
+  pmean_fp16 = auto with the gradients all-reduced in float16.
   Collectives: Gloo on CPUs (jax_cpu_collectives_implementation), NCCL on GPUs.
 - Out of memory: XLA's RESOURCE_EXHAUSTED (a JaxRuntimeError) is `oom`; so is a failed host allocation under the
   CPU memory budget (memory_limit_gb), which XLA reports the same way.
@@ -83,11 +84,12 @@ def _cuda_versions() -> dict:
     }
 
 
-def pmean(tree):
-    """The mean over the ranks of every array of a pytree, as one all-reduce of one flat float32 buffer: XLA's CPU
-    collectives (Gloo) pay a round trip per all-reduce, and one per tensor took ~1 s per ResNet step on 2 ranks."""
+def pmean(tree, wire: jnp.dtype = jnp.float32):
+    """The mean over the ranks of every array of a pytree, as one all-reduce of one flat buffer (in `wire`'s dtype,
+    back to the tree's after): XLA's CPU collectives (Gloo) pay a round trip per all-reduce, and one per tensor
+    took ~1 s per ResNet step on 2 ranks."""
     flat, unravel = ravel_pytree(tree)
-    return unravel(jax.lax.pmean(flat, AXIS))
+    return unravel(jax.lax.pmean(flat.astype(wire), AXIS).astype(flat.dtype))
 
 
 class Backend(BackendBase):
@@ -102,6 +104,15 @@ class Backend(BackendBase):
         "failed to allocate",
         "bad_alloc",
     )
+
+    def classify(self, exc: BaseException) -> str:
+        """As every backend's, and: under a CPU memory budget (memory_limit_gb) XLA's matrix-product library reports
+        an allocation it could not make as INTERNAL "YNNPACK operation failed" (seen here one batch below the
+        budget's RESOURCE_EXHAUSTED), which is out of memory too."""
+        status = super().classify(exc)
+        if status == "error" and self.spec.memory_limit_gb and "ynnpack operation failed" in str(exc).lower():
+            return "oom"
+        return status
 
     def __init__(self, spec: RunSpec, rank: int, world: int, local_rank: int, threads: int) -> None:
         super().__init__(spec, rank, world, local_rank, threads)
@@ -125,6 +136,9 @@ class Backend(BackendBase):
         if world > 1:
             self._join()
         self.device = self._pick_device()
+        # XLA's runtime up (its compiler's and executor's threads, made on first use) before rank.limit_memory sets the
+        # rank's memory budget: under the budget a thread that cannot be made aborts the process, whatever the model.
+        jax.block_until_ready(jax.jit(lambda x: x + 1)(jax.device_put(np.zeros(2, np.float32), self.device)))
 
     def _pick_device(self) -> jax.Device:
         spec = self.spec
@@ -193,7 +207,8 @@ class Backend(BackendBase):
     def _step_form(self) -> str:
         if self.spec.strategy == "gspmd":
             return "jax.jit on the global batch (NamedSharding; XLA's SPMD partitioner inserts the all-reduces)"
-        return "jax.shard_map per rank, gradients averaged by lax.pmean"
+        wire = jnp.dtype(self._wire).name
+        return f"jax.shard_map per rank, gradients averaged by lax.pmean in {wire} (one flat buffer)"
 
     def setup_resnet(self) -> None:
         spec = self.spec
@@ -216,7 +231,7 @@ class Backend(BackendBase):
                 state["params"], state["batch_stats"], images, labels
             )
             if self._per_rank:
-                grads, batch_stats = pmean((grads, batch_stats))
+                grads, batch_stats = pmean(grads, self._wire), pmean(batch_stats)
             updates, opt_state = optimizer.update(grads, state["opt_state"], state["params"])
             params = optax.apply_updates(state["params"], updates)
             return {"params": params, "batch_stats": batch_stats, "opt_state": opt_state}, loss
@@ -255,7 +270,7 @@ class Backend(BackendBase):
 
             loss, grads = jax.value_and_grad(loss_fn)(state["params"])
             if self._per_rank:
-                grads = pmean(grads)  # before clipping: the global norm
+                grads = pmean(grads, self._wire)  # before clipping: the global norm
             updates, opt_state = optimizer.update(grads, state["opt_state"], state["params"])
             params = optax.apply_updates(state["params"], updates)
             return {"params": params, "opt_state": opt_state, "key": next_key}, loss
@@ -269,6 +284,11 @@ class Backend(BackendBase):
             cfg, spec.batch_size, spec.seq_length, spec.predictions, seed=spec.seed + self.rank
         )
         self._inputs = self._place(jax_bert.batch_arrays(batch))
+
+    @property
+    def _wire(self) -> jnp.dtype:
+        """The gradients' dtype in the all-reduce: float16 with strategy pmean_fp16, else float32."""
+        return jnp.float16 if self.spec.strategy == "pmean_fp16" else jnp.float32
 
     @property
     def _per_rank(self) -> bool:

@@ -57,6 +57,7 @@ class Bottleneck(nn.Module):
             use_running_average=not train,
             momentum=BN_MOMENTUM,
             epsilon=BN_EPSILON,
+            use_fast_variance=False,
             dtype=self.dtype,
             scale_init=nn.initializers.zeros if zero else nn.initializers.ones,
             name=name,
@@ -93,7 +94,12 @@ class ResNet50(nn.Module):
             name="conv1",
         )(x)
         x = nn.BatchNorm(
-            use_running_average=not train, momentum=BN_MOMENTUM, epsilon=BN_EPSILON, dtype=self.dtype, name="bn1"
+            use_running_average=not train,
+            momentum=BN_MOMENTUM,
+            epsilon=BN_EPSILON,
+            use_fast_variance=False,
+            dtype=self.dtype,
+            name="bn1",
         )(x)
         x = nn.max_pool(nn.relu(x), (3, 3), strides=(2, 2), padding=[(1, 1), (1, 1)])
         channels, index = stem, 0
