@@ -5,23 +5,27 @@ loss and gradients as PyTorch from the same weights, and a study with JAX throug
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from conftest import (
+    REPO,
     assert_ranks_counted,
     env_python,
+    free_port,
     harness_env,
     read_log,
     run_harness,
+    run_two_nodes_by_hand,
     snakemake,
     tiny_config,
     write_config,
 )
+from dlbench.study import load_study
 
 TINY = ["--image-size", "32", "--batch-size", "2", "--warmup-steps", "1", "--measured-steps", "3", "--device", "cpu"]
 
@@ -77,6 +81,21 @@ def test_compiler_on_is_unsupported_with_the_reason(jax_python, tmp_path):
     assert "JAX compiles every training step with XLA (jax.jit)" in summary["error"]
 
 
+def test_the_shipped_jax_study_is_the_default_s_shapes_beside_pytorch():
+    """workflow/studies/jax.yaml (JAX is not in the default study: its compiles would add too much): JAX and PyTorch
+    on the default study's configurations, compiler off only."""
+    config = yaml.safe_load((REPO / "workflow/studies/jax.yaml").read_text())
+    study = load_study(config, REPO / "workflow/schemas/config.schema.yaml", REPO / "envs", REPO)
+    cells = {fw: {c for c in study.configurations.values() if c.framework == fw} for fw in ("pytorch", "jax")}
+    assert len(cells["jax"]) == len(cells["pytorch"]) == 8
+    assert {c.compiler for c in cells["jax"]} == {False}
+    default = yaml.safe_load((REPO / "config.yaml").read_text())
+    assert (
+        "jax" not in default["matrix"]["framework"]
+        and config["matrix"]["batch_size"] == default["matrix"]["batch_size"]
+    )
+
+
 @pytest.mark.slow
 def test_two_ranks_run_data_parallel_through_jax_distributed(jax_python, tmp_path):
     """1x2 on one CPU: two processes joined by jax.distributed (Gloo), shard_map with the gradients' pmean."""
@@ -116,33 +135,7 @@ def test_two_nodes_join_through_the_coordinator(jax_python, tmp_path):
     """The ranks of a 2x1 run as srun would start them, here on one host: rank 0 runs jax.distributed's coordinator
     at MASTER_ADDR:MASTER_PORT, both train (tests/test_multinode.py runs the same across two namespaced nodes)."""
     log = tmp_path / "run.jsonl"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cmd = [str(jax_python), "-m", "dlbench.harness.rank", "--framework", "jax", "--model", "resnet_tiny"]
-    cmd += ["--log", str(log), "--topology", "2x1", *TINY]
-    ranks = [
-        subprocess.Popen(
-            cmd,
-            env=dict(
-                harness_env(),
-                DLBENCH_RANK=str(rank),
-                DLBENCH_WORLD_SIZE="2",
-                DLBENCH_LOCAL_RANK="0",
-                DLBENCH_LOCAL_WORLD_SIZE="1",
-                DLBENCH_RANK_DIR=str(tmp_path / "ranks"),
-                DLBENCH_CPUS=str(rank % 2),
-                MASTER_ADDR="127.0.0.1",
-                MASTER_PORT=str(port),
-            ),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for rank in range(2)
-    ]
-    outputs = [rank.communicate(timeout=600)[0] for rank in ranks]
-    assert [rank.returncode for rank in ranks] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
+    run_two_nodes_by_hand(jax_python, "jax", "resnet_tiny", log, tmp_path / "ranks", free_port(), *TINY)
     entries = read_log(log)
     summary, env = entries["summary"][-1], entries["environment"][0]
     assert summary["status"] == "ok" and summary["world_size"] == 2
