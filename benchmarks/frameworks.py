@@ -4,6 +4,7 @@ Run with the framework environment's interpreter, from the repository root:
     PYTHONPATH=workflow .venvs/pytorch-*/bin/python    benchmarks/frameworks.py --framework pytorch
     PYTHONPATH=workflow .venvs/tensorflow-*/bin/python benchmarks/frameworks.py --framework tensorflow
     PYTHONPATH=workflow .venvs/mxnet-*/bin/python      benchmarks/frameworks.py --framework mxnet
+    PYTHONPATH=workflow .venvs/jax-*/bin/python        benchmarks/frameworks.py --framework jax
 
     ... --framework pytorch --model bert_base --seq-length 128 --batch-size 2 --steps 3 --rounds 4
     ... --framework pytorch --model llama_tiny --seq-length 256 --batch-size 4 --precision amp --runs 3
@@ -11,8 +12,9 @@ Run with the framework environment's interpreter, from the repository root:
 Prints, for the model (ResNet-50, BERT, Llama: PyTorch only) at the given shape:
 - harness ÷ idiomatic: the harness's throughput over the plain loop a user of that framework writes
   (PyTorch: the textbook loop; TensorFlow: Keras `model.fit` on an in-memory dataset; MXNet: a Gluon
-  `autograd.record()` loop; BERT's in bert_idiomatic_<framework>.py; Llama's in llama_idiomatic_pytorch.py, Hugging
-  Face's LlamaForCausalLM with the same shapes, bf16 autocast, fused AdamW), each with its own model and the
+  `autograd.record()` loop; JAX: a Flax TrainState and a jitted step with the state donated; BERT's in
+  bert_idiomatic_<framework>.py; Llama's in llama_idiomatic_pytorch.py, Hugging Face's LlamaForCausalLM with the
+  same shapes, bf16 autocast, fused AdamW), each with its own model and the
   harness's framework settings (threads, oneDNN, layout), its framework's default optimizer implementation (the
   harness's are its fastest: PyTorch fused SGD, MXNet one tensor per update call on CPU), interleaved ABBA in
   one process in short rounds; each loop's per-round distribution, two modes flagged (rounds.py: a bimodal
@@ -276,7 +278,71 @@ def mxnet_idiomatic(
     )
 
 
-RESNET_IDIOMATIC = {"pytorch": pytorch_idiomatic, "tensorflow": tensorflow_idiomatic, "mxnet": mxnet_idiomatic}
+def jax_idiomatic(batch: int, size: int, threads: int, compiler: bool = False) -> Plain:
+    """The Flax/Optax loop a JAX user writes (Flax's ImageNet example): a flax.training TrainState carrying the
+    BatchNorm statistics, a train step under jax.jit with the state donated, Optax's SGD (momentum 0.9, weight decay
+    5e-5 added to the gradients, as the harness), the harness's Flax ResNet50, synchronised only at the window's
+    ends. JAX always compiles: the harness has no compiler on (`unsupported`)."""
+    from functools import partial
+    from typing import Any
+
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    import optax
+    from flax.training import train_state
+
+    from dlbench.harness.backends.jax.backend import WEIGHT_DECAY
+    from dlbench.harness.backends.jax.resnet import ResNet50
+
+    class TrainState(train_state.TrainState):
+        batch_stats: Any
+
+    model = ResNet50()
+    variables = jax.jit(lambda key: model.init(key, jnp.zeros((1, size, size, 3)), train=False))(jax.random.key(0))
+    tx = optax.chain(optax.add_decayed_weights(WEIGHT_DECAY), optax.sgd(0.1, momentum=0.9))
+    state = TrainState.create(
+        apply_fn=model.apply, params=variables["params"], tx=tx, batch_stats=variables["batch_stats"]
+    )
+
+    @partial(jax.jit, donate_argnums=0)
+    def train_step(state: TrainState, images: jax.Array, labels: jax.Array) -> tuple[TrainState, jax.Array]:
+        def loss_fn(params):
+            logits, updates = state.apply_fn(
+                {"params": params, "batch_stats": state.batch_stats}, images, train=True, mutable=["batch_stats"]
+            )
+            return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean(), updates
+
+        (loss, updates), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+        return state.apply_gradients(grads=grads).replace(batch_stats=updates["batch_stats"]), loss
+
+    rng = np.random.default_rng(0)
+    images = jnp.asarray(rng.standard_normal((batch, size, size, 3), np.float32))
+    labels = jnp.asarray(rng.integers(0, 1000, batch, dtype=np.int32))
+    state, _ = train_step(state, images, labels)  # compile once
+    jax.block_until_ready(state)
+
+    def train(steps: int) -> float:
+        nonlocal state
+        start = time.perf_counter()
+        for _ in range(steps):
+            state, _ = train_step(state, images, labels)
+        jax.block_until_ready(state)
+        return batch * steps / (time.perf_counter() - start)
+
+    return Plain(
+        train,
+        "Flax TrainState (with batch_stats) + a jax.jit train step, state donated, Optax SGD, "
+        "block_until_ready only at the window's ends, the harness's Flax ResNet50 (backends/jax/resnet.py)",
+    )
+
+
+RESNET_IDIOMATIC = {
+    "pytorch": pytorch_idiomatic,
+    "tensorflow": tensorflow_idiomatic,
+    "mxnet": mxnet_idiomatic,
+    "jax": jax_idiomatic,
+}
 
 
 def idiomatic_loop(

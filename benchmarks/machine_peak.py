@@ -67,6 +67,14 @@ def gemm(library: str, n: int, repeats: int, threads: int) -> float:
 
         a, b = mx.nd.random.normal(shape=(n, n)), mx.nd.random.normal(shape=(n, n))
         return _timed(lambda: mx.nd.dot(a, b).wait_to_read(), n, repeats)
+    if library == "jax":
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")
+        import jax
+        import numpy as np
+
+        a, b = (jax.numpy.asarray(np.random.randn(n, n).astype(np.float32)) for _ in range(2))
+        matmul = jax.jit(jax.numpy.matmul)
+        return _timed(lambda: matmul(a, b).block_until_ready(), n, repeats)
     raise ValueError(library)
 
 

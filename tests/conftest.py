@@ -6,6 +6,7 @@ import fcntl
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import textwrap
@@ -136,6 +137,41 @@ def read_log(path: Path) -> dict[str, list[dict]]:
         entry = json.loads(line)
         by_type.setdefault(entry["type"], []).append(entry)
     return by_type
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_two_nodes_by_hand(python: Path, framework: str, model: str, log: Path, rank_dir: Path, port: int, *args: str):
+    """The two ranks of a 2x1 run as srun would start them, here on one host (each its node's first rank, MASTER_ADDR
+    127.0.0.1:`port`); both must succeed. tests/test_multinode.py runs the same across two namespaced nodes."""
+    cmd = [str(python), "-m", "dlbench.harness.rank", "--framework", framework, "--model", model]
+    cmd += ["--log", str(log), "--topology", "2x1", *args]
+    ranks = [
+        subprocess.Popen(
+            cmd,
+            env=dict(
+                harness_env(),
+                DLBENCH_RANK=str(rank),
+                DLBENCH_WORLD_SIZE="2",
+                DLBENCH_LOCAL_RANK="0",
+                DLBENCH_LOCAL_WORLD_SIZE="1",
+                DLBENCH_RANK_DIR=str(rank_dir),
+                DLBENCH_CPUS=str(rank % 2),
+                MASTER_ADDR="127.0.0.1",
+                MASTER_PORT=str(port),
+            ),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for rank in range(2)
+    ]
+    outputs = [rank.communicate(timeout=600)[0] for rank in ranks]
+    assert [rank.returncode for rank in ranks] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
 
 
 def assert_ranks_counted(summary: dict, ranks: int, batch_size: int, steps: int) -> None:

@@ -72,9 +72,14 @@ PACKAGE = REPO / "workflow" / "dlbench"
 HARNESS = PACKAGE / "harness"
 # What ARCHITECTURE.md allows the harness beyond the standard library, as written there.
 EVERYWHERE = {"numpy"}
-FRAMEWORK_OF_BACKEND = {"pytorch": "torch", "tensorflow": "tensorflow", "mxnet": "mxnet"}
+FRAMEWORK_OF_BACKEND = {  # the top-level packages of each backend's framework
+    "pytorch": ("torch",),
+    "tensorflow": ("tensorflow",),
+    "mxnet": ("mxnet",),
+    "jax": ("jax", "flax", "optax"),
+}
 OPTIONAL = {  # imported only inside the functions that need them
-    "nvidia": ("backends/pytorch/data.py", "backends/mxnet/data.py", "backends/tensorflow/data.py"),
+    "nvidia": ("backends/pytorch/data.py", "dali_imagenet.py", "backends/tensorflow/data.py"),
     "h5py": ("bert_hdf5.py",),
     "horovod": ("backends/mxnet/backend.py",),
 }
@@ -126,7 +131,7 @@ def test_the_harness_imports_only_what_architecture_md_allows():
             if top == "dlbench":
                 if name not in DLBENCH_OUTSIDE_THE_HARNESS:
                     problems.append(f"{where}: imports {name} (outside the harness)")
-            elif backend and FRAMEWORK_OF_BACKEND.get(backend) == top:
+            elif backend and top in FRAMEWORK_OF_BACKEND.get(backend, ()):
                 continue
             elif where in OPTIONAL.get(top, ()):
                 if top_level:

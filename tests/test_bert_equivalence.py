@@ -1,5 +1,5 @@
-"""The three BERTs are one model: the same canonical weights and batch give the same masked-LM and
-next-sentence logits and loss in PyTorch, TensorFlow and MXNet (fp32, dropout off; relative error <= 1e-4).
+"""The BERTs are one model: the same canonical weights and batch give the same masked-LM and next-sentence
+logits and loss in every framework, PyTorch's the reference (fp32, dropout off; relative error <= 1e-4).
 
 Each framework's environment runs `python -m dlbench.harness.bert_logits` on files written here with
 numpy (weights in Google's checkpoint layout, a batch with padding), so no framework's output feeds another.
@@ -64,16 +64,16 @@ def check_equivalence(tmp_path: Path, model: str, batch_size: int, seq_length: i
     assert reference["mlm_logits"].shape == (batch_size, predictions, cfg.vocab_size)
     assert reference["nsp_logits"].shape == (batch_size, 2)
     assert np.isfinite(reference["loss"]) and reference["loss"] > 0
-    for fw in ("tensorflow", "mxnet"):
+    for fw in FRAMEWORKS:
         for key in ("mlm_logits", "nsp_logits", "loss"):
             error = relative_error(outputs[fw][key], reference[key])
             assert error <= TOLERANCE, f"{fw} {key}: relative error {error:.2e} against PyTorch"
 
 
-def test_three_frameworks_agree_on_a_reduced_bert(tmp_path):
+def test_the_frameworks_agree_on_a_reduced_bert(tmp_path):
     check_equivalence(tmp_path, "bert_tiny", batch_size=3, seq_length=64)
 
 
 @pytest.mark.slow
-def test_three_frameworks_agree_on_bert_base(tmp_path):
+def test_the_frameworks_agree_on_bert_base(tmp_path):
     check_equivalence(tmp_path, "bert_base", batch_size=2, seq_length=128)

@@ -220,7 +220,7 @@ def test_8b_with_adamw_beyond_the_memory_budget_is_oom(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("framework", ["tensorflow", "mxnet"])
+@pytest.mark.parametrize("framework", ["tensorflow", "mxnet", "jax"])
 def test_frameworks_without_llama_record_unsupported(tmp_path, framework):
     entries = run_llama(tmp_path / "run.jsonl", "--topology", "1x1", *TINY, framework=framework)
     summary = entries["summary"][-1]

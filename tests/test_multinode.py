@@ -111,6 +111,47 @@ def summary_of(work: Path, model: str, framework: str, topology: str, data: str 
     return log_lines(logs[0])[-1]
 
 
+@pytest.fixture(scope="module")
+def jax_two_node_study(two_nodes, tmp_path_factory):
+    """JAX on the two nodes: ResNet-Tiny at 1x1 and 2x1, BERT-Tiny at 2x1 (jax.distributed's coordinator on the first
+    node, Gloo between the nodes)."""
+    work = tmp_path_factory.mktemp("multinode_jax")
+    config = tiny_config()
+    config["defaults"].update(repeats=1, measured_steps=3)
+    config["matrix"] = {
+        "framework": ["jax"],
+        "model": ["resnet_tiny"],
+        "topology": ["1x1", "2x1"],
+        "precision": ["fp32"],
+        "compiler": [False],
+        "data": ["synthetic"],
+        "batch_size": [2],
+    }
+    config["include"] = [{"framework": "jax", "model": "bert_tiny", "topology": "2x1", "batch_size": 2}]
+    result = slurm_snakemake(
+        work, write_config(work / "study.yaml", config), "--resources", "timed_run=2", hard_timeout_s=HARD_TIMEOUT_S
+    )
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
+    return work
+
+
+def test_jax_two_node_runs_span_both_hosts(jax_two_node_study):
+    """A JAX 2x1 run is one process per node joined by jax.distributed: both hosts, every rank's samples."""
+    work = jax_two_node_study
+    for model in ("resnet_tiny", "bert_tiny"):
+        summary = summary_of(work, model, "jax", "2x1")
+        assert summary["status"] == "ok", summary.get("error")
+        assert summary["hosts"] == ["dlb-n1", "dlb-n2"] and summary["world_size"] == 2
+        assert [r["host"] for r in sorted(summary["ranks"], key=lambda r: r["rank"])] == ["dlb-n1", "dlb-n2"]
+        assert summary["samples"] == 2 * 2 * 3
+    log = next((work / "results/runs/resnet_tiny/jax/2x1").glob("*/rep1.jsonl"))
+    env = next(line for line in log_lines(log) if line["type"] == "environment")
+    assert env["distributed_backend"] == "jax.distributed (gloo)"
+    assert (env["strategy_in_effect"]["processes"], env["strategy_in_effect"]["devices"]) == (2, 2)
+    records = pd.read_csv(work / "results/aggregate/records.csv")
+    assert set(records["status"]) == {"ok"} and len(records) == 3
+
+
 @pytest.mark.slow
 def test_the_shipped_interconnect_study_pairs_one_node_with_two():
     """workflow/studies/interconnect.yaml: per framework the same two devices as 1x2 and as 2x1, the pairs the

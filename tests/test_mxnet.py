@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import assert_ranks_counted, env_python, harness_env, read_log, run_harness
+from conftest import (
+    assert_ranks_counted,
+    env_python,
+    free_port,
+    harness_env,
+    read_log,
+    run_harness,
+    run_two_nodes_by_hand,
+)
 
 TINY = ["--image-size", "32", "--batch-size", "2", "--warmup-steps", "1", "--measured-steps", "3", "--device", "cpu"]
 # what MXNet's oneDNN needs for bfloat16 (avx512_core)
@@ -234,46 +241,8 @@ def test_two_nodes_get_a_ps_lite_server_each(mx_python, tmp_path):
     """The ranks of a 2x1 run as srun would start them, here on one host: each is its node's first rank and starts
     a server, rank 0 also the scheduler; both join the dist_sync kvstore and train (tests/test_multinode.py runs
     the same across two namespaced nodes under SLURM)."""
-    log = tmp_path / "run.jsonl"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cmd = [
-        str(mx_python),
-        "-m",
-        "dlbench.harness.rank",
-        "--framework",
-        "mxnet",
-        "--model",
-        "resnet50",
-        "--log",
-        str(log),
-        "--topology",
-        "2x1",
-        *TINY,
-    ]
-    ranks = [
-        subprocess.Popen(
-            cmd,
-            env=dict(
-                harness_env(),
-                DLBENCH_RANK=str(rank),
-                DLBENCH_WORLD_SIZE="2",
-                DLBENCH_LOCAL_RANK="0",
-                DLBENCH_LOCAL_WORLD_SIZE="1",
-                DLBENCH_RANK_DIR=str(tmp_path / "ranks"),
-                DLBENCH_CPUS=str(rank % 2),
-                MASTER_ADDR="127.0.0.1",
-                MASTER_PORT=str(port),
-            ),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for rank in range(2)
-    ]
-    outputs = [rank.communicate(timeout=300)[0] for rank in ranks]
-    assert [rank.returncode for rank in ranks] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
+    log, port = tmp_path / "run.jsonl", free_port()
+    run_two_nodes_by_hand(mx_python, "mxnet", "resnet50", log, tmp_path / "ranks", port, *TINY)
     entries = read_log(log)
     summary, env = entries["summary"][-1], entries["environment"][0]
     assert summary["status"] == "ok" and summary["world_size"] == 2

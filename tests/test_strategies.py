@@ -12,6 +12,7 @@ import yaml
 from conftest import REPO, assert_ranks_counted, env_python, read_log, run_harness
 from dlbench import logformats
 from dlbench.harness import strategies
+from dlbench.harness.frameworks import NAMES as FRAMEWORKS
 from dlbench.study import load_study
 
 TINY = ["--image-size", "32", "--batch-size", "2", "--warmup-steps", "1", "--measured-steps", "3", "--device", "cpu"]
@@ -35,11 +36,11 @@ def run(framework: str, log: Path, strategy: str, *args: str, topology: str = "1
     return {"entries": read_log(log), "stderr": result.stderr}
 
 
-def ran(framework: str, tmp_path: Path, strategy: str) -> tuple[dict, dict]:
+def ran(framework: str, tmp_path: Path, strategy: str, *args: str) -> tuple[dict, dict]:
     """(read-back facts, record) of an ok 1x2 run with `strategy`: the record says both what was asked and
     what was in effect, and the log says the same."""
     log = tmp_path / f"{strategy}.jsonl"
-    out = run(framework, log, strategy)
+    out = run(framework, log, strategy, *args)
     summary = out["entries"]["summary"][-1]
     assert_ranks_counted(summary, ranks=2, batch_size=2, steps=3)
     env = out["entries"]["environment"][0]
@@ -102,6 +103,20 @@ def test_mxnet_kvstore_allreduce_and_parameter_server(tmp_path):
     assert len({worker["summary"], server["summary"], device["summary"]}) == 3
 
 
+@pytest.mark.slow
+def test_jax_shard_map_pmean_fp16_and_gspmd_read_back(tmp_path):
+    tiny = (*TINY, "--model", "resnet_tiny")  # a later --model wins over run_harness's resnet50
+    auto, _ = ran("jax", tmp_path, "auto", *tiny)
+    fp16, _ = ran("jax", tmp_path, "pmean_fp16", *tiny)
+    gspmd, _ = ran("jax", tmp_path, "gspmd", *tiny)
+    for facts in (auto, fp16, gspmd):
+        assert (facts["processes"], facts["devices"], facts["mesh"]) == (2, 2, {"data": 2})
+        assert facts["collectives"] == "gloo (CPU)"
+    assert "lax.pmean in float32" in auto["step"] and "lax.pmean in float16" in fp16["step"]
+    assert "SPMD partitioner" in gspmd["step"]
+    assert len({auto["summary"], fp16["summary"], gspmd["summary"]}) == 3
+
+
 @pytest.mark.parametrize(
     ("framework", "strategy", "topology", "reason"),
     [
@@ -110,6 +125,7 @@ def test_mxnet_kvstore_allreduce_and_parameter_server(tmp_path):
         ("tensorflow", "mirrored_nccl", "1x2", "one process per device"),
         ("tensorflow", "parameter_server", "1x2", "coordinator"),
         ("mxnet", "local", "1x2", "one process per device"),
+        ("jax", "pmap", "1x2", "one process per device"),
         ("pytorch", "ddp_bucket0mb", "1x2", "at least 1 MiB"),
     ],
 )
@@ -155,8 +171,8 @@ def test_backend_refuses_before_building_the_model(tmp_path, framework, strategy
 def test_registry_names_are_id_safe_and_each_framework_has_two_cpu_strategies():
     for entry in strategies.STRATEGIES:
         assert strategies.NAME.match(entry.name.replace("<N>", "1")), entry.name
-        assert entry.framework in ("pytorch", "tensorflow", "mxnet")
-    for framework in ("pytorch", "tensorflow", "mxnet"):
+        assert entry.framework in FRAMEWORKS
+    for framework in FRAMEWORKS:
         runnable = [s for s in strategies.STRATEGIES if s.framework == framework and not s.gpu_only and not s.note]
         assert len(runnable) >= 2, framework
     assert strategies.find("pytorch", "ddp_bucket64mb").number("ddp_bucket64mb") == 64

@@ -92,6 +92,14 @@ def model_kind(model: str) -> str:
     return "bert" if is_bert(model) else "llama" if is_llama(model) else "resnet"
 
 
+# What a model's throughput counts, per kind: Llama's samples are tokens (rank.py multiplies by seq_length).
+THROUGHPUT_UNITS = {"resnet": "images/s", "bert": "sequences/s", "llama": "tokens/s"}
+
+
+def throughput_unit(model: str) -> str:
+    return THROUGHPUT_UNITS[model_kind(model)]
+
+
 def takes_sequences(model: str) -> bool:
     """The model reads sequences (the seq_length axis applies), not images (image_size)."""
     return is_bert(model) or is_llama(model)

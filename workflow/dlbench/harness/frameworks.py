@@ -58,6 +58,8 @@ REGISTRY: dict[str, Framework] = {
         Framework("pytorch", "PyTorch", "torch.compile", compiler_modes=True),
         Framework("tensorflow", "TensorFlow", "XLA (tf.function jit_compile=True)"),
         Framework("mxnet", "MXNet", "hybridize(static_alloc=True, static_shape=True)"),
+        # JAX always compiles (jax.jit): off is the jitted step; on has nothing more to turn on (unsupported)
+        Framework("jax", "JAX", "unsupported (its off already runs the whole step compiled by XLA, jax.jit)"),
     )
 }
 NAMES = tuple(REGISTRY)

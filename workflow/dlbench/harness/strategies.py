@@ -6,7 +6,8 @@ replicated, collective_all_reduce, horovod, ...) because the fastest choice depe
 model. Here each framework lists the options its current API offers. `auto` (every framework) is what the
 backend does without one: PyTorch DDP over NCCL on GPUs, Gloo on CPUs; TensorFlow MultiWorkerMirroredStrategy
 with NCCL on GPUs, ring on CPUs; MXNet the dist_sync kvstore (ps-lite: a scheduler on the first node, a server on
-every node), on one node or several.
+every node), on one node or several; JAX jax.shard_map over a Mesh of every process's device (jax.distributed),
+gradients averaged by lax.pmean (Gloo on CPUs, NCCL on GPUs).
 
 A strategy names a way to exchange gradients between ranks, so any other than `auto` needs several ranks. What
 cannot run is decided before any model is built: `problem(spec)` (the supervisor, before the ranks start: a
@@ -164,6 +165,25 @@ STRATEGIES: tuple[Strategy, ...] = (
         "local",
         "kvstore local: gradients summed in CPU memory within one process",
         note=ONE_PROCESS.format(what="kvstore 'local'"),
+    ),
+    # JAX: jax.distributed over the processes, a Mesh over their devices (one each).
+    Strategy(
+        "jax",
+        "gspmd",
+        "the step jitted on the global batch with NamedShardings: XLA's SPMD partitioner inserts the "
+        "all-reduces (BatchNorm statistics over the global batch, synchronous BatchNorm)",
+    ),
+    Strategy(
+        "jax",
+        "pmean_fp16",
+        "jax.shard_map as auto, the gradients cast to float16 for the all-reduce (one flat buffer), back to "
+        "float32 after (DDP's fp16_compress_hook in JAX)",
+    ),
+    Strategy(
+        "jax",
+        "pmap",
+        "jax.pmap over a node's devices (the legacy single-program data parallelism)",
+        note=ONE_PROCESS.format(what="jax.pmap"),
     ),
 )
 

@@ -119,7 +119,8 @@ def _host(lines: list[dict[str, Any]], start: float, end: float, warmup: tuple[f
         out["cpu_warmup_run_cores"] = delta(ts, run, *warmup) / (warmup[1] - warmup[0])
     node_busy = delta(ts, busy, start, end)
     node_total = delta(ts, total, start, end)
-    out["cpu_node_util"] = node_busy / node_total if node_total > 0 else None
+    # busy and total are interpolated separately at the window's ends: a node busy throughout reads 1 + rounding
+    out["cpu_node_util"] = min(1.0, node_busy / node_total) if node_total > 0 else None
     out["contention_cores"] = max(0.0, node_busy - delta(ts, run, start, end) - delta(ts, mine, start, end)) / span
     out["cpu_freq_mhz_mean"] = _mean([s["freq_mhz"] for s in inside if s.get("freq_mhz")])
     if end_line and end_line.get("sampler_wall_s"):

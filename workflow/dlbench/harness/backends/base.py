@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from ...identity import model_kind
+from ...identity import model_kind, throughput_unit
 from ..datasets import InputPipeline
 from ..frameworks import REGISTRY
 from ..spec import RunSpec, Unsupported, is_bert
@@ -59,8 +59,7 @@ class BackendBase(ABC):
 
     @property
     def unit(self) -> str:
-        """What the throughput counts: Llama's samples are tokens (rank.py multiplies by seq_length)."""
-        return {"bert": "sequences/s", "llama": "tokens/s"}.get(self.kind, "images/s")
+        return throughput_unit(self.spec.model)
 
     # ---- building
     def setup(self) -> None:
@@ -84,11 +83,11 @@ class BackendBase(ABC):
             raise Unsupported("activation_checkpointing is a Llama setting")
         if self.is_bert:
             return
-        trains = "Llama trains with AdamW" if self.kind == "llama" else "ResNet-50 trains with SGD and momentum"
+        model, optimizer = ("Llama", "AdamW") if self.kind == "llama" else ("ResNet-50", "SGD and momentum")
         if self.spec.optimizer != "auto":
-            raise Unsupported(f"optimizer {self.spec.optimizer!r} is a BERT setting; {trains}")
+            raise Unsupported(f"optimizer {self.spec.optimizer!r} is a BERT setting; {model} trains with {optimizer}")
         if self.spec.grad_clip:
-            raise Unsupported(f"grad_clip is a BERT setting; {trains}, without gradient clipping")
+            raise Unsupported(f"grad_clip is a BERT setting; {model} trains without gradient clipping")
 
     @abstractmethod
     def setup_runtime(self) -> None:

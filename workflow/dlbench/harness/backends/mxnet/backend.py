@@ -44,6 +44,7 @@ import numpy as np  # noqa: E402
 from mxnet import autograd, gluon  # noqa: E402
 
 from ... import bert, sysinfo  # noqa: E402
+from ...gather import ROW_BYTES, decode_rows, encode_row  # noqa: E402
 from ...spec import RunSpec, Unsupported  # noqa: E402
 from ..base import BackendBase  # noqa: E402
 from . import bert as mx_bert  # noqa: E402 - this framework's BERT (bert: what every backend shares)
@@ -51,7 +52,6 @@ from . import data as mx_data  # noqa: E402
 from .resnet import ResNet50, parameter_count  # noqa: E402
 
 GATHER_KEY = 1 << 30  # kvstore key of all_gather's buffer (the Trainer uses 0..n_params-1)
-GATHER_BYTES = 16384  # per rank
 KV_CHILD_WAIT_S = 30.0
 # spec.strategy -> the kvstore type within one node (strategies.py); auto = dist_sync
 KV_TYPES = {
@@ -331,7 +331,7 @@ class Backend(BackendBase):
             raise RuntimeError(f"dist kvstore sees {kv.num_workers} workers, the launcher started {self.world}")
         # ps-lite numbers the workers in its own order (by address): kv.rank may differ from ours
         if not self.update_on_kvstore:  # else the server would apply its optimizer to the buffer: all_gather
-            kv.init(GATHER_KEY, mx.nd.zeros(self.world * GATHER_BYTES))
+            kv.init(GATHER_KEY, mx.nd.zeros(self.world * ROW_BYTES))
         self.kv, self.distributed_backend = kv, f"kvstore {kv_type}"
 
     # ---- the measured work
@@ -393,23 +393,16 @@ class Backend(BackendBase):
             return [obj]
         if self.kv is not None and self.update_on_kvstore:
             return self._gather_files(obj)
-        data = json.dumps([self.rank, obj]).encode()
-        if len(data) > GATHER_BYTES:
-            raise ValueError(f"all_gather: {len(data)} bytes, at most {GATHER_BYTES} per rank")
         slot = self.kv.rank if self.kv is not None else self.hvd.rank()
-        buf = np.zeros(self.world * GATHER_BYTES, dtype=np.float32)  # bytes as exact float32 values
-        buf[slot * GATHER_BYTES : slot * GATHER_BYTES + len(data)] = np.frombuffer(data, dtype=np.uint8)
-        nd = mx.nd.array(buf)
+        buf = np.zeros((self.world, ROW_BYTES), dtype=np.float32)  # this rank's slot: its record; the others zero
+        buf[slot] = encode_row([self.rank, obj])
+        nd = mx.nd.array(buf.reshape(-1))
         if self.kv is not None:
             self.kv.pushpull(GATHER_KEY, nd, out=nd)  # the server sums: every slot holds its rank's bytes
             summed = nd.asnumpy()
         else:
             summed = self.hvd.allreduce(nd, average=False, name="dlbench_gather").asnumpy()
-        gathered = {}
-        for r in range(self.world):
-            chunk = summed[r * GATHER_BYTES : (r + 1) * GATHER_BYTES].astype(np.uint8).tobytes().rstrip(b"\0")
-            rank, value = json.loads(chunk)
-            gathered[rank] = value
+        gathered = dict(decode_rows(summed))  # [rank, record] per slot
         self._finished = True
         return [gathered[r] for r in range(self.world)]
 

@@ -1,15 +1,8 @@
 """Real-data input pipelines for the MXNet backend: NVIDIA DALI for ImageNet, h5py for BERT.
 
-ImageNet (`imagenet_pipeline`; NVIDIA's DALI ResNet-50 training pipeline): DALI 2.4 ships no MXNet plugin, so the
-pipeline is built and run here and its outputs handed to MXNet.
-fn.readers.tfrecord over the train shards of datasets.imagenet_train_shards with their DALI index files
-(image/encoded, image/class/label), shard_id=rank of num_shards=world (each rank its 1/world of the records),
-random_shuffle (DALI's shuffle buffer, initial_fill 1024), repeating forever; fn.decoders.image to RGB (device
-'cpu' here, 'mixed' = nvJPEG on a GPU); fn.random_resized_crop to spec.image_size (area 0.08..1, aspect
-3/4..4/3); fn.crop_mirror_normalize to float NCHW, (x - mean) / std with datasets.IMAGENET_MEAN/STD, mirrored
-when fn.random.coin_flip says so. The Pipeline has num_threads = the rank's threads, device_id None on CPU (a
-CPU-only pipeline) or the context's GPU, and prefetch_queue_depth 2: pipe.run() schedules the next iteration
-and DALI's worker threads decode it while MXNet computes the step. Handing over: on CPU the batch's
+ImageNet (`imagenet_pipeline`; NVIDIA's DALI ResNet-50 training pipeline, harness/dali_imagenet.py, in NCHW): DALI 2.4
+ships no MXNet plugin, so the pipeline is run here and its outputs handed to MXNet.
+Handing over: on CPU the batch's
 as_array() copied into an mx.nd.array; on a GPU the dense batch is exported through DLPack and taken by
 mx.nd.from_dlpack without a copy (DALI 2.4's default dynamic executor never reuses an output buffer that is
 still referenced; `__dlpack__()` with no stream waits on the host until DALI's work on it is done). Labels:
@@ -33,81 +26,26 @@ from __future__ import annotations
 import mxnet as mx
 import numpy as np
 
-from ... import bert_hdf5, datasets
-from ...spec import RunSpec, Unsupported
+from ... import bert_hdf5, dali_imagenet, datasets
+from ...spec import RunSpec
 from . import bert as mx_bert
-
-PREFETCH_QUEUE_DEPTH = 2  # DALI's default: iterations run ahead of the one handed out
-
-
-def _dali():
-    try:
-        import nvidia.dali as dali
-        from nvidia.dali import fn, tfrecord, types
-    except ImportError as exc:
-        raise Unsupported(
-            f"data 'real' with MXNet reads ImageNet through NVIDIA DALI (nvidia-dali-cuda120), "
-            f"which is not importable here: {exc}"
-        ) from None
-    return dali, fn, tfrecord, types
 
 
 class ImagenetPipeline(datasets.InputPipeline):
-    """A built DALI pipeline; `next()` returns (images, labels) on the context."""
+    """A built DALI pipeline (harness/dali_imagenet.py, NCHW); `next()` returns (images, labels) on the context."""
 
     def __init__(
         self, spec: RunSpec, rank: int, world: int, threads: int, ctx: mx.Context, shuffle: bool = True
     ) -> None:
-        dali, fn, tfrecord, types = _dali()
-        from nvidia.dali.pipeline import Pipeline
-
-        files, indexes = datasets.imagenet_train_shards(spec)
         self.ctx = ctx
         self.gpu = ctx.device_type == "gpu"
-        self.threads = max(1, threads)
-        pipe = Pipeline(
-            batch_size=spec.batch_size,
-            num_threads=self.threads,
-            device_id=ctx.device_id if self.gpu else None,
-            seed=spec.seed + rank,
-            prefetch_queue_depth=PREFETCH_QUEUE_DEPTH,
+        self.pipe, description = dali_imagenet.train_pipeline(
+            spec, rank, world, threads, ctx.device_id if self.gpu else None, "CHW", shuffle
         )
-        with pipe:
-            inputs = fn.readers.tfrecord(
-                path=files,
-                index_path=indexes,
-                shard_id=rank,
-                num_shards=world,
-                random_shuffle=shuffle,
-                name="reader",
-                features={
-                    "image/encoded": tfrecord.FixedLenFeature((), tfrecord.string, ""),
-                    "image/class/label": tfrecord.FixedLenFeature([1], tfrecord.int64, -1),
-                },
-            )
-            images = fn.decoders.image(
-                inputs["image/encoded"], device="mixed" if self.gpu else "cpu", output_type=types.RGB
-            )
-            images = fn.random_resized_crop(images, size=(spec.image_size, spec.image_size))
-            images = fn.crop_mirror_normalize(
-                images,
-                dtype=types.FLOAT,
-                output_layout="CHW",
-                mean=list(datasets.IMAGENET_MEAN),
-                std=list(datasets.IMAGENET_STD),
-                mirror=fn.random.coin_flip(probability=0.5) if shuffle else 0,
-            )
-            pipe.set_outputs(images, inputs["image/class/label"])
-        pipe.build()
-        self.pipe = pipe
-        self.records = pipe.epoch_size("reader")  # all shards' records (each rank reads 1/world of them)
-        share = f"shard {rank} of {world}" if world > 1 else "all records"
-        threads_text = f"{self.threads} thread{'s' if self.threads > 1 else ''}"
+        self.records = self.pipe.epoch_size(dali_imagenet.READER)  # all shards' records (1/world per rank)
         self.description = (
-            f"DALI {dali.__version__} fn.readers.tfrecord ({len(files)} files, {share}, "
-            f"{'shuffled' if shuffle else 'in order'}), {'mixed (nvJPEG)' if self.gpu else 'CPU'} decode, "
-            f"random-resized-crop + flip + normalise, {threads_text}, prefetch {PREFETCH_QUEUE_DEPTH}; "
-            f"to MXNet by {'DLPack (mx.nd.from_dlpack, no copy)' if self.gpu else 'as_array() -> mx.nd.array'}"
+            f"{description}; to MXNet by "
+            f"{'DLPack (mx.nd.from_dlpack, no copy)' if self.gpu else 'as_array() -> mx.nd.array'}"
         )
 
     def next(self) -> tuple[mx.nd.NDArray, mx.nd.NDArray]:

@@ -44,6 +44,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from ... import bert, datasets, strategies, sysinfo  # noqa: E402
+from ...gather import ROW_BYTES, decode_rows, encode_row  # noqa: E402
 from ...spec import RunSpec, Unsupported  # noqa: E402
 from ..base import BackendBase  # noqa: E402
 from . import bert as tf_bert  # noqa: E402 - this framework's BERT (bert: what every backend shares)
@@ -52,7 +53,6 @@ from . import resnet as tf_models  # noqa: E402
 
 keras = tf.keras
 
-GATHER_BYTES = 8192  # room for one rank's JSON record in all_gather
 WEIGHT_DECAY = 5e-5  # as the PyTorch backend
 INTER_OP_THREADS = 2  # 1 risks stalls on blocking ops, and ResNet-50 ran 5-15% slower with 1 (2-core CPU VM)
 DONE_TIMEOUT_S = 60.0
@@ -397,14 +397,11 @@ class Backend(BackendBase):
         """Every rank's `obj`, in rank order: its JSON bytes in this rank's row of a zero buffer, summed."""
         if self.world == 1:
             return [obj]
-        data = np.frombuffer(json.dumps(obj).encode(), dtype=np.uint8)  # ASCII: no zero bytes
-        if data.size > GATHER_BYTES:
-            raise ValueError(f"all_gather: {data.size} bytes of JSON, more than {GATHER_BYTES}")
-        buffer = np.zeros((self.world, GATHER_BYTES), np.float32)  # bytes are exact in float32
-        buffer[self.rank, : data.size] = data
-        rows = self._all_reduce(buffer).round().astype(np.uint8)
+        buffer = np.zeros((self.world, ROW_BYTES), np.float32)  # this rank's row: its record; the others zero
+        buffer[self.rank] = encode_row(obj)
+        rows = self._all_reduce(buffer)
         self._gathered = True
-        return [json.loads(row.tobytes().rstrip(b"\0")) for row in rows]
+        return decode_rows(rows)
 
     # ---- facts for the log
     def device_name(self) -> str:

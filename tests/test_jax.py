@@ -1,0 +1,265 @@
+"""The JAX backend (JAX with Flax and Optax), for real: the Flax ResNet-50 v1.5 at tiny shapes on CPU in its own
+environment, one rank and several (jax.distributed over Gloo), bf16, out of memory, the compiler axis, the same
+loss and gradients as PyTorch from the same weights, and a study with JAX through Snakemake to the report."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import (
+    REPO,
+    assert_ranks_counted,
+    env_python,
+    free_port,
+    harness_env,
+    read_log,
+    run_harness,
+    run_two_nodes_by_hand,
+    snakemake,
+    tiny_config,
+    write_config,
+)
+from dlbench.study import load_study
+
+TINY = ["--image-size", "32", "--batch-size", "2", "--warmup-steps", "1", "--measured-steps", "3", "--device", "cpu"]
+
+
+@pytest.fixture(scope="module")
+def jax_python() -> Path:
+    return env_python("jax")
+
+
+def run_jax(
+    python: Path, log: Path, *args: str, model: str = "resnet_tiny"
+) -> tuple[subprocess.CompletedProcess, dict[str, list[dict]]]:
+    result = run_harness(python, log, *args, framework="jax", model=model, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result, read_log(log)
+
+
+def test_env_has_jax_flax_and_optax_on_python_3_11(jax_python):
+    versions = "jax.__version__, flax.__version__, optax.__version__, sys.version_info[:2]"
+    code = f"import jax, flax, optax, sys; print({versions})"
+    out = subprocess.run([str(jax_python), "-c", code], capture_output=True, text=True, check=True).stdout.split(" ", 3)
+    assert out[:3] == ["0.10.2", "0.12.8", "0.2.8"] and out[3].strip() == "(3, 11)"
+
+
+def test_throughput_is_samples_over_measured_wall_time(jax_python, tmp_path):
+    log = tmp_path / "run.jsonl"
+    result, entries = run_jax(jax_python, log, "--topology", "1x1", *TINY)
+    summary, header, env = entries["summary"][0], entries["header"][0], entries["environment"][0]
+    measured = [s["seconds"] for s in entries["step"] if s["phase"] == "measure"]
+    assert summary["status"] == "ok", summary
+    assert len(measured) == 3 and len([s for s in entries["step"] if s["phase"] == "warmup"]) == 1
+    assert summary["samples"] == 2 * 3 and summary["unit"] == "images/s" and summary["world_size"] == 1
+    assert summary["throughput"] == pytest.approx(summary["samples"] / summary["elapsed_s"], rel=1e-12)
+    assert summary["throughput"] == pytest.approx(summary["samples"] / sum(measured), rel=1e-9)
+    assert 0 <= summary["loss_final"] < 20
+    assert env["framework"] == "jax" and env["framework_version"] == "0.10.2"
+    assert env["flax_version"] == "0.12.8" and env["optax_version"] == "0.2.8"
+    assert env["device_type"] == "cpu" and env["cuda"] is None and env["amp_dtype"] is None
+    assert env["compiler"] is None and "jax.jit" in env["jit"]
+    assert env["memory_format"] == "channels_last" and env["distributed_backend"] is None
+    assert env["threads"]["cpus"] == header["threads_per_rank"] == summary["ranks"][0]["threads"]
+    assert env["settings"]["summary"].startswith(f"XLA CPU, {header['threads_per_rank']} cores, jit whole step")
+    assert env["strategy_in_effect"] == {"summary": "none (one rank)"}
+    assert "images/s" in result.stderr
+
+
+def test_compiler_on_is_unsupported_with_the_reason(jax_python, tmp_path):
+    """JAX always compiles: `off` is the jitted step, `on` has nothing more to turn on."""
+    log = tmp_path / "run.jsonl"
+    run_harness(jax_python, log, "--topology", "1x1", "--compiler", "on", *TINY, framework="jax", model="resnet_tiny")
+    summary = read_log(log)["summary"][-1]
+    assert summary["status"] == "unsupported"
+    assert "JAX compiles every training step with XLA (jax.jit)" in summary["error"]
+
+
+def test_the_shipped_jax_study_is_the_default_s_shapes_beside_pytorch():
+    """workflow/studies/jax.yaml (JAX is not in the default study: its compiles would add too much): JAX and PyTorch
+    on the default study's configurations, compiler off only."""
+    config = yaml.safe_load((REPO / "workflow/studies/jax.yaml").read_text())
+    study = load_study(config, REPO / "workflow/schemas/config.schema.yaml", REPO / "envs", REPO)
+    cells = {fw: {c for c in study.configurations.values() if c.framework == fw} for fw in ("pytorch", "jax")}
+    assert len(cells["jax"]) == len(cells["pytorch"]) == 8
+    assert {c.compiler for c in cells["jax"]} == {False}
+    default = yaml.safe_load((REPO / "config.yaml").read_text())
+    assert (
+        "jax" not in default["matrix"]["framework"]
+        and config["matrix"]["batch_size"] == default["matrix"]["batch_size"]
+    )
+
+
+@pytest.mark.slow
+def test_two_ranks_run_data_parallel_through_jax_distributed(jax_python, tmp_path):
+    """1x2 on one CPU: two processes joined by jax.distributed (Gloo), shard_map with the gradients' pmean."""
+    log = tmp_path / "run.jsonl"
+    _, entries = run_jax(jax_python, log, "--topology", "1x2", *TINY)
+    summary, header, env = entries["summary"][-1], entries["header"][0], entries["environment"][0]
+    assert_ranks_counted(summary, ranks=2, batch_size=2, steps=3)
+    assert env["distributed_backend"] == "jax.distributed (gloo)" and env["world_size"] == 2
+    in_effect = env["strategy_in_effect"]
+    assert (in_effect["processes"], in_effect["devices"], in_effect["mesh"]) == (2, 2, {"data": 2})
+    assert in_effect["collectives"] == "gloo (CPU)" and "lax.pmean" in in_effect["step"]
+    assert [r["threads"] for r in summary["ranks"]] == [len(share) for share in header["cpu_shares"]]
+    assert not (tmp_path / "run.jsonl.ranks").exists()
+
+
+@pytest.mark.slow
+def test_gspmd_strategy_partitions_the_global_step(jax_python, tmp_path):
+    log = tmp_path / "run.jsonl"
+    _, entries = run_jax(jax_python, log, "--topology", "1x2", "--strategy", "gspmd", *TINY)
+    assert_ranks_counted(entries["summary"][-1], ranks=2, batch_size=2, steps=3)
+    in_effect = entries["environment"][0]["strategy_in_effect"]
+    assert "SPMD partitioner" in in_effect["step"] and in_effect["mesh"] == {"data": 2}
+
+
+@pytest.mark.slow
+def test_amp_is_bfloat16_compute_with_float32_parameters(jax_python, tmp_path):
+    log = tmp_path / "run.jsonl"
+    _, entries = run_jax(jax_python, log, "--topology", "1x1", "--precision", "amp", *TINY)
+    summary, env = entries["summary"][-1], entries["environment"][0]
+    assert summary["status"] == "ok" and summary["loss_final"] == summary["loss_final"]  # not NaN
+    assert env["amp_dtype"] == "bfloat16" and env["loss_scaling"] is False
+    assert env["settings"]["compute_dtype"] == "bfloat16"
+
+
+@pytest.mark.slow
+def test_two_nodes_join_through_the_coordinator(jax_python, tmp_path):
+    """The ranks of a 2x1 run as srun would start them, here on one host: rank 0 runs jax.distributed's coordinator
+    at MASTER_ADDR:MASTER_PORT, both train (tests/test_multinode.py runs the same across two namespaced nodes)."""
+    log = tmp_path / "run.jsonl"
+    run_two_nodes_by_hand(jax_python, "jax", "resnet_tiny", log, tmp_path / "ranks", free_port(), *TINY)
+    entries = read_log(log)
+    summary, env = entries["summary"][-1], entries["environment"][0]
+    assert summary["status"] == "ok" and summary["world_size"] == 2
+    assert env["strategy_in_effect"]["processes"] == 2
+
+
+@pytest.mark.slow
+def test_out_of_memory_is_xla_resource_exhausted(jax_python, tmp_path):
+    """Under the rank's CPU memory budget (RLIMIT_AS, memory_limit_gb) a batch that cannot fit (BERT-Tiny's masked-LM
+    logits alone 6.6 GB at batch 512): XLA's own allocation failure, RESOURCE_EXHAUSTED, is recorded as oom; the
+    same run with a small batch fits."""
+    args = ["--topology", "1x1", "--seq-length", "128", "--warmup-steps", "1", "--measured-steps", "1"]
+    args += ["--device", "cpu", "--memory-limit-gb", "1"]
+    log = tmp_path / "oom.jsonl"
+    run_harness(jax_python, log, *args, "--batch-size", "512", framework="jax", model="bert_tiny")
+    summary = read_log(log)["summary"][-1]
+    assert summary["status"] == "oom", summary
+    assert "RESOURCE_EXHAUSTED" in summary["error"] and summary["memory"]["memory_limit_gb"] == 1
+    _, entries = run_jax(jax_python, tmp_path / "fits.jsonl", *args, "--batch-size", "2", model="bert_tiny")
+    assert entries["summary"][-1]["status"] == "ok"
+
+
+TORCH_REFERENCE = """
+import sys
+import numpy as np
+import torch
+from dlbench.harness.backends.pytorch.resnet import ResNet50
+
+torch.manual_seed(0)
+model = ResNet50().double()  # float64: this deep a net at random BatchNorm scales is chaotic in float32
+with torch.no_grad():
+    for m in model.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.normal_(0.0, 0.1)
+            m.running_var.uniform_(0.5, 1.5)
+            if not m.weight.any():  # the zero-initialised last BN of each residual branch
+                m.weight.uniform_(0.5, 1.5)
+state = {f"state/{k}": v.detach().numpy().copy() for k, v in model.state_dict().items()}
+images = torch.randn(2, 3, 64, 64).double()
+labels = torch.tensor([3, 917])
+model.train()  # batch statistics, as a training step
+loss = torch.nn.functional.cross_entropy(model(images), labels)
+loss.backward()
+grads = {f"grad/{k}": p.grad.numpy().copy() for k, p in model.named_parameters()}
+np.savez(sys.argv[1], images=images.numpy(), labels=labels.numpy(), loss=loss.item(), **state, **grads)
+"""
+
+JAX_CHECK = """
+import json
+import sys
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from dlbench.harness.backends.jax import resnet
+
+jax.config.update("jax_enable_x64", True)
+ref = np.load(sys.argv[1])
+model = resnet.ResNet50(dtype=jnp.float64)
+params, stats = resnet.init(model, jax.random.PRNGKey(1), 64)
+params, stats = resnet.load_torch_state(params, stats, {k[6:]: ref[k] for k in ref.files if k.startswith("state/")})
+images = jnp.asarray(ref["images"].transpose(0, 2, 3, 1))  # NCHW -> NHWC
+
+def loss_fn(params):
+    logits, _ = model.apply({"params": params, "batch_stats": stats}, images, train=True, mutable=["batch_stats"])
+    return optax.softmax_cross_entropy_with_integer_labels(logits, jnp.asarray(ref["labels"])).mean()
+
+loss, grads = jax.jit(jax.value_and_grad(loss_fn))(params)
+grads = resnet.torch_gradients(grads, stats)
+errors = {k: float(np.max(np.abs(g - ref["grad/" + k])) / max(float(np.max(np.abs(ref["grad/" + k]))), 1e-12))
+          for k, g in grads.items()}
+print(json.dumps({"loss": float(loss), "torch_loss": float(ref["loss"]), "tensors": len(grads),
+                  "parameters": resnet.parameter_count(params), "worst": max(errors, key=errors.get),
+                  "max_rel_error": max(errors.values())}))
+"""
+
+
+@pytest.mark.slow
+def test_same_weights_give_the_pytorch_loss_and_gradients(jax_python, torch_python, tmp_path):
+    """PyTorch's ResNet-50 state (names, OIHW layouts, BN statistics) loaded into the Flax model: the same
+    training-mode loss and the same gradient for every one of its 161 parameters. In float64: with the last
+    BatchNorm of each branch at a random scale (so that every branch counts) 16 blocks amplify rounding, and PyTorch's
+    own float32 loss differs from its float64 one by 4% here; Flax's BatchNorm still reduces in float32 (1e-5)."""
+    reference = tmp_path / "reference.npz"
+    threads = dict(harness_env(), OMP_NUM_THREADS="1")
+    subprocess.run(
+        [str(torch_python), "-c", TORCH_REFERENCE, str(reference)], env=threads, check=True, capture_output=True
+    )
+    out = subprocess.run(
+        [str(jax_python), "-c", JAX_CHECK, str(reference)], env=threads, check=True, capture_output=True, text=True
+    ).stdout
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["parameters"] == 25_557_032 and result["tensors"] == 161
+    assert result["loss"] == pytest.approx(result["torch_loss"], rel=1e-6)
+    assert result["max_rel_error"] <= 1e-4, result
+
+
+@pytest.mark.slow
+def test_a_study_with_jax_runs_through_snakemake_to_the_report(jax_python, tmp_path):
+    """JAX in a study as any framework: its runs (1x1, 1x2; compiler on recorded as unsupported), the records, the
+    summary's speedup and the report."""
+    config = tiny_config(
+        defaults={"repeats": 1, "warmup_steps": 1, "measured_steps": 2, "image_size": 32, "timeout_minutes": 10},
+        matrix={
+            "framework": ["jax"],
+            "model": ["resnet_tiny"],
+            "topology": ["1x1", "1x2"],
+            "precision": ["fp32"],
+            "compiler": [False, True],  # YAML's off and on
+            "data": ["synthetic"],
+            "batch_size": [2],
+        },
+        exclude=[{"compiler": True, "topology": "1x2"}],
+    )
+    result = snakemake(tmp_path, "--cores", "2", "--configfile", str(write_config(tmp_path / "study.yaml", config)))
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    report = tmp_path / "results" / "reports" / "v1"
+    records = pd.read_csv(report / "records.csv")
+    status = {(r.topology, bool(r.compiler)): r.status for r in records.itertuples()}
+    assert status == {("1x1", False): "ok", ("1x2", False): "ok", ("1x1", True): "unsupported"}
+    assert set(records["framework"]) == {"jax"}
+    summary = pd.read_csv(report / "summary.csv")
+    assert summary[summary["topology"] == "1x1"]["speedup"].dropna().tolist() == [pytest.approx(1.0)]
+    html = (report / "index.html").read_text()
+    assert "JAX" in html
+    env = json.loads((report / "environment.json").read_text())
+    assert any(p.startswith("jax==0.10.2") for p in env["frameworks"]["jax"]["packages"])
