@@ -253,7 +253,7 @@ def test_harness_resnet50_real_one_rank(torch_python, real_data, tmp_path):
         "32",
     )
     env, summary = entries["environment"][0], entries["summary"][-1]
-    assert env["input_pipeline"].startswith("DALI 2.4.0 tfrecord reader") and "CPU decode" in env["input_pipeline"]
+    assert env["input_pipeline"].startswith("DALI 2.4.0 fn.readers.tfrecord") and "CPU decode" in env["input_pipeline"]
     assert summary["samples"] == 12 and summary["loss_final"] > 0
     assert entries["header"][0]["config"]["data"] == "real"
 

@@ -18,6 +18,10 @@ from . import datasets
 from .spec import RunSpec, Unsupported
 
 PREFETCH_QUEUE_DEPTH = 2  # DALI's default: iterations run ahead of the one handed out
+CROP_AREA = (0.08, 1.0)  # fn.random_resized_crop's defaults, torchvision's RandomResizedCrop
+CROP_ASPECT = (3.0 / 4.0, 4.0 / 3.0)
+# mixed (nvJPEG) decode with NVIDIA's ResNet-50 example's buffer paddings: no reallocation mid-run
+MIXED_DECODE = {"device": "mixed", "device_memory_padding": 211025920, "host_memory_padding": 140544512}
 READER = "reader"  # the reader's name (pipe.epoch_size(READER): every shard's records)
 
 
@@ -43,8 +47,10 @@ def train_pipeline(
     layout: str,
     shuffle: bool = True,
     framework: str = "",
+    labels_on_device: bool = False,
 ):
-    """The built pipeline (module docstring) and a description of it: device_id None = a CPU-only pipeline."""
+    """The built pipeline (module docstring) and a description of it: device_id None = a CPU-only pipeline;
+    labels_on_device: the labels copied to the GPU too (a framework plugin's iterator takes both from there)."""
     dali_module, fn, tfrecord, types = dali(framework or spec.framework)
     from nvidia.dali.pipeline import Pipeline
 
@@ -71,8 +77,14 @@ def train_pipeline(
                 "image/class/label": tfrecord.FixedLenFeature([1], tfrecord.int64, -1),
             },
         )
-        images = fn.decoders.image(inputs["image/encoded"], device="mixed" if gpu else "cpu", output_type=types.RGB)
-        images = fn.random_resized_crop(images, size=(spec.image_size, spec.image_size))
+        decode = MIXED_DECODE if gpu else {"device": "cpu"}
+        images = fn.decoders.image(inputs["image/encoded"], output_type=types.RGB, **decode)
+        images = fn.random_resized_crop(
+            images,
+            size=(spec.image_size, spec.image_size),
+            random_area=list(CROP_AREA),
+            random_aspect_ratio=list(CROP_ASPECT),
+        )
         images = fn.crop_mirror_normalize(
             images,
             dtype=types.FLOAT,
@@ -81,7 +93,8 @@ def train_pipeline(
             std=list(datasets.IMAGENET_STD),
             mirror=fn.random.coin_flip(probability=0.5) if shuffle else 0,
         )
-        pipe.set_outputs(images, inputs["image/class/label"])
+        labels = inputs["image/class/label"]
+        pipe.set_outputs(images, labels.gpu() if gpu and labels_on_device else labels)
     pipe.build()
     share = f"shard {rank} of {world}" if world > 1 else "all records"
     threads_text = f"{threads} thread{'s' if threads > 1 else ''}"

@@ -1,13 +1,8 @@
 """Real-data input pipelines for the PyTorch backend: NVIDIA DALI for ImageNet, h5py for NVIDIA's BERT HDF5 shards.
 
-ImageNet (`imagenet_pipeline`; as NVIDIA DeepLearningExamples' PyTorch ResNet-50 with DALI): the train shards
-of datasets.imagenet_train_shards read by fn.readers.tfrecord with their DALI index files, this rank's 1/world
-of the records (shard_id=rank, num_shards=world), random_shuffle, endless (the reader wraps around; the
-iterator has no epoch end); features image/encoded and image/class/label. fn.decoders.image to RGB (device
-"mixed", i.e. nvJPEG, on CUDA; "cpu" otherwise), fn.random_resized_crop to spec.image_size (area 0.08..1,
-aspect 3/4..4/3, bilinear), fn.crop_mirror_normalize (random horizontal flip, (x - mean) / std with
-datasets.IMAGENET_MEAN/STD, float32). The pipeline runs ahead of the training step in its own threads
-(DALI's prefetch queue, depth PREFETCH_DEPTH) and DALIGenericIterator hands its outputs to PyTorch.
+ImageNet (`imagenet_pipeline`; as NVIDIA DeepLearningExamples' PyTorch ResNet-50 with DALI): NVIDIA's DALI
+ResNet-50 training pipeline as harness/dali_imagenet.py builds it (HWC on CUDA, CHW on the CPU, labels on the
+device), endless (no reader name, size -1: the reader wraps around), handed to PyTorch by DALIGenericIterator.
 Batches: (images float32 [B, 3, S, S] on the device, channels_last memory on CUDA as the backend's model,
 contiguous NCHW on the CPU; labels int64 [B], the record's label - datasets.LABEL_OFFSET, 0..999).
 
@@ -35,12 +30,10 @@ import threading
 import numpy as np
 import torch
 
-from ... import bert, bert_hdf5, datasets, token_shards
+from ... import bert, bert_hdf5, dali_imagenet, datasets, token_shards
 from ...spec import RunSpec
 
-PREFETCH_DEPTH = 2  # batches prepared ahead of the step (DALI's default prefetch_queue_depth)
-CROP_AREA = (0.08, 1.0)  # fn.random_resized_crop's defaults, torchvision's RandomResizedCrop
-CROP_ASPECT = (3.0 / 4.0, 4.0 / 3.0)
+PREFETCH_DEPTH = 2  # BERT: batches prepared ahead of the step (as DALI's prefetch_queue_depth for ImageNet)
 
 
 def _cuda_index(device: torch.device) -> int:
@@ -61,10 +54,6 @@ class ImagenetPipeline(datasets.InputPipeline):
         memory_format: torch.memory_format | None = None,
         shuffle: bool = True,
     ) -> None:
-        import nvidia.dali as dali
-        import nvidia.dali.fn as fn
-        import nvidia.dali.tfrecord as tfrec
-        import nvidia.dali.types as types
         from nvidia.dali.plugin.pytorch import DALIGenericIterator
 
         device = torch.device(device)
@@ -73,59 +62,19 @@ class ImagenetPipeline(datasets.InputPipeline):
             memory_format = torch.channels_last if cuda else torch.contiguous_format
         # channels_last = NHWC in memory: DALI writes HWC and a permute gives the NCHW view without a copy.
         self.channels_last = memory_format is torch.channels_last
-        paths, indexes = datasets.imagenet_train_shards(spec)
-        threads = max(1, threads)
-        size = spec.image_size
-
-        pipe = dali.Pipeline(
-            batch_size=spec.batch_size,
-            num_threads=threads,
-            device_id=_cuda_index(device) if cuda else None,
-            seed=spec.seed + rank,
-            prefetch_queue_depth=PREFETCH_DEPTH,
+        pipe, self.description = dali_imagenet.train_pipeline(
+            spec,
+            rank,
+            world,
+            threads,
+            _cuda_index(device) if cuda else None,
+            layout="HWC" if self.channels_last else "CHW",
+            shuffle=shuffle,
+            labels_on_device=True,
         )
-        with pipe:
-            inputs = fn.readers.tfrecord(
-                path=paths,
-                index_path=indexes,
-                shard_id=rank,
-                num_shards=world,
-                random_shuffle=shuffle,
-                features={
-                    "image/encoded": tfrec.FixedLenFeature((), tfrec.string, ""),
-                    "image/class/label": tfrec.FixedLenFeature([1], tfrec.int64, -1),
-                },
-                name="Reader",
-            )
-            # mixed: nvJPEG, with NVIDIA's ResNet-50 example's buffer paddings (no reallocation mid-run)
-            decode = (
-                {"device": "mixed", "device_memory_padding": 211025920, "host_memory_padding": 140544512}
-                if cuda
-                else {"device": "cpu"}
-            )
-            images = fn.decoders.image(inputs["image/encoded"], output_type=types.RGB, **decode)
-            images = fn.random_resized_crop(
-                images, size=[size, size], random_area=list(CROP_AREA), random_aspect_ratio=list(CROP_ASPECT)
-            )
-            images = fn.crop_mirror_normalize(
-                images,
-                dtype=types.FLOAT,
-                output_layout="HWC" if self.channels_last else "CHW",
-                mean=list(datasets.IMAGENET_MEAN),
-                std=list(datasets.IMAGENET_STD),
-                mirror=fn.random.coin_flip(probability=0.5),
-            )
-            labels = inputs["image/class/label"]
-            pipe.set_outputs(images, labels.gpu() if cuda else labels)
         # No reader_name and size -1: no epoch end, the reader wraps around (infinite repeat).
         self.iterator = DALIGenericIterator([pipe], ["images", "labels"], size=-1)
         self.pipe = pipe
-        where = "GPU (nvJPEG, mixed) decode" if cuda else "CPU decode"
-        self.description = (
-            f"DALI {dali.__version__} tfrecord reader + index files, {where}, "
-            f"random_resized_crop + flip + normalize, {threads} thread{'s' if threads > 1 else ''}, "
-            f"prefetch {PREFETCH_DEPTH}"
-        )
 
     def next(self) -> tuple[torch.Tensor, torch.Tensor]:
         out = next(self.iterator)[0]
