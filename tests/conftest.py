@@ -91,6 +91,18 @@ def run_python(python: Path, code: str, *args: str, timeout: float = 600) -> str
     return run_env(python, "-c", textwrap.dedent(code), *args, timeout=timeout).stdout
 
 
+def run_checks(python: Path, imports: str, checks: dict[str, str]) -> dict[str, dict]:
+    """Direct-API checks run once in one interpreter (importing a framework takes seconds): each entry of
+    `checks` is the body of a function returning a JSON-able dict, after `imports`; {name: its dict}."""
+    code = imports
+    for name, body in checks.items():
+        code += f"def check_{name}():\n{textwrap.indent(body, '    ')}\n"
+    code += f"print(json.dumps({{name: globals()['check_' + name]() for name in {list(checks)}}}))\n"
+    result = subprocess.run([str(python), "-c", code], env=harness_env(), capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.splitlines()[-1])
+
+
 def run_json(python: Path, code: str, *args: str) -> dict:
     """Run `code` in an environment; the JSON object it prints last."""
     return json.loads(run_python(python, code, *args).strip().splitlines()[-1])

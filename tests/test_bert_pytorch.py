@@ -3,15 +3,13 @@ Google's BERT, the optimizers and clipping through their API, and harness runs o
 
 from __future__ import annotations
 
-import json
 import subprocess
-import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import assert_ranks_counted, env_python, harness_env, ok_environment, read_log, run_harness
+from conftest import assert_ranks_counted, env_python, harness_env, ok_environment, read_log, run_checks, run_harness
 from dlbench.harness import bert
 
 TINY = ["--batch-size", "2", "--seq-length", "32", "--warmup-steps", "1", "--measured-steps", "3", "--device", "cpu"]
@@ -27,19 +25,12 @@ def torch_python() -> Path:
 def api(torch_python) -> dict:
     """The direct-API checks below, run once in one PyTorch interpreter (importing torch takes seconds):
     each CHECKS entry is the body of a function whose returned dict is api[its name]."""
-    code = (
+    imports = (
         "import dataclasses, json, torch\n"
         "from dlbench.harness import bert\n"
         "from dlbench.harness.backends.pytorch import bert as torch_bert\n"
     )
-    for name, body in CHECKS.items():
-        code += f"def check_{name}():\n{textwrap.indent(body, '    ')}\n"
-    code += f"print(json.dumps({{name: globals()['check_' + name]() for name in {list(CHECKS)}}}))\n"
-    result = subprocess.run(
-        [str(torch_python), "-c", code], env=harness_env(), capture_output=True, text=True, timeout=600
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.splitlines()[-1])
+    return run_checks(torch_python, imports, CHECKS)
 
 
 CHECKS: dict[str, str] = {}  # name -> body of a function returning a JSON-able dict, run by `api`

@@ -9,14 +9,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import env_python, harness_env, read_log, run_harness, run_tool, snakemake, write_config
+from conftest import env_python, harness_env, read_log, run_checks, run_harness, run_tool, snakemake, write_config
 from dlbench import layout, logformats
 from dlbench.harness import flops, llama
 
@@ -27,19 +26,12 @@ TINY = ["--batch-size", "2", "--seq-length", "32", "--warmup-steps", "1", "--mea
 def api(torch_python) -> dict:
     """The direct-API checks below, run once in one PyTorch interpreter (importing torch and transformers takes
     seconds): each CHECKS entry is the body of a function whose returned dict is api[its name]."""
-    code = (
+    imports = (
         "import dataclasses, json, torch\n"
         "from dlbench.harness import llama\n"
         "from dlbench.harness.backends.pytorch import llama as torch_llama\n"
     )
-    for name, body in CHECKS.items():
-        code += f"def check_{name}():\n{textwrap.indent(body, '    ')}\n"
-    code += f"print(json.dumps({{name: globals()['check_' + name]() for name in {list(CHECKS)}}}))\n"
-    result = subprocess.run(
-        [str(torch_python), "-c", code], env=harness_env(), capture_output=True, text=True, timeout=600
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.splitlines()[-1])
+    return run_checks(torch_python, imports, CHECKS)
 
 
 CHECKS: dict[str, str] = {}
