@@ -1,4 +1,5 @@
-"""The configuration reference page, generated from workflow/schemas/config.schema.yaml at every docs build.
+"""The configuration reference page, generated from workflow/schemas/config.schema.yaml (with the matrix's model
+axes declared in workflow/dlbench/axes.py) at every docs build.
 
 The schema is the one source of truth for what a study may say: this hook renders it (every key with its type,
 allowed values, default and description; shared definitions once, linked) into `configuration.md`, so the page
@@ -9,6 +10,7 @@ cannot drift from what the workflow validates. MkDocs calls `on_files` (see `hoo
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,15 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
+sys.path.insert(0, str(REPO / "workflow"))
+from dlbench.axes import with_model_axes  # noqa: E402  (the matrix's model axes are declared there)
+
+
+def load_schema() -> dict[str, Any]:
+    """The schema the workflow validates against: the file and the model axes of dlbench.axes."""
+    return with_model_axes(yaml.safe_load(SCHEMA.read_text()))
+
+
 PAGE = "configuration.md"
 
 
@@ -117,9 +128,9 @@ def render(schema: dict) -> str:
 def on_files(files, config):  # noqa: ANN001, ANN201 (MkDocs' hook signature)
     from mkdocs.structure.files import File
 
-    files.append(File.generated(config, PAGE, content=render(yaml.safe_load(SCHEMA.read_text()))))
+    files.append(File.generated(config, PAGE, content=render(load_schema())))
     return files
 
 
 if __name__ == "__main__":
-    print(render(yaml.safe_load(SCHEMA.read_text())), end="")
+    print(render(load_schema()), end="")

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from . import identity, logformats, stats
+from .axes import INPUTS
 from .devices import describe, peak_for_run
 from .harness import nospace
 from .imports import read_records
@@ -42,12 +43,7 @@ CONFIG_COLUMNS = [
     "compiler",
     "compiler_mode",
     "data",
-    "image_size",
-    "seq_length",
-    "max_predictions",
-    "optimizer",
-    "grad_clip",
-    "activation_checkpointing",
+    *INPUTS,
     "strategy",
 ]
 # Configurations whose speedups are comparable: everything but the topology and the strategy (every strategy's
@@ -60,12 +56,7 @@ BASELINE_KEY = [
     "compiler",
     "compiler_mode",
     "data",
-    "image_size",
-    "seq_length",
-    "max_predictions",
-    "optimizer",
-    "grad_clip",
-    "activation_checkpointing",
+    *INPUTS,
     "metric",
 ]
 SUMMARY_COLUMNS = [

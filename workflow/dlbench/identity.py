@@ -30,9 +30,10 @@ from collections.abc import Mapping
 from pathlib import PurePath
 from typing import Any
 
-DEFAULT_IMAGE_SIZE = 224  # ids mention the image size only when it differs
-DEFAULT_STRATEGY = "auto"  # ... and the gradient-exchange strategy (harness/strategies.py) only when not auto
-STRATEGY_PREFIX = "via_"  # no other part starts so (optimizers are adam or lamb)
+from . import axes as registry
+
+DEFAULT_IMAGE_SIZE = registry.DEFAULTS["image_size"]  # ids mention the image size only when it differs
+DEFAULT_STRATEGY = registry.DEFAULTS["strategy"]  # ... and the strategy (harness/strategies.py) only when not auto
 RUNS_DIR = "results/runs"
 BERT_MODELS = ("bert_base", "bert_tiny")  # dimensions: harness/bert.py
 LLAMA_MODELS = ("llama_tiny", "llama3_1b", "llama3_8b")  # dimensions: harness/llama.py
@@ -125,18 +126,15 @@ def parse_compiler_part(part: str) -> bool | str | None:
 
 
 def variant(axes: Mapping[str, Any]) -> str:
-    """The variant of a configuration from its axes (model, batch_size, precision, compiler, data, and
-    image_size for ResNet-50, seq_length, optimizer, grad_clip for BERT, seq_length, activation_checkpointing
-    for Llama; strategy, absent = auto)."""
+    """The variant of a configuration from its axes: batch size, precision, compiler and data, then each axis of
+    dlbench.axes that spells a part and applies to the model's kind (image_size and strategy only when not at
+    their defaults), then the time-to-quality part."""
     parts = [f"bs{axes['batch_size']}", axes["precision"], compiler_part(axes["compiler"]), axes["data"]]
-    if is_bert(axes["model"]):
-        parts += [f"seq{axes['seq_length']}", str(axes["optimizer"]), "clip" if axes["grad_clip"] else "noclip"]
-    elif is_llama(axes["model"]):
-        parts += [f"seq{axes['seq_length']}", "ckpt" if axes["activation_checkpointing"] else "nockpt"]
-    elif (axes.get("image_size") or DEFAULT_IMAGE_SIZE) != DEFAULT_IMAGE_SIZE:
-        parts.append(f"img{axes['image_size']}")
-    if (axes.get("strategy") or DEFAULT_STRATEGY) != DEFAULT_STRATEGY:
-        parts.append(f"{STRATEGY_PREFIX}{axes['strategy']}")
+    kind = model_kind(axes["model"])
+    for axis in registry.SPELLED:
+        part = axis.part(axes) if axis.applies_to(kind) else None
+        if part is not None:
+            parts.append(part)
     if axes.get("metric", THROUGHPUT) == TIME_TO_QUALITY:
         parts.append(quality_part(axes["quality"]))
     return "-".join(parts)
@@ -222,31 +220,21 @@ def parse_variant(model: str, text: str) -> dict[str, Any]:
         "compiler": parse_compiler_part(compiler),
         "data": data,
     }
-    # Axes that do not apply to the model are None (as in the study's configurations).
-    axes |= {
-        "image_size": None if takes_sequences(model) else DEFAULT_IMAGE_SIZE,
-        "seq_length": None,
-        "optimizer": None,
-        "grad_clip": None,
-        "activation_checkpointing": None,
-        "strategy": DEFAULT_STRATEGY,
-        "metric": THROUGHPUT,
-    }
+    # Axes that do not apply to the model are None (as in the study's configurations); those a variant names only
+    # away from their defaults start at their defaults.
+    kind = model_kind(model)
+    axes |= {a.name: a.default if a.omit_default and a.applies_to(kind) else None for a in registry.SPELLED}
+    axes["metric"] = THROUGHPUT
     for part in rest:
-        if part.startswith(STRATEGY_PREFIX) and len(part) > len(STRATEGY_PREFIX):
-            axes["strategy"] = part[len(STRATEGY_PREFIX) :]
-        elif re.fullmatch(r"ttq[0-9.]+_[0-9a-f]{6}", part):
+        if re.fullmatch(r"ttq[0-9.]+_[0-9a-f]{6}", part):
             axes["metric"], axes["quality_id"] = TIME_TO_QUALITY, part
-        elif part.startswith("img") and part[3:].isdigit():
-            axes["image_size"] = int(part[3:])
-        elif part.startswith("seq") and part[3:].isdigit():
-            axes["seq_length"] = int(part[3:])
-        elif part in ("clip", "noclip"):
-            axes["grad_clip"] = part == "clip"
-        elif part in ("ckpt", "nockpt"):
-            axes["activation_checkpointing"] = part == "ckpt"
-        else:
-            axes["optimizer"] = part
+            continue
+        for axis in registry.READ_ORDER:
+            assert axis.read is not None
+            value = axis.read(part)
+            if value is not registry.NOT_THIS:
+                axes[axis.name] = value
+                break
     return axes
 
 
@@ -280,18 +268,7 @@ def parse_run_log(path: str | PurePath) -> dict[str, Any]:
     return {**axes, "repeat": repeat, "run_id": run_id(axes["config_id"], repeat)}
 
 
-AXIS_DEFAULTS = {
-    "precision": "fp32",
-    "compiler": False,
-    "data": "synthetic",
-    "image_size": DEFAULT_IMAGE_SIZE,
-    "seq_length": 128,
-    "optimizer": "adam",
-    "grad_clip": False,
-    "activation_checkpointing": False,
-    "strategy": DEFAULT_STRATEGY,
-    "repeat": 1,
-}
+AXIS_DEFAULTS = {**registry.DEFAULTS, "repeat": 1}
 REQUIRED_LABELS = ("framework", "model", "topology", "batch_size")
 
 
@@ -304,13 +281,12 @@ def from_labels(labels: Mapping[str, Any]) -> dict[str, Any]:
     axes = {**AXIS_DEFAULTS, **{k: v for k, v in labels.items() if v is not None}}
     axes["batch_size"] = int(axes["batch_size"])
     axes["nodes"], axes["devices_per_node"] = parse_topology(str(axes["topology"]))
-    if is_bert(axes["model"]):
-        axes.update(image_size=None, activation_checkpointing=None)
-    elif is_llama(axes["model"]):
-        axes.update(image_size=None, optimizer=None, grad_clip=None)
-        axes["activation_checkpointing"] = bool(axes["activation_checkpointing"])
-    else:
-        axes.update(seq_length=None, optimizer=None, grad_clip=None, activation_checkpointing=None)
+    kind = model_kind(axes["model"])
+    for axis in registry.MODEL_AXES:
+        if not axis.applies_to(kind):
+            axes[axis.name] = None
+        elif axis.matrix and axis.record is not None:
+            axes[axis.name] = axis.record(axes.get(axis.name), axes)
     axes["config_id"] = config_id(axes)
     axes["run_id"] = run_id(axes["config_id"], int(axes["repeat"]))
     return axes

@@ -12,8 +12,8 @@ from typing import Any
 import jsonschema
 import yaml
 
-from .harness.spec import default_max_predictions
-from .identity import is_bert, is_llama
+from .axes import inputs_of
+from .identity import model_kind
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "record.schema.yaml"
 FIELDS: list[str] = list(yaml.safe_load(SCHEMA_PATH.read_text())["properties"])
@@ -37,37 +37,10 @@ class LogError(ValueError):
 
 
 def model_inputs(cfg: dict[str, Any]) -> dict[str, Any]:
-    """The input shape and training settings that identify a configuration besides its axes: image size for
-    ResNet-50; sequence length, masked positions, optimizer and clipping for BERT; sequence length and activation
-    checkpointing for Llama (None where n/a)."""
-    if is_llama(cfg["model"]):
-        return {
-            "image_size": None,
-            "seq_length": cfg.get("seq_length") or 128,
-            "max_predictions": None,
-            "optimizer": None,
-            "grad_clip": None,
-            "activation_checkpointing": bool(cfg.get("activation_checkpointing")),
-        }
-    if not is_bert(cfg["model"]):
-        return {
-            "image_size": cfg.get("image_size"),
-            "seq_length": None,
-            "max_predictions": None,
-            "optimizer": None,
-            "grad_clip": None,
-            "activation_checkpointing": None,
-        }
-    seq_length = cfg.get("seq_length") or 128
-    optimizer = cfg.get("optimizer") or "adam"
-    return {
-        "image_size": None,
-        "seq_length": seq_length,
-        "max_predictions": cfg.get("max_predictions") or default_max_predictions(seq_length),
-        "optimizer": "adam" if optimizer == "auto" else optimizer,
-        "grad_clip": bool(cfg.get("grad_clip")),
-        "activation_checkpointing": None,
-    }
+    """The input shape and training settings that identify a configuration besides its axes (dlbench.axes'
+    model axes: image size for ResNet-50; sequence length, masked positions, optimizer and clipping for BERT;
+    sequence length and activation checkpointing for Llama; None where n/a)."""
+    return inputs_of(model_kind(cfg["model"]), cfg)
 
 
 def complete(record: dict[str, Any]) -> dict[str, Any]:

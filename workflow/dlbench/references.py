@@ -16,6 +16,9 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from .axes import MODEL_MATRIX, matrix_axes_of_kind
+from .identity import model_kind
+
 REFERENCES_PATH = Path(__file__).resolve().parents[1] / "references" / "published.yaml"
 # Keys of a figure that must agree with a summary row when the figure gives them.
 MATCH_KEYS = (
@@ -26,9 +29,7 @@ MATCH_KEYS = (
     "batch_size",
     "compiler",
     "data",
-    "seq_length",
-    "grad_clip",
-    "optimizer",
+    *MODEL_MATRIX,  # a model kind's axes (dlbench.axes): BERT's sequence length, optimizer, clipping, ...
 )
 COLUMNS = [
     "config_id",
@@ -103,6 +104,15 @@ def _given(value: Any) -> bool:
     return value is not None and not (isinstance(value, float) and pd.isna(value))
 
 
+def _keys_of(model: Any) -> tuple[str, ...]:
+    """The match keys that apply to a figure's model: the shared ones and its kind's (a ResNet figure does not
+    lack BERT's sequence length)."""
+    if not _given(model):
+        return MATCH_KEYS
+    kind_axes = matrix_axes_of_kind(model_kind(str(model)))
+    return tuple(k for k in MATCH_KEYS if k not in MODEL_MATRIX or k in kind_axes)
+
+
 def match_references(summary: pd.DataFrame, references: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every (configuration, published figure) pair that agrees on each key the figure gives, with
     ratio = our median / published (ratio_low/high: our median's interval over the published value, or over the
@@ -159,7 +169,7 @@ def match_references(summary: pd.DataFrame, references: pd.DataFrame | None = No
                     "ratio_low": ours["ci_low"] / figure["published_high"] if _given(ours.get("ci_low")) else None,
                     "ratio_high": ours["ci_high"] / figure["published_low"] if _given(ours.get("ci_high")) else None,
                     "compared_on": ", ".join(keys),
-                    "not_published": ", ".join(k for k in MATCH_KEYS if k not in keys),
+                    "not_published": ", ".join(k for k in _keys_of(figure["model"]) if k not in keys),
                 }
             )
     return pd.DataFrame(rows, columns=COLUMNS)

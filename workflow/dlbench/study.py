@@ -21,6 +21,8 @@ from typing import Any
 import yaml
 
 from . import identity, imports, logformats
+from .axes import DEFAULTS as AXIS_DEFAULTS
+from .axes import MATRIX, MODEL_MATRIX, matrix_axes_of_kind, models_in_words, with_model_axes
 from .config_errors import ConfigError, schema_problems
 from .harness import quality
 from .harness import runner as runner_module
@@ -29,36 +31,14 @@ from .harness.spec import FRAMEWORKS
 from .identity import PUBLISHED_MANIFEST, REPORTS_DIR, is_bert, is_llama
 from .references import load_references
 
-AXES = (
-    "framework",
-    "model",
-    "topology",
-    "precision",
-    "compiler",
-    "data",
-    "batch_size",
-    "seq_length",
-    "grad_clip",
-    "optimizer",
-    "activation_checkpointing",
-    "strategy",
-    "metric",
-)
-# The axes of one model kind (None for the others): BERT's, and Llama's; ResNet-50 has none.
-MODEL_AXES = ("seq_length", "grad_clip", "optimizer", "activation_checkpointing")
-MODEL_AXIS_DEFAULTS = {"seq_length": 128, "grad_clip": False, "optimizer": "adam", "activation_checkpointing": False}
-AXES_OF_KIND = {"bert": ("seq_length", "grad_clip", "optimizer"), "llama": ("seq_length", "activation_checkpointing")}
+AXES = MATRIX  # what the matrix lists and selectors (exclude, include, overrides' match) may name
+# The axes of one model kind (None for the others), in the order the matrix expands them: dlbench.axes.
+MODEL_AXES = MODEL_MATRIX
 
 
 def model_axes(model: str) -> tuple[str, ...]:
     """The MODEL_AXES that apply to a model (BERT's, Llama's; none for ResNet models)."""
-    return AXES_OF_KIND.get(identity.model_kind(model), ())
-
-
-def _models_of(axis: str) -> str:
-    """Which models an axis of MODEL_AXES applies to, in words."""
-    kinds = [kind for kind, axes in AXES_OF_KIND.items() if axis in axes]
-    return " and ".join({"bert": "BERT", "llama": "Llama"}[k] for k in kinds) + " models"
+    return matrix_axes_of_kind(identity.model_kind(model))
 
 
 SETTINGS = (
@@ -220,8 +200,9 @@ def _fill_defaults(config: dict[str, Any], schema: dict[str, Any]) -> dict[str, 
     )
     # An imports-only study has no matrix: no axes, no runs.
     matrix = dict(config.get("matrix", {"framework": [], "model": [], "topology": [], "batch_size": []}))
-    for axis in ("precision", "compiler", "data", "strategy", "metric", *MODEL_AXES):
-        matrix.setdefault(axis, schema["properties"]["matrix"]["properties"][axis]["default"])
+    for axis in AXES:  # the schema states the same defaults (tests/test_axes.py)
+        if axis in AXIS_DEFAULTS:
+            matrix.setdefault(axis, [AXIS_DEFAULTS[axis]])
     out["matrix"] = matrix
     for key in ("exclude", "include", "overrides", "imports", "references"):
         out.setdefault(key, [])
@@ -338,18 +319,14 @@ def _check_report_version(config: dict[str, Any], base_dir: Path) -> list[str]:
 
 
 def _include_axes(entry: dict[str, Any]) -> dict[str, Any]:
-    """The configuration an include entry names (precision, compiler, data and BERT's axes defaulted)."""
-    axes = {
-        "precision": "fp32",
-        "compiler": False,
-        "data": "synthetic",
-        "strategy": strategy_registry.AUTO,
-        "metric": identity.THROUGHPUT,
-    } | {k: v for k, v in entry.items() if k in AXES}
-    applies = model_axes(axes["model"])
-    for axis in MODEL_AXES:  # a model kind's axes default as in the matrix; the others' are None
-        axes[axis] = axes.get(axis, MODEL_AXIS_DEFAULTS[axis]) if axis in applies else None
-    return axes
+    """The configuration an include entry names (the axes it does not give at their defaults; a model kind's
+    axes at theirs where they apply, None where not)."""
+    given = {k: v for k, v in entry.items() if k in AXES}
+    values = {name: given.get(name, AXIS_DEFAULTS.get(name)) for name in AXES if name not in MODEL_AXES}
+    applies = model_axes(given["model"])
+    for axis in MODEL_AXES:
+        values[axis] = given.get(axis, AXIS_DEFAULTS[axis]) if axis in applies else None
+    return values
 
 
 BERT_MAX_SEQ_LENGTH = 512  # BERT's position embeddings (harness/bert.py); Llama's rotary positions have no limit
@@ -378,7 +355,7 @@ def _check_includes(config: dict[str, Any], warnings: list[str]) -> list[str]:
         for axis in MODEL_AXES:
             if axis in entry and axis not in model_axes(entry["model"]):
                 warnings.append(
-                    f"include[{i}].{axis}: applies to {_models_of(axis)} only, not {entry['model']}; ignored"
+                    f"include[{i}].{axis}: applies to {models_in_words(axis)} only, not {entry['model']}; ignored"
                 )
         first = next(((s, j) for a, s, j in seen if a == axes), None)
         if first is None:
@@ -405,7 +382,7 @@ def _unused_axes(raw: dict[str, Any], config: dict[str, Any]) -> list[str]:
     used = {axis for m in config["matrix"]["model"] for axis in model_axes(m)}
     models = ", ".join(config["matrix"]["model"]) or "none"
     return [
-        f"matrix.{axis}: applies to {_models_of(axis)} only, and matrix.model has none ({models}); ignored"
+        f"matrix.{axis}: applies to {models_in_words(axis)} only, and matrix.model has none ({models}); ignored"
         for axis in MODEL_AXES
         if axis in matrix and axis not in used
     ]
@@ -430,9 +407,14 @@ def _check_comparisons(config: dict[str, Any], base_dir: Path) -> list[str]:
     return problems
 
 
+def load_schema(schema_path: Path) -> dict[str, Any]:
+    """The config schema: the file, with the model axes of dlbench.axes in the matrix, selectors and includes."""
+    return with_model_axes(yaml.safe_load(Path(schema_path).read_text()))
+
+
 def validate(config: dict[str, Any], schema_path: Path) -> dict[str, Any]:
     """Check the config against the JSON schema; return it with every default filled in."""
-    schema = yaml.safe_load(Path(schema_path).read_text())
+    schema = load_schema(schema_path)
     problems = schema_problems(config, schema)
     if problems:
         raise ConfigError("\n".join(problems))

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
+from ..axes import DEFAULTS as AXIS_DEFAULTS
+from ..axes import default_max_predictions
 from ..identity import (
     BERT_MODELS,
     COMPILER_MODES,
@@ -37,11 +38,6 @@ TELEMETRY_PYTHON_ENV = "DLBENCH_TELEMETRY_PYTHON"
 INTERPRETER_ENV = "DLBENCH_INTERPRETER"
 
 
-def default_max_predictions(seq_length: int) -> int:
-    """BERT masked positions per sequence: Google's 20 for 128 and 80 for 512, else ceil(0.15 x length)."""
-    return {128: 20, 512: 80}.get(seq_length, max(1, math.ceil(0.15 * seq_length)))
-
-
 class Unsupported(Exception):
     """This combination cannot run here (the record says why; the study goes on)."""
 
@@ -67,7 +63,7 @@ class RunSpec:
     timeout_s: float = 0.0  # 0 = none
     seed: int = 0
     max_warmup_steps: int = 200  # warmup_steps auto: the most warm-up steps
-    seq_length: int = 128  # BERT and Llama: tokens per sequence
+    seq_length: int = AXIS_DEFAULTS["seq_length"]  # BERT and Llama: tokens per sequence
     max_predictions: int = 0  # BERT: masked positions per sequence; 0 = 20 at 128, 80 at 512 (bert.py)
     grad_clip: bool = False  # BERT: clip gradients by global norm 1.0
     optimizer: str = "auto"  # auto: SGD with momentum for ResNet-50, Adam with weight decay for BERT
@@ -181,7 +177,7 @@ def parser(prog: str) -> argparse.ArgumentParser:
         help="with --compiler on: a torch.compile mode (PyTorch; other frameworks: unsupported)",
     )
     p.add_argument("--data", choices=DATA, default="synthetic")
-    p.add_argument("--image-size", type=_positive, default=224)
+    p.add_argument("--image-size", type=_positive, default=AXIS_DEFAULTS["image_size"])
     p.add_argument("--data-dir", default="", help="data real: the prepared dataset's directory")
     p.add_argument(
         "--warmup-steps",
@@ -198,7 +194,9 @@ def parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--cpus", type=int, default=0, help="cores of this node for the run (0: all usable)")
     p.add_argument("--timeout-s", type=float, default=0.0, help="time limit of the run (0: none)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--seq-length", type=_positive, default=128, help="BERT and Llama: tokens per sequence")
+    p.add_argument(
+        "--seq-length", type=_positive, default=AXIS_DEFAULTS["seq_length"], help="BERT and Llama: tokens per sequence"
+    )
     p.add_argument(
         "--activation-checkpointing",
         type=_on_off,

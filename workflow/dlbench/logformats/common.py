@@ -3,8 +3,8 @@
 Not a format itself (FORMATS does not list it). An external log says only part of what a record holds; the
 import's `labels` say the rest, and win where both speak (they are the study's own names for things):
 
-    framework, model, topology, batch_size (per device), precision, compiler, data, image_size, seq_length,
-    max_predictions, optimizer, grad_clip, repeat, device_name, framework_version   record fields
+    framework, model, topology, batch_size (per device), precision, compiler, data, a model's inputs
+    (dlbench.axes: image_size, seq_length, ...), strategy, repeat, device_name, framework_version   record fields
     variant, config_id, run_id, run_set                                                 identity
 
 Identity (dlbench.identity's shape): config id `<model>/<framework>/<topology>/<variant>`, with `unknown`
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import identity
+from ..axes import INPUTS, of_kind
 from ..records import FIELDS, LogError, complete
 
 AXIS_LABELS = frozenset(
@@ -33,11 +34,7 @@ AXIS_LABELS = frozenset(
         "precision",
         "compiler",
         "data",
-        "image_size",
-        "seq_length",
-        "max_predictions",
-        "optimizer",
-        "grad_clip",
+        *INPUTS,  # a model kind's inputs (dlbench.axes)
         "strategy",
         "repeat",
         "device_name",
@@ -81,9 +78,9 @@ def rank0_text(line: str) -> str | None:
 
 def _variant(fields: Mapping[str, Any]) -> str | None:
     """identity.variant() when every axis it needs is known, else the known axes joined the same way."""
+    kind = identity.model_kind(str(fields.get("model")))
     needed = ["batch_size", "precision", "compiler", "data"]
-    if identity.is_bert(str(fields.get("model"))):
-        needed += ["seq_length", "optimizer", "grad_clip"]
+    needed += [a.name for a in of_kind(kind) if a.spell is not None and not a.omit_default]
     if all(fields.get(axis) is not None for axis in needed):
         return identity.variant(fields)
     parts = [

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 
 from ..aggregate import parse_statuses
+from ..axes import INPUTS, input_words
 
 DASH = "—"
 STATUS_LABELS = {"oom": "OOM"}
@@ -123,27 +125,10 @@ def md_escape(text: str, limit: int | None = None, table: bool = True) -> str:
     return text.replace("|", "\\|") if table else text
 
 
-def input_label(
-    image_size: Any,
-    seq_length: Any,
-    max_predictions: Any = None,
-    optimizer: Any = None,
-    grad_clip: Any = None,
-    activation_checkpointing: Any = None,
-) -> str:
-    parts = []
-    if not missing(image_size):
-        parts.append(f"{int(image_size)}×{int(image_size)} px")
-    if not missing(seq_length):
-        masked = "" if missing(max_predictions) else f"/{int(max_predictions)} masked"
-        parts.append(f"seq {int(seq_length)}{masked}")
-    if not missing(optimizer):
-        parts.append(fmt_text(optimizer))
-    if not missing(grad_clip):
-        parts.append("clip" if bool(grad_clip) else "no clip")
-    if not missing(activation_checkpointing):
-        parts.append("activation checkpointing" if bool(activation_checkpointing) else "no checkpointing")
-    return ", ".join(parts) or DASH
+def input_label(row: Mapping[str, Any]) -> str:
+    """A configuration's model inputs in words ('64×64 px'; 'seq 128/20 masked, adam, no clip'), or a dash."""
+    given = {name: row.get(name) for name in INPUTS if not missing(row.get(name))}
+    return ", ".join(input_words(given)) or DASH
 
 
 def compiler_label(value: Any) -> str:

@@ -15,6 +15,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
+from ..axes import MODEL_AXES
 from .format import fmt_text
 from .tables import group_key
 
@@ -79,8 +80,7 @@ VARIANT_AXES = (
     ("precision", "{}"),
     ("batch_size", "bs {}"),
     ("compiler", "compiler {}"),
-    ("image_size", "{} px"),
-    ("seq_length", "seq {}"),
+    *((axis.name, axis.legend) for axis in MODEL_AXES if axis.legend),
     ("strategy", "{}"),
 )
 

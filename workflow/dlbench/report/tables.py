@@ -9,6 +9,7 @@ import pandas as pd
 import yaml
 
 from ..aggregate import parse_statuses
+from ..axes import INPUTS
 from .format import (
     DASH,
     compiler_label,
@@ -29,9 +30,8 @@ from .format import (
     throughput_text,
 )
 
-# Identity of a DLPerf table: everything but framework and topology.
-# per model; None if n/a
-INPUT_KEYS = ("image_size", "seq_length", "max_predictions", "optimizer", "grad_clip", "activation_checkpointing")
+# Identity of a DLPerf table: everything but framework and topology; a model's inputs (dlbench.axes), None if n/a.
+INPUT_KEYS = INPUTS
 NO_INTERVAL = "(n=k: too few repeats for an interval)"
 GROUP_KEYS = ("model", "precision", "batch_size", "compiler", "data", *INPUT_KEYS, "strategy")
 
@@ -161,7 +161,7 @@ def build_groups(summary: pd.DataFrame, wide: frozenset[str] = frozenset()) -> l
             f"batch {batch if batch == 'max' else fmt_int(batch)}/device",
             compiler_label(compiler),
             f"{fmt_text(data) or '?'} data",
-            input_label(*inputs),
+            input_label(dict(zip(INPUT_KEYS, inputs, strict=True))),
         ]
         if fmt_text(strategy) not in ("", "auto"):  # speedups against the auto 1x1 (aggregate.py)
             title_parts.append(f"strategy {fmt_text(strategy)}")
@@ -304,7 +304,7 @@ def detail_rows(summary: pd.DataFrame) -> list[dict[str, str]]:
         row = {label: fmt(r.get(column)) for label, column, fmt in (*DETAIL_COLUMNS, *optional)}
         if "MFU" in row and missing(r.get("mfu")) and not missing(r.get("mfu_note")):
             row["MFU"] = f"{DASH} ({fmt_text(r.get('mfu_note'))})"  # no peak: blank, and why
-        row["Input"] = input_label(*(r.get(k) for k in INPUT_KEYS))
+        row["Input"] = input_label(r)
         row["Batch/device"] = batch_text(r)
         row["OK"] = f"{n_ok}/{n_total}"
         rows.append({label: row[label] for label in order})
