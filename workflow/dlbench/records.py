@@ -16,20 +16,22 @@ from .axes import inputs_of
 from .identity import model_kind
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "record.schema.yaml"
-FIELDS: list[str] = list(yaml.safe_load(SCHEMA_PATH.read_text())["properties"])
+# libyaml's loader where PyYAML has it: the schema is read at every Snakemake start, by every run's parse.
+_SCHEMA: dict[str, Any] = yaml.load(SCHEMA_PATH.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+FIELDS: list[str] = list(_SCHEMA["properties"])
 
 
 def field_types() -> dict[str, str]:
     """Each record field's JSON type (integer, number, boolean or string; null aside), for typed tables."""
     types = {}
-    for name, prop in yaml.safe_load(SCHEMA_PATH.read_text())["properties"].items():
+    for name, prop in _SCHEMA["properties"].items():
         declared = prop.get("type", "string")
         declared = [declared] if isinstance(declared, str) else declared
         types[name] = next((t for t in declared if t != "null"), "string")
     return types
 
 
-_VALIDATOR = jsonschema.Draft202012Validator(yaml.safe_load(SCHEMA_PATH.read_text()))
+_VALIDATOR = jsonschema.Draft202012Validator(_SCHEMA)
 
 
 class LogError(ValueError):

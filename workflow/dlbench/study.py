@@ -7,6 +7,7 @@ line per problem, each naming the key and the allowed values.
 from __future__ import annotations
 
 import difflib
+import functools
 import itertools
 import json
 import os
@@ -114,11 +115,12 @@ class Configuration:
     def is_llama(self) -> bool:
         return is_llama(self.model)
 
-    @property
+    # Computed once per configuration (a frozen one never changes): every run job's input functions ask for it.
+    @functools.cached_property
     def variant(self) -> str:
         return identity.variant(self.as_dict())
 
-    @property
+    @functools.cached_property
     def config_id(self) -> str:
         """Stable, readable id used in every path: model/framework/topology/variant (dlbench.identity)."""
         return identity.config_id(self.as_dict())
@@ -409,7 +411,8 @@ def _check_comparisons(config: dict[str, Any], base_dir: Path) -> list[str]:
 
 def load_schema(schema_path: Path) -> dict[str, Any]:
     """The config schema: the file, with the model axes of dlbench.axes in the matrix, selectors and includes."""
-    return with_model_axes(yaml.safe_load(Path(schema_path).read_text()))
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's where PyYAML has it (every Snakemake start)
+    return with_model_axes(yaml.load(Path(schema_path).read_text(), Loader=loader))
 
 
 def validate(config: dict[str, Any], schema_path: Path) -> dict[str, Any]:
