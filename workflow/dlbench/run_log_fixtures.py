@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from . import identity
+from .axes import DEFAULTS as AXIS_DEFAULTS
 from .harness.runlog import LOG_SCHEMA_VERSION, append_line
 from .identity import is_bert
 
@@ -47,15 +48,15 @@ def write_run_log(
     precision: str = "fp32",
     compiler: bool = False,
     data: str = "synthetic",
-    image_size: int = 224,
+    image_size: int = AXIS_DEFAULTS["image_size"],
     repeat: int = 1,
     throughput: float | None = 100.0,
     status: str = "ok",
     error: str = "",
     measured_steps: int = 10,
     warmup_steps: int = 2,
-    seq_length: int = 128,
-    optimizer: str = "adam",
+    seq_length: int = AXIS_DEFAULTS["seq_length"],
+    optimizer: str = AXIS_DEFAULTS["optimizer"],
     grad_clip: bool = False,
     strategy: str = "auto",
     strategy_in_effect: str = "",

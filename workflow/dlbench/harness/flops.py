@@ -9,6 +9,7 @@ a training step (forward + backward for activations and weights) is taken as 3x 
 
 from __future__ import annotations
 
+from ..axes import DEFAULTS as AXIS_DEFAULTS
 from . import bert, llama, resnet
 
 TRAIN_TO_FORWARD = 3
@@ -58,12 +59,15 @@ def bert_forward_macs(model: str, seq_length: int, predictions: int) -> int:
 
 
 def model_flops(
-    model: str, image_size: int | None = None, seq_length: int = 128, predictions: int = 20
+    model: str,
+    image_size: int | None = None,
+    seq_length: int = AXIS_DEFAULTS["seq_length"],
+    predictions: int = 20,
 ) -> dict[str, float]:
     """Forward MACs and training FLOPs per sample (image, sequence, or Llama's token) of a model at its input
     shape. Llama: PaLM's 6 N + 12 L H T per token (llama.train_flops_per_token), forward = a third of it."""
     if model in resnet.STAGES:
-        macs = resnet50_forward_macs(image_size or 224, model=model)
+        macs = resnet50_forward_macs(image_size or AXIS_DEFAULTS["image_size"], model=model)
     elif model in bert.CONFIGS:
         macs = bert_forward_macs(model, seq_length, predictions)
     elif model in llama.CONFIGS:
