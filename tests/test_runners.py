@@ -77,6 +77,7 @@ def test_render_fills_placeholders_and_flag_groups(tmp_path):
         ({"model": "bert_base"}, "does not train bert_base"),
         ({"compiler": True}, "has no flags for compiler compile"),
         ({"data": "real"}, "has no flags for data real"),
+        ({"warmup_steps": "auto"}, "runs a fixed number of warm-up steps: warmup_steps auto"),
     ],
 )
 def test_what_a_runner_cannot_express_is_unsupported(tmp_path, changes, reason):

@@ -15,6 +15,7 @@ import json
 import math
 import time
 from collections import Counter
+from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -127,7 +128,7 @@ def _true_count(values: list[Any]) -> tuple[int, int]:
     return sum(t in ("true", "1", "1.0") for t in text), sum(t in ("false", "0", "0.0") for t in text)
 
 
-def records_frame(log_paths: list[str], import_paths: list[str] = ()) -> pd.DataFrame:
+def records_frame(log_paths: list[str], import_paths: Sequence[str] = ()) -> pd.DataFrame:
     """The study's run logs parsed, then the imported records (results/imports/*.jsonl), one row each."""
     # time_to_quality runs are scored per configuration as MLPerf scores a result directory
     rows = mlperf.score_records([logformats.parse(p) for p in log_paths]) + read_records(list(import_paths))
@@ -149,6 +150,11 @@ def parse_statuses(text: Any) -> list[tuple[str, int]]:
     return out
 
 
+def _by_name(row: Mapping[Hashable, Any]) -> dict[str, Any]:
+    """A row of a frame by column name (pandas types a label as any hashable; the columns here are names)."""
+    return {str(column): value for column, value in row.items()}
+
+
 def _summarise(group: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> dict[str, Any]:
     # A run measured by time to train (MLPerf) has no throughput: it counts as ok, not as a throughput.
     ok = group.loc[group["status"] == "ok", "throughput"].astype(float).dropna()
@@ -156,7 +162,7 @@ def _summarise(group: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> dict[
     by_time = group["throughput"].isna().all() and group["time_to_train_min"].notna().any()
     statuses = Counter(group["status"])
     row = {
-        **group.iloc[0][CONFIG_COLUMNS].to_dict(),
+        **_by_name(group.iloc[0][CONFIG_COLUMNS].to_dict()),
         "unit": next((u for u in group["unit"] if isinstance(u, str)), None),
         "strategy_in_effect": next((s for s in group["strategy_in_effect"] if isinstance(s, str)), None),
         "metric": "time_to_train" if by_time else "throughput",
@@ -366,7 +372,7 @@ def summarise(records: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> pd.D
         stats.format_flags(
             [*stats.plausibility_flags(row), *_mfu_flags(row), *_score_flags(row), *_reported_flags(row)]
         )
-        for row in summary.to_dict(orient="records")
+        for row in map(_by_name, summary.to_dict(orient="records"))
     ]
     return summary
 
@@ -415,7 +421,8 @@ def environment(records: pd.DataFrame, env_markers: list[str], config: dict) -> 
         asked.add(hosts)
         if (head := header(path)) and head.get("machine") and head.get("hostname") not in machines:
             machines[head.get("hostname") or hosts] = {"cpu_model": head.get("cpu_model"), **head["machine"]}
-    for framework, runs in ordered.groupby("framework", sort=True):
+    for name, runs in ordered.groupby("framework", sort=True):
+        framework = str(name)  # a framework's name
         for path in runs["log_path"]:
             head = header(path)
             if head and head["environment"]:
@@ -466,8 +473,8 @@ def write_all(
     records_csv: Path,
     summary_csv: Path,
     environment_json: Path,
-    import_paths: list[str] = (),
-    search_paths: list[str] = (),
+    import_paths: Sequence[str] = (),
+    search_paths: Sequence[str] = (),
 ) -> None:
     records = records_frame(log_paths, import_paths)
     summary = summarise(records, (config.get("report") or {}).get("confidence", stats.DEFAULT_LEVEL))

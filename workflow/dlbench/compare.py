@@ -191,8 +191,8 @@ def _fmt(value: object, spec: str) -> str:
 def format_table(result: pd.DataFrame) -> str:
     """Plain-text table for the terminal: one line per configuration."""
     level = float(result["level"].iloc[0]) if len(result) else stats.DEFAULT_LEVEL
-    header = ["configuration", "n A/B", "median A", "median B", f"B/A [{level:.0%} interval]", "verdict"]
-    lines = []
+    header: list[object] = ["configuration", "n A/B", "median A", "median B", f"B/A [{level:.0%} interval]", "verdict"]
+    lines: list[list[object]] = []
     for row in result.itertuples(index=False):
         n = f"{_fmt(row.n_a, '.0f')}/{_fmt(row.n_b, '.0f')}"
         interval = (

@@ -5,6 +5,7 @@ ConfigError with these lines; dlbench.configfile places each at its file and lin
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import jsonschema
@@ -18,7 +19,7 @@ def schema_problems(config: dict[str, Any], schema: dict[str, Any]) -> list[str]
     """Every way the config breaks the schema, in plain words, ordered by key."""
     validator = StudyValidator(schema)
     descriptions = _descriptions(schema)
-    problems = []
+    problems: list[str] = []
     for error in sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path))):
         problems.extend(_describe(e, descriptions) for e in _innermost(error))
     return problems
@@ -78,7 +79,12 @@ def _type_word(value: Any) -> str:
 def _describe(error: jsonschema.ValidationError, descriptions: dict[str, str]) -> str:
     """One problem in plain words: the key, the value, why it is wrong and what is allowed."""
     where = _where(error.absolute_path)
-    schema, value, rule = error.schema, error.instance, error.validator
+    # The stubs allow an error without these (jsonschema's "unset"); the validator's errors carry them, and
+    # the study schema has no true/false schemas, so `schema` is a mapping.
+    schema: Mapping[str, Any] = error.schema if isinstance(error.schema, Mapping) else {}
+    value: Any = error.instance
+    rule = error.validator
+    rule_value: Any = error.validator_value
     # A value's meaning, from its own schema or the key's: "<nodes>x<devices per node>, e.g. 1x8".
     meaning = schema.get("description") or descriptions.get(re.sub(r"\[\d+\]", "", where), "")
     if rule == "additionalProperties":
@@ -107,11 +113,8 @@ def _describe(error: jsonschema.ValidationError, descriptions: dict[str, str]) -
     if rule == "anyOf" and not error.absolute_path:
         return "(top level): a study needs `matrix` (configurations to run), `imports` (existing logs), or both"
     if rule == "required":
-        missing = [k for k in error.validator_value if k not in value]
-        return (
-            f"{where}: the key {', '.join(map(repr, missing))} is missing (required: "
-            f"{', '.join(error.validator_value)})"
-        )
+        missing = [k for k in rule_value if k not in value]
+        return f"{where}: the key {', '.join(map(repr, missing))} is missing (required: {', '.join(rule_value)})"
     if rule in ("minItems", "minProperties", "minLength"):
         return f"{where}: must not be empty"
     if rule == "uniqueItems":
@@ -120,7 +123,7 @@ def _describe(error: jsonschema.ValidationError, descriptions: dict[str, str]) -
     if rule in BOUNDS:
         return (
             f"{where}: {value!r} is too {'small' if 'inimum' in rule else 'large'}; "
-            f"it must be {BOUNDS[rule]} {error.validator_value}"
+            f"it must be {BOUNDS[rule]} {rule_value}"
         )
     return f"{where}: {error.message}"
 
@@ -157,11 +160,12 @@ def _innermost(error: jsonschema.ValidationError) -> list[jsonschema.ValidationE
             return False
         if e.validator == "type":
             return True
-        allowed = e.validator_value if e.validator == "enum" else [e.validator_value] if e.validator == "const" else []
+        rule_value: Any = e.validator_value
+        allowed = rule_value if e.validator == "enum" else [rule_value] if e.validator == "const" else []
         return bool(allowed) and not any(type(e.instance) is type(v) for v in allowed)
 
     meant = [e for e in error.context if not other_type(e)]
-    by_branch: dict[int, list] = {}
+    by_branch: dict[str | int, list[jsonschema.ValidationError]] = {}
     for e in meant:
         by_branch.setdefault(e.relative_schema_path[0], []).append(e)
     if len(by_branch) != 1:

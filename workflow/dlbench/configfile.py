@@ -92,7 +92,9 @@ class StudyFile:
         if self.data is None:
             raise StudyFileError(f"{self.path}: the file is empty; a study needs at least `matrix:` or `imports:`")
         if not isinstance(self.data, dict):
-            kind = {list: "a list", str: "a single text value"}.get(type(self.data), type(self.data).__name__)
+            assert self.root is not None  # the data came from it
+            kinds: dict[type, str] = {list: "a list", str: "a single text value"}
+            kind = kinds.get(type(self.data), type(self.data).__name__)
             raise StudyFileError(
                 f"{_mark(self.path, self.root.start_mark)}: the study is {kind}; it must be a "
                 "mapping of keys at the top level (study:, matrix:, defaults:, ...)"

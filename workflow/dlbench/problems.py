@@ -47,8 +47,8 @@ def set_aside_damaged(runs_dir: str | Path, dependants: Iterable[str | Path]) ->
             f"{path}: its last line is not a readable summary (damaged after the run); kept as {aside}, run again"
         )
     if lines:
-        for path in dependants:
-            Path(path).unlink(missing_ok=True)
+        for dependant in dependants:
+            Path(dependant).unlink(missing_ok=True)
     return lines
 
 

@@ -242,7 +242,8 @@ def dataset_of(configuration: Configuration) -> str | None:
 def _check_datasets(config: dict[str, Any], configurations: dict[str, Configuration], base_dir: Path) -> list[str]:
     """The datasets the study reads must name inputs that exist (checked before any job starts)."""
     problems = []
-    for name in sorted({dataset_of(c) for c in configurations.values()} - {None}):
+    read = {dataset_of(c) for c in configurations.values()}
+    for name in sorted(d for d in read if d is not None):
         name = INPUTS_OF.get(name, name)
         dataset = config["datasets"][name]
         if dataset["source"] == "raw":

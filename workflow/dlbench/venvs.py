@@ -58,7 +58,8 @@ def read_spec(spec_path: Path) -> tuple[str, list[str]]:
     """
     spec = yaml.safe_load(Path(spec_path).read_text())
     replace = (spec.get("dlbench_offline") or {}).get("replace") or {}
-    python, requirements = None, []
+    python: str | None = None
+    requirements: list[str] = []
     for dep in spec.get("dependencies", []):
         if isinstance(dep, dict) and "pip" in dep:
             requirements.extend(str(r) for r in dep["pip"])

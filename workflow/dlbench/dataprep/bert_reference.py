@@ -182,8 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.out:
         write(args.out, instances, args.max_seq_length, args.max_predictions)
-    counts["self_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps(counts))
+    report: dict[str, float] = {**counts, "self_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    print(json.dumps(report))
     return 0
 
 

@@ -27,6 +27,7 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -81,7 +82,7 @@ def create(inputs: list[Path], out: Path, vocab_size: int, shards: int) -> dict:
     os.replace(temporary(out / TOKENIZER), out / TOKENIZER)
     vocab, eot = tokenizer.get_vocab_size(), tokenizer.token_to_id(EOT)
     dtype = token_dtype(vocab)
-    entries = []
+    entries: list[dict[str, Any]] = []
     for index in range(shards):
         mine = documents[index * len(documents) // shards : (index + 1) * len(documents) // shards]
         ids: list[int] = []

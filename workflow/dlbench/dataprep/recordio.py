@@ -136,7 +136,7 @@ def read_records(path: str | Path) -> Iterator[tuple[int, bytes]]:
 
 def check(rec: str | Path, idx: str | Path | None = None) -> int:
     """Read every record (and check the index points at record starts); the number of records."""
-    offsets = []
+    offsets: list[int] = []
     for offset, payload in read_records(rec):
         if len(payload) < IR_HEADER.size:
             raise CorruptRecordIO(f"{rec}: record {len(offsets)} (byte offset {offset}): shorter than IRHeader")

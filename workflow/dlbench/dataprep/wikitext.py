@@ -18,6 +18,7 @@ import argparse
 import bz2
 import collections
 import gzip
+import io
 import json
 import multiprocessing
 import os
@@ -27,7 +28,6 @@ import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
 
 import mwparserfromhell
 from mwparserfromhell.nodes import Argument, Comment, ExternalLink, Heading, HTMLEntity, Tag, Template, Text, Wikilink
@@ -192,7 +192,7 @@ class DumpError(ValueError):
     pass
 
 
-def open_dump(path: Path) -> IO[bytes]:
+def open_dump(path: Path) -> io.BufferedIOBase:
     if path.suffix == ".bz2":
         return bz2.open(path, "rb")
     if path.suffix == ".gz":

@@ -576,12 +576,12 @@ def run(spec: RunSpec, log: Path, guard: lifeline.Guard) -> int:
         stop_sampler(sampler, log, hard=watch is not None and bool(watch.lost))
         reports = rank_failures(rank_dir)
         if watch is not None and watch.lost:  # whatever the surviving ranks said, the node's loss ended the run
-            first = f"; rank {reports[0]['rank']}: {reports[0]['error'][:500]}" if reports else ""
+            first_error = f"; rank {reports[0]['rank']}: {reports[0]['error'][:500]}" if reports else ""
             replace_summary(
                 log,
                 failure_summary(
                     "failed",
-                    message + first,
+                    message + first_error,
                     lost_nodes=[
                         {"node": n.node, "state": n.state, "reason": n.reason, "why": n.why} for n in watch.lost
                     ],
@@ -602,11 +602,11 @@ def run(spec: RunSpec, log: Path, guard: lifeline.Guard) -> int:
             oom_elsewhere(log, reports)
     shutil.rmtree(rank_dir, ignore_errors=True)
 
-    final = json.loads(log.read_text().splitlines()[-1])
-    attempts.note(attempt=spec.attempt, event="end", status=final["status"], error=final.get("error", ""))
-    if final["status"] in RETRIED and spec.attempt < spec.max_attempts:
+    summary = json.loads(log.read_text().splitlines()[-1])
+    attempts.note(attempt=spec.attempt, event="end", status=summary["status"], error=summary.get("error", ""))
+    if summary["status"] in RETRIED and spec.attempt < spec.max_attempts:
         print(
-            f"[dlbench] {spec.run_id}: {final['status']} on try {spec.attempt}/{spec.max_attempts}; "
+            f"[dlbench] {spec.run_id}: {summary['status']} on try {spec.attempt}/{spec.max_attempts}; "
             "exiting non-zero so Snakemake tries again",
             file=sys.stderr,
         )

@@ -10,7 +10,7 @@ while this one is served, records are shuffled per shard; a shard's leftover rec
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -72,7 +72,9 @@ def read_shard(path: str) -> dict[str, np.ndarray]:
     return arrays
 
 
-def batches(shards: list[str], batch_size: int, rng: np.random.Generator) -> Iterator[dict[str, np.ndarray]]:
+def batches(
+    shards: list[str], batch_size: int, rng: np.random.Generator
+) -> Generator[dict[str, np.ndarray], None, None]:
     """Endless batches: shards in a new shuffled order per pass, records shuffled per shard."""
 
     def order() -> Iterator[str]:

@@ -29,6 +29,7 @@ import math
 import sys
 import time
 from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 from .runlog import append_line
 
@@ -95,7 +96,8 @@ def train_to_target(spec, settings: Settings, backend, world: int, log, init_sta
     init_stop = run_start = time.time()
     global_batch = spec.batch_size * world
     records = backend.train_records()
-    step, evals, train_s, eval_s = 0, [], 0.0, 0.0
+    step, train_s, eval_s = 0, 0.0, 0.0
+    evals: list[dict[str, Any]] = []
     converged, stopped_by = False, None
     block_start = time.perf_counter()
     while True:

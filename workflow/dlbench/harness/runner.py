@@ -155,6 +155,11 @@ def axis_values(spec: RunSpec) -> dict[str, str]:
 
 def values(spec: RunSpec, definition: dict[str, Any], directory: Path) -> dict[str, str]:
     """The placeholders of a command template for this run."""
+    if not isinstance(spec.warmup_steps, int):  # {steps} and the runner's own step count need a number
+        raise Unsupported(
+            f"runner {spec.framework} runs a fixed number of warm-up steps: warmup_steps {spec.warmup_steps} "
+            "(until the step times settle) is for dlbench's own harness"
+        )
     world = spec.world_size
     found = {
         k: str(v)
@@ -236,18 +241,19 @@ def render(spec: RunSpec, definition: dict[str, Any], directory: Path) -> list[s
     for item in definition["command"]:
         group = item.strip("{}") if item.startswith("{") and item.endswith("}") else None
         items += expanded[group] if group in expanded else [item]
-    axis, value = input_axis(spec)
-    if not any(axis in placeholders(item) for item in items):
-        fixed = definition.get("fixed_inputs", {}).get(axis)
+    size_axis, size = input_axis(spec)
+    if not any(size_axis in placeholders(item) for item in items):
+        fixed = definition.get("fixed_inputs", {}).get(size_axis)
         if fixed is None:
             raise Unsupported(
-                f"runner {name} cannot honour {axis} {value}: its command has no {{{axis}}} for this run and "
-                f"the definition does not say which {axis} the script trains at (fixed_inputs: {{{axis}: N}})"
+                f"runner {name} cannot honour {size_axis} {size}: its command has no {{{size_axis}}} for this run "
+                f"and the definition does not say which {size_axis} the script trains at "
+                f"(fixed_inputs: {{{size_axis}: N}})"
             )
-        if fixed != value:
+        if fixed != size:
             raise Unsupported(
-                f"runner {name} trains at {axis} {fixed} only (its command has no flag for {axis}); "
-                f"this run asks for {value}"
+                f"runner {name} trains at {size_axis} {fixed} only (its command has no flag for {size_axis}); "
+                f"this run asks for {size}"
             )
     known = values(spec, definition, directory)
     return [_format(item, known, name) for item in items]

@@ -193,6 +193,12 @@ def find(framework: str, name: str) -> Strategy | None:
     return next((s for s in STRATEGIES if s.framework == framework and s.pattern.match(name)), None)
 
 
+def number(framework: str, name: str) -> int | None:
+    """The <N> of one of the framework's numbered strategy names (ddp_bucket4mb -> 4), else None."""
+    entry = find(framework, name)
+    return entry.number(name) if entry else None
+
+
 def known(name: str) -> bool:
     """Some framework has a strategy of this name (or it is auto)."""
     return name == AUTO or any(s.pattern.match(name) for s in STRATEGIES)

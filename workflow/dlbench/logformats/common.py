@@ -65,7 +65,7 @@ def check_labels(labels: Mapping[str, Any], options: Iterable[str], source: str)
 def other_rank(prefix: str) -> bool:
     """Text before a record marker that says the line comes from a rank other than 0."""
     match = _RANK_PREFIX.search(prefix)
-    return bool(match) and int(match.group(1) or match.group(2)) != 0
+    return match is not None and int(match.group(1) or match.group(2)) != 0
 
 
 def rank0_text(line: str) -> str | None:
@@ -97,15 +97,15 @@ def resolve(read: Mapping[str, Any], labels: Mapping[str, Any]) -> dict[str, Any
     devices_per_node, devices, batch_size and global_batch_size completed from whichever of them is known."""
     fields: dict[str, Any] = {k: v for k, v in read.items() if v is not None}
     fields.update((k, v) for k, v in labels.items() if k in AXIS_LABELS or k == "run_set")
+    nodes: int | None = None
+    per_node: int | None = None
     if fields.get("topology"):
         nodes, per_node = identity.parse_topology(fields["topology"])
     elif fields.get("nodes") and fields.get("devices_per_node"):
         nodes, per_node = fields["nodes"], fields["devices_per_node"]
     elif fields.get("devices"):
         nodes, per_node = 1, fields["devices"]
-    else:
-        nodes = per_node = None
-    if nodes:
+    if nodes and per_node:  # each branch that knows the nodes knows a positive count per node
         fields.update(topology=f"{nodes}x{per_node}", nodes=nodes, devices_per_node=per_node, devices=nodes * per_node)
     devices, batch, global_batch = fields.get("devices"), fields.get("batch_size"), fields.get("global_batch_size")
     if devices and batch and not global_batch:

@@ -141,8 +141,8 @@ def value_and_unit(raw: Any) -> tuple[float | None, str | None]:
     JSON values pass through. ValueError for anything else."""
     if raw is None or isinstance(raw, (int, float)) and not isinstance(raw, bool):
         return raw, None
-    number, _, unit = str(raw).partition(" ")
-    unit = unit.strip() or None
+    number, _, rest = str(raw).partition(" ")
+    unit = rest.strip() or None
     if unit == "None":  # a metric without a unit prints its unit as None
         unit = None
     return (None if number == "None" else float(number)), unit
@@ -216,8 +216,11 @@ def series(
     key = throughput_key or _first_key(stepped, STEP_KEYS)
     with_key = [e for e in stepped if key in e.data]
     longest = max((len(e.step) for e in with_key), default=0)
-    steps, epochs, units = [], [], []
+    steps: list[tuple[tuple[int, ...], float, int]] = []
+    epochs: list[tuple[tuple[int, ...], float, int]] = []
+    units: list[str | None] = []
     for entry in with_key:
+        assert key is not None and isinstance(entry.step, tuple)  # with_key: measured entries that have the key
         number, unit = _number(path, entry, key, log.units)
         if number is not None:
             (steps if len(entry.step) == longest else epochs).append((entry.step, number, entry.lineno))
@@ -225,7 +228,7 @@ def series(
     summaries = [e for e in measured if not e.step]
     s_key = summary_key or _first_key(summaries, SUMMARY_KEYS)
     last = next((e for e in reversed(summaries) if s_key in e.data), None)
-    summary, summary_unit = _number(path, last, s_key, log.units) if last else (None, None)
+    summary, summary_unit = _number(path, last, s_key, log.units) if last and s_key else (None, None)
     unit = next((u for u in [*units, summary_unit] if u), None) or _unit_of(key or s_key)
     return Series(key, steps, epochs, s_key if last else None, summary, last.lineno if last else None, unit)
 
@@ -290,8 +293,8 @@ def parameter_axes(log: Log) -> dict[str, Any]:
         or (len(gpu_list) if isinstance(gpu_list, list) and gpu_list else None)
     )
     batch = _int(params.get("batch_size_per_gpu"))
-    if batch is None and _int(params.get("batch_size")):
-        batch = _int(params["batch_size"])
+    if batch is None and (total := _int(params.get("batch_size"))):
+        batch = total
         if isinstance(gpu_list, list) and gpu_list and batch % len(gpu_list) == 0:
             batch //= len(gpu_list)  # MXNet's scripts: batch_size is all GPUs' together
     half = any(_truthy(params[k]) for k in ("amp", "fp16") if k in params) or str(params.get("dtype", "")).split(" ")[

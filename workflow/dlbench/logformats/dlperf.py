@@ -71,12 +71,12 @@ def _path_axes(path: Path) -> dict[str, Any]:
     axes: dict[str, Any] = {"repeat": repeat_from_name(path)}
     parts = path.parent.parts
     at = next((i for i in range(len(parts) - 1, -1, -1) if _TOPOLOGY_DIR.fullmatch(parts[i])), None)
-    if at is not None:
-        nodes, gpus = _TOPOLOGY_DIR.fullmatch(parts[at]).groups()
+    if at is not None and (topology := _TOPOLOGY_DIR.fullmatch(parts[at])):
+        nodes, gpus = topology.groups()
         axes |= {"nodes": int(nodes), "devices_per_node": int(gpus)}
         for name in reversed(parts[:at]):
-            if _BATCH_DIR.fullmatch(name):
-                axes.setdefault("batch_size", int(_BATCH_DIR.fullmatch(name).group(1)))
+            if batch_dir := _BATCH_DIR.fullmatch(name):
+                axes.setdefault("batch_size", int(batch_dir.group(1)))
             elif name.lower() in MODELS:
                 axes.setdefault("model", MODELS[name.lower()])
             else:
@@ -95,7 +95,10 @@ def _path_axes(path: Path) -> dict[str, Any]:
 
 def _oneflow_times(path: Path) -> tuple[str | None, dict[int, float], dict[str, Any], int]:
     """(shape, iteration -> time, header axes, last line) for OneFlow's and pytorch/examples' lines."""
-    shape, times, header, elapsed = None, {}, {}, 0.0
+    shape: str | None = None
+    times: dict[int, float] = {}
+    header: dict[str, str] = {}
+    elapsed = 0.0
     with open(path, encoding="utf-8", errors="replace") as f:
         lines = f.readlines()
     for line in lines:
@@ -130,14 +133,16 @@ def _dllogger_times(path: Path) -> tuple[dict[int, float], dict[str, Any], float
     """(iteration -> time, PARAMETER axes, summary, summary key, last line) of a DLLogger log's training steps."""
     log = dllogger.read_log(path)
     training = [
-        e for e in log.entries if isinstance(e.step, tuple) and e.step and not any(k.startswith("val") for k in e.data)
+        (e.step, e.timestamp)
+        for e in log.entries
+        if isinstance(e.step, tuple) and e.step and not any(k.startswith("val") for k in e.data)
     ]
-    longest = max((len(e.step) for e in training), default=0)
+    longest = max((len(step) for step, _ in training), default=0)
     times: dict[int, float] = {}
-    first_epoch = next((e.step[0] for e in training if len(e.step) == longest), None)
-    for entry in training:
-        if len(entry.step) == longest and (longest == 1 or entry.step[0] == first_epoch):
-            times.setdefault(entry.step[-1], datetime.fromisoformat(entry.timestamp).timestamp())
+    first_epoch = next((step[0] for step, _ in training if len(step) == longest), None)
+    for step, timestamp in training:
+        if len(step) == longest and (longest == 1 or step[0] == first_epoch):
+            times.setdefault(step[-1], datetime.fromisoformat(timestamp).timestamp())
     try:
         s = dllogger.series(path, log)
         summary, key = s.summary, s.summary_key

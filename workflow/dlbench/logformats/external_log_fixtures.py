@@ -116,7 +116,8 @@ def _dll_json(when: datetime, step: Any, data: dict[str, Any]) -> str:
 
 
 # Per script: step shape (text, JSON), summary step, per-step and summary keys, unit, parameters logged.
-SCRIPTS = {
+# script -> (step text, summary step text, per-step key or None, summary key, unit, PARAMETER fields)
+SCRIPTS: dict[str, tuple[str, str, str | None, str, str, dict[str, Any]]] = {
     "pytorch_convnets": (
         "Epoch: {e} Iteration: {i}",
         "Summary:",

@@ -135,8 +135,8 @@ def _status(fmt: str, stop: Event) -> tuple[str, str]:
     """Record status and error text from run_stop."""
     if fmt == "v0.5":
         value = stop.value if isinstance(stop.value, dict) else {}
-        raw = str(value.get("success", "")).lower()
-        return ("ok", "") if raw == "true" else ("failed", f"run_stop: success {value.get('success')!r}")
+        success = str(value.get("success", "")).lower()
+        return ("ok", "") if success == "true" else ("failed", f"run_stop: success {value.get('success')!r}")
     raw = stop.metadata.get(K.STATUS)
     if raw == K.SUCCESS:
         return "ok", ""
@@ -179,7 +179,7 @@ def summarise_run(path: Path, fmt: str, events: Sequence[Event]) -> dict[str, An
     throughput = statistics.harmonic_mean(epoch_throughput) if epoch_throughput and status == "ok" else None
     return {
         "benchmark": benchmark,
-        "model": MODELS.get(benchmark, benchmark),
+        "model": None if benchmark is None else MODELS.get(benchmark, benchmark),
         "organization": value(K.SUBMISSION_ORG),
         "platform": value(K.SUBMISSION_PLATFORM),
         "division": value(K.SUBMISSION_DIVISION),
@@ -212,7 +212,7 @@ def parse(path: str | Path, labels: dict[str, Any] | None = None) -> dict[str, A
     check_labels(labels, OPTIONS, NAME)
     number = _run_number(path)
     # A result directory is one submission's configuration: its name ends the variant.
-    hints = {
+    hints: dict[str, Any] = {
         "definition": THROUGHPUT_DEFINITION,
         "variant_extra": [path.parent.name] if path.parent.name else [],
         "run_name": path.stem,

@@ -77,7 +77,15 @@ def read_output(path: Path) -> tuple[dict[str, str], list[Step], float | None, i
                         raise LogError(f"{path}:{lineno}: unreadable step line {line[:80]!r}")
                     continue
                 step, mean, plus, jitter = match.groups()
-                steps.append(Step(int(step), float(mean), plus and float(plus), jitter and float(jitter), lineno))
+                steps.append(
+                    Step(
+                        int(step),
+                        float(mean),
+                        None if plus is None else float(plus),
+                        None if jitter is None else float(jitter),
+                        lineno,
+                    )
+                )
             elif (match := _HEADER.match(line)) and match.group(1) not in header:
                 header[match.group(1)] = match.group(2)
             elif (match := _PER_DEVICE.match(line)) and "Batch size" in header:

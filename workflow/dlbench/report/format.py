@@ -80,7 +80,7 @@ def failure_text(row: pd.Series) -> str:
     if missing(n_total):
         n_total = sum(c for _, c in parse_statuses(row.get("statuses"))) or None
     if not failures:
-        n_failed = row.get("n_failed")
+        n_failed: Any = row.get("n_failed")
         count = 0 if missing(n_failed) else int(n_failed)
         failures = [("failed", count or (int(n_total) if n_total else 1))]
     failures.sort(key=lambda sc: (-sc[1], sc[0]))
@@ -109,10 +109,12 @@ def throughput_text(row: pd.Series) -> str:
 
 
 def ok_counts(row: pd.Series) -> tuple[int, int]:
-    n_ok, n_total = row.get("n_ok"), row.get("n_total")
+    n_ok: Any = row.get("n_ok")
+    n_total: Any = row.get("n_total")
     n_ok = 0 if missing(n_ok) else int(n_ok)
     if missing(n_total):
-        n_total = n_ok + (0 if missing(row.get("n_failed")) else int(row.get("n_failed")))
+        n_failed: Any = row.get("n_failed")
+        n_total = n_ok + (0 if missing(n_failed) else int(n_failed))
     return n_ok, int(n_total)
 
 

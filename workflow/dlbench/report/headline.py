@@ -64,7 +64,9 @@ def _machine_text(machine: dict[str, Any]) -> str:
 
 def hardware_line(env: dict[str, Any], records: pd.DataFrame) -> str:
     """Nodes (CPU model, logical CPUs, memory, OS) and accelerators (model × count per node), one line."""
-    machines = env.get("machines") if isinstance(env.get("machines"), dict) else {}
+    machines = env.get("machines")
+    if not isinstance(machines, dict):
+        machines = {}
     hosts = list(env.get("hosts") or []) or list(machines)  # every node a run used, described or not
     described: dict[str, int] = {}
     for host in hosts:
@@ -148,7 +150,8 @@ def headline_rows(summary: pd.DataFrame) -> list[dict[str, str]]:
         if ok.empty:
             row.update({"Best throughput": "no successful run", "At": DASH, "Scaling efficiency": DASH})
         else:
-            best = ok.loc[ok["median"].astype(float).idxmax()]
+            fastest: Any = ok["median"].astype(float).idxmax()  # a row label (pandas types it as any hashable)
+            best = ok.loc[fastest]
             series = [r for _, r in ok.iterrows() if group_key(r) == group_key(best)]
             scaled = [r for r in series if not missing(r.get("efficiency")) and not missing(r.get("devices"))]
             largest = max(scaled, key=topology_sort) if scaled else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +86,7 @@ def to_bool(value: Any) -> Any:
     return pd.NA
 
 
-def read_table(path: Path, required: tuple[str, ...]) -> pd.DataFrame:
+def read_table(path: Path, required: Sequence[str]) -> pd.DataFrame:
     """Read a CSV as strings (so ids/commits are never mangled), then type known columns.
 
     Only empty cells become missing; ints become nullable Int64, bools nullable boolean.

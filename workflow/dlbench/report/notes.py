@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from .. import identity
@@ -104,7 +106,10 @@ def caveats(records: pd.DataFrame) -> list[str]:
         out.append(
             "Llama decoder pretraining (causal LM), throughput in tokens/s (every position of every sequence; "
             "sequences/s = tokens/s / sequence length): "
-            + "; ".join(f"{r.model} at {int(r.seq_length)} tokens" for r in shapes.itertuples())
+            + "; ".join(
+                f"{model} at {int(length)} tokens"
+                for model, length in zip(shapes["model"], shapes["seq_length"], strict=True)
+            )
             + ". Its training FLOPs per token: 6 x N + 12 x layers x hidden x sequence length (PaLM, appendix B), "
             "N = every parameter but the input embedding table (the output projection counted once, tied or not); "
             "activation checkpointing's recomputation is not counted. AdamW, bf16 autocast with amp."
@@ -115,19 +120,21 @@ def caveats(records: pd.DataFrame) -> list[str]:
         out.append(
             "BERT pretraining (masked LM + next sentence), throughput in sequences/s: "
             + "; ".join(
-                f"{r.model} at {int(r.seq_length)} tokens with "
+                f"{model} at {int(length)} tokens with "
                 + (
-                    f"{int(r.max_predictions)} masked positions"
-                    if pd.notna(r.max_predictions)
-                    else "masked positions not recorded"
+                    f"{int(predictions)} masked positions" if pd.notna(predictions) else "masked positions not recorded"
                 )  # an import's labels may give the length only
-                for r in shapes.itertuples()
+                for model, length, predictions in zip(
+                    shapes["model"], shapes["seq_length"], shapes["max_predictions"], strict=True
+                )
             )
             + ". Optimizer adam = Adam with decoupled weight decay and linear warm-up "
             "(Google's); lamb = LAMB (NVIDIA's); clip = gradients clipped by global norm 1.0."
         )
     auto = records["warmup_auto"].map(lambda v: v is True or str(v).lower() == "true")
     fixed = records.loc[~auto].dropna(subset=["warmup_steps", "measured_steps"])
+    warmup: Any  # a group's warm-up and measured steps (numbers, floats when read back from CSV)
+    measured: Any
     for (warmup, measured), runs in fixed.groupby(["warmup_steps", "measured_steps"], sort=True):
         out.append(
             f"{applies_to(runs)}: {_steps(int(warmup), 'warm-up step')} skipped, "

@@ -115,7 +115,7 @@ def error_bars(ax: Any, df: pd.DataFrame, value: str, interval: tuple[str, str],
             y,
             yerr=[(y - points[low].astype(float)).clip(lower=0), (points[high].astype(float) - y).clip(lower=0)],
             fmt="none",
-            ecolor=palette.get(framework),
+            ecolor=palette.get(str(framework)),  # a framework's name
             capsize=3,
             linewidth=1,
         )

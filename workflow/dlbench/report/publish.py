@@ -196,7 +196,7 @@ def copy_version(
         names = [item.name for item in sorted(version_dir.iterdir()) if item.is_file()]
         for name in names:
             with nospace.writing(copy_dir / name):  # the file of the copy, not the staging file or the source
-                if name in (texts or {}):
+                if texts and name in texts:
                     (staging / name).write_text(texts[name], encoding="utf-8")
                 else:
                     shutil.copyfile(version_dir / name, staging / name)

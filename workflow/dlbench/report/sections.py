@@ -106,7 +106,7 @@ def time_to_quality(inputs: ReportInputs) -> Section | None:
         median = fmt_minutes(r.get("median"))
         if not missing(r.get("ci_low")):
             median += f" [{fmt_minutes(r['ci_low'])}–{fmt_minutes(r['ci_high'])}]"
-        samples = r.get("samples_to_converge")
+        samples: Any = r.get("samples_to_converge")
         rows.append(
             {
                 "Topology": fmt_text(r["topology"]),
@@ -418,8 +418,10 @@ def telemetry(inputs: ReportInputs) -> Section | None:
         return None
     summary = inputs.summary.set_index("config_id")
     rows = []
-    for config, group in records[records["telemetry"] == "ok"].groupby("config_id", sort=False):
+    for key, group in records[records["telemetry"] == "ok"].groupby("config_id", sort=False):
+        config = str(key)  # a config_id
         s = summary.loc[config] if config in summary.index else pd.Series(dtype=object)
+        assert isinstance(s, pd.Series)  # one summary row per configuration
         contended = int(s.get("contended_runs") or 0) if not missing(s.get("contended_runs")) else 0
         throttled = int(s.get("throttled_runs") or 0) if not missing(s.get("throttled_runs")) else 0
         rows.append(

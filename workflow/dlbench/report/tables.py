@@ -114,7 +114,8 @@ def batch_text(row: pd.Series) -> str:
 
 
 def topology_sort(row: pd.Series) -> tuple[int, int, str]:
-    nodes, dpn = row.get("nodes"), row.get("devices_per_node")
+    nodes: Any = row.get("nodes")
+    dpn: Any = row.get("devices_per_node")
     return (10**9 if missing(nodes) else int(nodes), 10**9 if missing(dpn) else int(dpn), fmt_text(row.get("topology")))
 
 
@@ -313,8 +314,8 @@ def detail_rows(summary: pd.DataFrame) -> list[dict[str, str]]:
 
 # The details split in three tables keyed by Config, so that each fits a page: what ran, the statistics (every
 # column not named here, the optional ones included, in detail_order), and the interval's note with the flags.
-DETAIL_SETUP = ("Framework", "Model", "Topology", "Devices", "Batch/device", "Precision", "Compiler", "Data", "Input")
-DETAIL_SETUP += ("OK", "Statuses", "Unit")
+DETAIL_SETUP: tuple[str, ...] = ("Framework", "Model", "Topology", "Devices", "Batch/device", "Precision", "Compiler")
+DETAIL_SETUP += ("Data", "Input", "OK", "Statuses", "Unit")
 DETAIL_NOTES = ("CI", "Flags")
 
 
@@ -386,7 +387,9 @@ def environment_view(env: dict[str, Any]) -> dict[str, Any]:
 
     config = env.get("config")
     cpus = set(as_list(env.get("cpu_models")))
-    peaks = env.get("device_peaks") if isinstance(env.get("device_peaks"), dict) else {}
+    peaks = env.get("device_peaks")
+    if not isinstance(peaks, dict):
+        peaks = {}
     return {
         "hosts": as_list(env.get("hosts")),
         "cpu_models": as_list(env.get("cpu_models")),

@@ -150,7 +150,7 @@ def cpu_provenance() -> dict[str, Any]:
     governor = read_text(cpufreq / "cpu0/cpufreq/scaling_governor")
     no_turbo = read_text(cpufreq / "intel_pstate/no_turbo")
     boost = read_text(cpufreq / "cpufreq/boost")
-    turbo = {"0": True, "1": False}.get(no_turbo) if no_turbo is not None else {"1": True, "0": False}.get(boost)
+    turbo = {"0": True, "1": False}.get(no_turbo) if no_turbo is not None else {"1": True, "0": False}.get(boost or "")
     return {
         "governor": governor,
         "turbo": turbo,

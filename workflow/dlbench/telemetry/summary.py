@@ -196,12 +196,13 @@ def summarise(telemetry: list[dict[str, Any]], window: dict[str, Any] | None, sa
         host = e.get("host", host)
         hosts.setdefault(host, []).append(e)
     start, end = window["measure_start"], window["measure_end"]
-    warmup = (window.get("warmup_start"), window.get("warmup_end"))
+    warmup_start, warmup_end = window.get("warmup_start"), window.get("warmup_end")
+    warmup = (warmup_start, warmup_end) if warmup_start is not None and warmup_end is not None else None
     parts = []
     for lines in hosts.values():
         if not any(e.get("kind") == "sample" for e in lines) or not any(e.get("kind") == "start" for e in lines):
             continue
-        parts.append(_host(lines, start, end, warmup if None not in warmup else None))
+        parts.append(_host(lines, start, end, warmup))
     if not parts or end <= start:
         out["telemetry"] = "no samples"
         return out

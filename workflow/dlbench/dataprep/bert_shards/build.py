@@ -48,8 +48,10 @@ def build_shard(
             while cur is not None:
                 nxt = next(blocks, None)
                 window = [b for b in (prev, cur, nxt) if b is not None]
-                pool = [np.concatenate([w[i] for w in window]) for i in range(3)]
-                for batch in maker.block(*pool, 0 if prev is None else len(prev[0]), len(cur[0])):
+                pool_counts, pool_lengths, pool_tokens = (np.concatenate([w[i] for w in window]) for i in range(3))
+                for batch in maker.block(
+                    pool_counts, pool_lengths, pool_tokens, 0 if prev is None else len(prev[0]), len(cur[0])
+                ):
                     emitted = shuffle.add(batch)
                     if emitted is not None:
                         writer.write(emitted)

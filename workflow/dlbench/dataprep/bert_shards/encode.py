@@ -27,12 +27,12 @@ class ExampleEncoder:
         # the varint of every possible id / position in a 4-byte slot, and which of its bytes are used:
         # looked up with one gather per array rather than computed per value
         data, valid = tfr.varint_slots(np.arange(max(vocab_size, L)), 3)
-        self.table = np.zeros((len(data), 4), np.uint8)
-        self.table[:, :3] = data
-        self.table = self.table.view("<u4").ravel()
-        self.table_valid = np.zeros((len(data), 4), bool)
-        self.table_valid[:, :3] = valid
-        self.table_valid = self.table_valid.view("<u4").ravel()
+        table = np.zeros((len(data), 4), np.uint8)
+        table[:, :3] = data
+        self.table = table.view("<u4").ravel()
+        table_valid = np.zeros((len(data), 4), bool)
+        table_valid[:, :3] = valid
+        self.table_valid = table_valid.view("<u4").ravel()
         self.table_len = valid.sum(axis=1).astype(np.uint8)
         # framing of the variable-length features, by payload length (a varint is 1..3 bytes per value)
         self.headers = {

@@ -44,7 +44,7 @@ class Batch:
     def __len__(self) -> int:
         return len(self.next_sentence)
 
-    def take(self, rows: np.ndarray) -> Batch:
+    def take(self, rows: np.ndarray | slice) -> Batch:
         return Batch(*(getattr(self, f.name)[rows] for f in dataclasses.fields(self)))
 
     @staticmethod

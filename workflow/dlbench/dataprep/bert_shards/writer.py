@@ -127,7 +127,7 @@ class ShardWriter:
         pipeline is the dataset's own."""
         if len(chunk) < self.chunk_rows:
             chunk = np.concatenate([chunk, np.zeros((self.chunk_rows - len(chunk), *chunk.shape[1:]), chunk.dtype)])
-        raw = np.ascontiguousarray(chunk).reshape(-1).view(np.uint8)
+        raw: np.ndarray = np.ascontiguousarray(chunk).reshape(-1).view(np.uint8)
         if self.params.hdf5_shuffle and chunk.itemsize > 1:
             raw = raw.reshape(-1, chunk.itemsize).T
         level = self.params.hdf5_gzip_level

@@ -106,6 +106,7 @@ def _write_shard(task: ShardTask) -> dict:
                 rec.write(position, recordio.pack(float(cls), position, image))
         if rec_file:
             rec_file.close()
+        if rec is not None:
             rec_index = rec.index
         os.close(fd)
         fd = -1

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -121,12 +122,12 @@ class Backend(BackendBase):
             jax.config.update("jax_platforms", "cpu")
         elif spec.device == "cuda":
             jax.config.update("jax_platforms", "cuda")
-        self.mesh: Mesh | None = None
+        self.mesh: Any = None  # several ranks: a Mesh over every device
         self.dtype = jnp.float32
         self.state: dict | None = None
         self._loss: jax.Array | None = None
         self._inputs: tuple = ()
-        self._step = None
+        self._step: Any = None  # the jitted training step, from setup_<model>()
         self.parameters = 0
         self.optimizer_name = ""
         # JAX needs jax.distributed before its first backend starts, and the rank's memory budget

@@ -38,6 +38,7 @@ import sys  # noqa: E402
 import time  # noqa: E402
 from importlib import metadata  # noqa: E402
 from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
 
 import mxnet as mx  # noqa: E402
 import numpy as np  # noqa: E402
@@ -137,15 +138,15 @@ class Backend(BackendBase):
     def __init__(self, spec: RunSpec, rank: int, world: int, local_rank: int, threads: int) -> None:
         super().__init__(spec, rank, world, local_rank, threads)
         self.ctx = self._pick_context(spec.device)
-        self.net = None
-        self.kv = None
+        self.net: Any = None  # the Gluon network, from setup_<model>()
+        self.kv: Any = None  # a kvstore strategy: the KVStore
         self.kv_addresses: dict | None = None  # where ps-lite's scheduler is, the address this node joined with
-        self.hvd = None
+        self.hvd: Any = None  # strategy horovod: the horovod.mxnet module
         self.distributed_backend: str | None = None
         self.update_on_kvstore = spec.strategy in SERVER_UPDATE
         self._kv_children: list[subprocess.Popen] = []
         self._finished = False
-        self._loss = None
+        self._loss: Any = None  # the last step's loss (an NDArray)
 
     def _pick_context(self, request: str) -> mx.Context:
         gpus = mx.context.num_gpus() if _feature("CUDA") else 0
@@ -429,6 +430,7 @@ class Backend(BackendBase):
         if self.kv is None:
             return {"summary": "none (one rank)"}
         on_server = bool(self.trainer._update_on_kvstore)
+        assert self.kv_addresses is not None  # _init_kvstore sets it with the kvstore
         servers = self.kv_addresses["servers"]  # what ps-lite was told to wait for (_init_kvstore)
         facts = {
             "kvstore_type": self.kv.type,

@@ -9,6 +9,7 @@ The contract, and when the harness calls what: backends/base.py.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import numpy as np
 import torch
@@ -59,12 +60,14 @@ class Backend(BackendBase):
     data = ("synthetic", "real")
     oom_errors = (torch.OutOfMemoryError,)
     oom_markers = ("out of memory", "can't allocate memory", "not enough memory", "failed to allocate")
+    # Time to quality (setup_quality): BERT's held-out batches (a list), ResNet's torch_data.ImagenetEval.
+    evaluation: Any
 
     def __init__(self, spec: RunSpec, rank: int, world: int, local_rank: int, threads: int) -> None:
         super().__init__(spec, rank, world, local_rank, threads)
         torch.set_num_threads(threads)
         self.device = self._pick_device(spec.device)
-        self.model: nn.Module | None = None
+        self.model: Any = None  # an nn.Module (wrapped by DDP or FSDP, compiled), from setup_<model>()
         self._loss = torch.zeros(())
         self._distributed = False
         self._ddp: nn.parallel.DistributedDataParallel | None = None
@@ -134,7 +137,7 @@ class Backend(BackendBase):
         name = self.spec.strategy
         if self._distributed and not self._sharded:
             cuda = self.device.type == "cuda"
-            bucket = strategies.find("pytorch", name).number(name) if name.startswith("ddp_bucket") else None
+            bucket = strategies.number("pytorch", name) if name.startswith("ddp_bucket") else None
             model = nn.parallel.DistributedDataParallel(
                 model, device_ids=[self.local_rank] if cuda else None, bucket_cap_mb=bucket
             )

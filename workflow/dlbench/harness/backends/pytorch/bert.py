@@ -301,7 +301,8 @@ OPTIMIZER_NAMES = {
 def parameter_groups(model: BertForPreTraining, weight_decay: float) -> list[dict]:
     """Two groups: weight decay on the weights, none on LayerNorm and biases (bert.excluded_from_weight_decay
     on the canonical names)."""
-    decay, no_decay = [], []
+    decay: list[torch.Tensor] = []
+    no_decay: list[torch.Tensor] = []
     for name, (param, _) in canonical_parameters(model).items():
         (no_decay if bert.excluded_from_weight_decay(name) else decay).append(param)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]

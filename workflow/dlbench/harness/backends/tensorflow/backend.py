@@ -32,6 +32,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # keep TensorFlow's C++ INFO lines out of the rule's log
 # TensorFlow's CPU guidance: its oneDNN kernels. It turns them on by itself only on CPUs with AVX-512 VNNI/BF16 or
@@ -51,7 +52,10 @@ from . import bert as tf_bert  # noqa: E402 - this framework's BERT (bert: what 
 from . import data as tf_data  # noqa: E402
 from . import resnet as tf_models  # noqa: E402
 
-keras = tf.keras
+if TYPE_CHECKING:  # the annotations name keras classes: mypy needs the module there, not the variable tf.keras
+    from tensorflow import keras
+else:
+    keras = tf.keras
 
 WEIGHT_DECAY = 5e-5  # as the PyTorch backend
 INTER_OP_THREADS = 2  # 1 risks stalls on blocking ops, and ResNet-50 ran 5-15% slower with 1 (2-core CPU VM)
@@ -92,15 +96,15 @@ class Backend(BackendBase):
         tf.config.threading.set_inter_op_parallelism_threads(INTER_OP_THREADS)
         self._srun = "SLURM_PROCID" in os.environ and "DLBENCH_RANK" not in os.environ
         self.gpu = self._pick_device(spec.device)  # a PhysicalDevice, or None for the CPU
-        self.strategy: tf.distribute.Strategy | None = None
-        self._communication = None
-        self.optimizer = None
+        self.strategy: Any = None  # a tf.distribute.Strategy, from setup_runtime()
+        self._communication: Any = None  # several workers: the CommunicationImplementation in use
+        self.optimizer: Any = None  # a Keras optimizer, from setup_<model>()
         self._loss = None
         self._batches = None  # synthetic data on a CPU: the batch's iterator, taken by _fed_step (_synthetic)
         self._fed_step = None
         self._gathered = False
         self.parameters = 0
-        self.policy = None
+        self.policy: str | None = None  # amp: the Keras mixed-precision policy
 
     def _pick_device(self, request: str):
         gpus = tf.config.list_physical_devices("GPU")
@@ -183,7 +187,7 @@ class Backend(BackendBase):
         }.get(name, implementation.NCCL if self.gpu else implementation.RING)
         if not self.gpu and (reason := strategies.cpu_problem("tensorflow", name)):
             raise Unsupported(reason)
-        pack = strategies.find("tensorflow", name).number(name) if name.startswith("mwms_pack") else None
+        pack = strategies.number("tensorflow", name) if name.startswith("mwms_pack") else None
         return tf.distribute.experimental.CommunicationOptions(
             bytes_per_pack=(pack or 0) * 2**20, implementation=chosen
         )
@@ -420,7 +424,8 @@ class Backend(BackendBase):
         distributed = None
         if self.world > 1:
             distributed = f"MultiWorkerMirroredStrategy ({self._communication.name.lower()})"
-        amp_dtype = {"mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}.get(self.policy)
+        amp_dtypes: dict[str | None, str] = {"mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}
+        amp_dtype = amp_dtypes.get(self.policy)
         return {
             "framework": "tensorflow",
             "framework_version": tf.__version__,

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import os
+from typing import TYPE_CHECKING
 
 os.environ["KERAS_BACKEND"] = "tensorflow"  # tf.keras is Keras 3: make sure it runs on TensorFlow
 
@@ -32,7 +33,10 @@ from ... import bert  # noqa: E402
 from ...bert import BertConfig  # noqa: E402
 from ...weights import check_names, check_shape  # noqa: E402
 
-keras = tf.keras
+if TYPE_CHECKING:  # the annotations name keras classes: mypy needs the module there, not the variable tf.keras
+    from tensorflow import keras
+else:
+    keras = tf.keras
 
 MASK_ADDER = -10000.0  # Google's attention mask: added to the scores at padding positions
 MLM_DENOMINATOR_EPSILON = 1e-5  # Google's run_pretraining.py: sum(weights) + 1e-5
@@ -344,7 +348,7 @@ def make_train_step(
         return loss
 
     @tf.function
-    def train_step(features):
+    def distributed_step(features):
         return strategy.run(replica_step, args=(features,))
 
-    return train_step
+    return distributed_step

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import os
+from typing import TYPE_CHECKING
 
 os.environ["KERAS_BACKEND"] = "tensorflow"  # tf.keras is Keras 3: make sure it runs on TensorFlow
 
@@ -37,7 +38,10 @@ import tensorflow as tf  # noqa: E402
 from ... import resnet as shared  # noqa: E402 - stages and stem per model
 from ...weights import check_names, check_shape  # noqa: E402
 
-keras = tf.keras
+if TYPE_CHECKING:  # the annotations name keras classes: mypy needs the module there, not the variable tf.keras
+    from tensorflow import keras
+else:
+    keras = tf.keras
 
 BN_EPSILON = 1e-5
 BN_MOMENTUM = 1.0 - 0.1  # Keras convention for PyTorch's momentum=0.1
@@ -110,7 +114,8 @@ class ResNet50(keras.Model):
         self.bn1 = _bn("bn1")
         self.pool_pad = keras.layers.ZeroPadding2D(1, name="maxpool_pad")  # exact after ReLU: inputs >= 0
         self.maxpool = keras.layers.MaxPooling2D(3, strides=2, padding="valid", name="maxpool")
-        blocks, channels = [], shared.STEM[model]
+        blocks: list[Bottleneck] = []
+        channels = shared.STEM[model]
         for width, count, stride in shared.STAGES[model]:
             for i in range(count):
                 blocks.append(Bottleneck(channels, width, stride if i == 0 else 1, f"layers.{len(blocks)}"))
@@ -280,7 +285,7 @@ def make_train_step(
         return loss
 
     @tf.function
-    def train_step(images, labels):
+    def distributed_step(images, labels):
         return strategy.run(replica_step, args=(images, labels))
 
-    return train_step
+    return distributed_step
