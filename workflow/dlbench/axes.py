@@ -107,7 +107,7 @@ def _read_strategy(part: str) -> Any:
 
 
 def _seq_label(value: Any, row: Mapping[str, Any]) -> str:
-    masked = row.get("max_predictions")
+    masked: Any = row.get("max_predictions")  # derived from the sequence length (BERT); None for Llama
     return f"seq {int(value)}" + (f"/{int(masked)} masked" if _given(masked) else "")
 
 

@@ -127,7 +127,7 @@ def md_escape(text: str, limit: int | None = None, table: bool = True) -> str:
     return text.replace("|", "\\|") if table else text
 
 
-def input_label(row: Mapping[str, Any]) -> str:
+def input_label(row: Mapping[str, Any] | pd.Series) -> str:
     """A configuration's model inputs in words ('64×64 px'; 'seq 128/20 masked, adam, no clip'), or a dash."""
     given = {name: row.get(name) for name in INPUTS if not missing(row.get(name))}
     return ", ".join(input_words(given)) or DASH
