@@ -83,7 +83,7 @@ OPTIONAL = {  # imported only inside the functions that need them
     "h5py": ("bert_hdf5.py",),
     "horovod": ("backends/mxnet/backend.py",),
 }
-DLBENCH_OUTSIDE_THE_HARNESS = {"dlbench.axes", "dlbench.identity", "dlbench.layout"}
+DLBENCH_OUTSIDE_THE_HARNESS = {"dlbench", "dlbench.axes", "dlbench.identity", "dlbench.layout"}
 
 
 def module_name(path: Path) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import dlbench
 from conftest import assert_ranks_counted, harness_env, read_log, run_harness
 
 TINY = ["--image-size", "32", "--batch-size", "2", "--warmup-steps", "1", "--measured-steps", "3", "--device", "cpu"]
@@ -70,6 +71,7 @@ def test_throughput_is_samples_over_measured_wall_time(torch_python, tmp_path):
     # the header says where and how it ran
     assert header["config"]["topology"] == "1x1" and header["threads_per_rank"] >= 1
     assert header["cpu_model"] and header["hostname"] and header["python"]
+    assert header["dlbench_version"] == dlbench.__version__  # ... and which dlbench measured it
     # ... on which CPU generation: /proc/cpuinfo's name, family and model, widest vector instructions (a VM's
     # generic "AMD EPYC" covers AVX2 and AVX-512 machines alike)
     cpuinfo = Path("/proc/cpuinfo").read_text().split("\n\n")[0]

@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+import dlbench
 from conftest import REPO
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow"))
@@ -123,6 +124,7 @@ def _write_inputs(tmp_path: Path, runs: dict = RUNS) -> tuple[Path, Path, Path]:
         "study": "smoke",
         "generated_at": "2024-01-01T12:00:00+00:00",
         "git_commit": COMMIT,
+        "dlbench_versions": ["0.9.0"],  # runs made by an earlier dlbench
         "config": {"study": "smoke", "models": ["resnet50"], "topologies": ["1x1", "1x2"]},
         "hosts": ["node1"],
         "cpu_models": ["Xeon"],
@@ -249,6 +251,8 @@ def test_report_content(tmp_path, inputs):
     assert re.search(r"<td[^>]*>1100\.0 \(n=3\)</td>", html)
     assert "1.90×" in html and "95%" in html
     assert "images/s" in html and "smoke" in html and COMMIT in html
+    # the dlbench that reports, and the one that made the runs where it is another
+    assert f"by dlbench {dlbench.__version__} (runs made by 0.9.0)" in html
     # Logs without the node's facts (older ones, imports): the hardware line says what it lacks.
     assert "Hardware:</strong> Xeon (logical CPUs, memory and OS not recorded in these logs)" in html
     assert "accelerators: 2× H100 per node" in html

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import identity, logformats, stats
+from . import __version__, identity, logformats, stats
 from .axes import INPUTS
 from .devices import describe, peak_for_run
 from .harness import nospace
@@ -455,6 +455,8 @@ def environment(records: pd.DataFrame, env_markers: list[str], config: dict) -> 
         "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "git_commit": commits[-1] if commits else None,
         "git_commits": commits,
+        "dlbench_version": __version__,  # the version that aggregated (and reports)
+        "dlbench_versions": _values(records["dlbench_version"]),  # the versions that made the runs
         "config": config,
         "hosts": _values(records["hosts"]),
         "cpu_models": _values(records["cpu_model"]),

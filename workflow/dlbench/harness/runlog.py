@@ -4,7 +4,8 @@ One line per JSON object, each with a `type`:
   header       written by the supervisor before any rank starts: schema_version, run_id, config_id, config
                (the RunSpec's fields + topology, world_size), started_at, hostname, python, cpu_model, machine
                (logical CPUs, memory bytes, OS: the report's hardware line), cpus,
-               cpu_shares, threads_per_rank, launcher, attempt, slurm (job id, node list, partition), git_commit
+               cpu_shares, threads_per_rank, launcher, attempt, slurm (job id, node list, partition), git_commit,
+               dlbench_version (the tool's version, dlbench.__version__)
   environment  rank 0 after setup: framework, framework_version, device names, threads, CUDA/cuDNN/NCCL, ...
   step         rank 0: phase (warmup | measure), step, seconds (a measured step: the gap between consecutive
                step ends, so they add up to the measured wall time), loss (warm-up steps)

@@ -265,6 +265,7 @@ def run_fields(path: Path, header: dict[str, Any], summary: dict[str, Any]) -> d
         "cpu_model": header.get("cpu_model"),
         "threads_per_rank": header.get("threads_per_rank"),
         "git_commit": header.get("git_commit"),
+        "dlbench_version": header.get("dlbench_version"),
         "slurm_job_id": slurm.get("job_id"),
         "slurm_nodelist": slurm.get("nodelist"),
         "slurm_partition": slurm.get("partition"),

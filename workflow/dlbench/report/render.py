@@ -13,6 +13,7 @@ from typing import Any
 import jinja2
 import pandas as pd
 
+from .. import __version__
 from ..aggregate import SUMMARY_COLUMNS, real_vs_synthetic
 from .format import DASH, fmt_text, md_escape
 from .headline import hardware_line, headline_rows, measured_line, study_conditions, study_wide_flags
@@ -37,9 +38,17 @@ DATA_FILES = ("records.csv", "summary.csv", "records.parquet", "summary.parquet"
 LOCAL_LINK = re.compile(r'(src|href)="([A-Za-z0-9_.-]+)"')  # a link to a file beside index.html
 
 
+def tool_version_text(env: dict[str, Any]) -> str:
+    """This dlbench's version, and the versions that made the runs where they differ from it (a run log's header
+    names its version; imported logs of other tools and logs older than versioning name none)."""
+    runs = [str(v) for v in env.get("dlbench_versions") or [] if v]
+    others = [v for v in runs if v != __version__]
+    return __version__ + (f" (runs made by {', '.join(runs)})" if others else "")
+
+
 def markdown(ctx: dict[str, Any]) -> str:
     lines = [f"# {md_escape(ctx['title'], table=False)}", ""]
-    meta = [f"- Generated: {ctx['generated_at']}"]
+    meta = [f"- Generated: {ctx['generated_at']} by dlbench {ctx['tool_version']}"]
     if ctx["git_commit"]:  # dlbench's commit for its own runs; imported logs have none
         meta.append(f"- Git commit: `{ctx['git_commit']}`")
     if ctx["version"]:
@@ -199,6 +208,7 @@ def render_report(
         "generated_at": fmt_text(env.get("generated_at")) or datetime.now(UTC).isoformat(timespec="seconds"),
         "rendered_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "git_commit": fmt_text(env.get("git_commit")),  # none: not said (imports only)
+        "tool_version": tool_version_text(env),
         "notes": notes,
         "hardware": hardware_line(env, records),
         "measured": measured_line(summary, records),
