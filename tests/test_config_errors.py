@@ -215,6 +215,23 @@ def test_settings_that_apply_to_nothing_are_warnings(tmp_path, case):
         assert any(part in warning for warning in study.warnings), study.warnings
 
 
+def test_merge_keys_are_yaml_and_duplicate_keys_still_errors(tmp_path):
+    """`<<: *anchor` (YAML's merge key) brings in a mapping's keys, which the mapping may override; a key written
+    twice in one mapping is still an error, and a problem is placed at the key that is in effect."""
+    merged = MATRIX + (
+        "defaults: &common\n  repeats: 1\n  measured_steps: 2\n"
+        "overrides:\n  - match: {topology: '1x1'}\n    set:\n      <<: *common\n      measured_steps: 3\n"
+    )
+    study = load(tmp_path, merged)
+    assert study.config["overrides"][0]["set"] == {"repeats": 1, "measured_steps": 3}
+    overridden = merged.replace("measured_steps: 3", "measured_steps: 0")
+    assert "study.yaml, line 14: overrides[0].set.measured_steps: 0 is too small" in problems(tmp_path, overridden)
+    twice = merged.replace("      measured_steps: 3\n", "      measured_steps: 3\n      measured_steps: 4\n")
+    message = problems(tmp_path, twice)
+    assert "study.yaml, line 15, column 7: the key 'measured_steps' is given twice" in message, message
+    assert "first on line 14" in message
+
+
 def test_check_command_places_a_syntax_error(tmp_path, capsys):
     """Snakemake reads a --configfile before any workflow code: `python -m dlbench.configfile FILE` shows where."""
     bad = tmp_path / "my.yaml"
@@ -264,6 +281,12 @@ SNAKEMAKE_CASES = {
         "study.yaml",
         MATRIX + "report: {version: ..}\n",
         "study.yaml, line 7: report.version: '..' is not valid",
+    ),
+    "--configfile merge key": (  # YAML's merge keys are valid: the file's real mistake is what is reported
+        "study.yaml",
+        MATRIX + "defaults: &common\n  repeats: 1\noverrides:\n  - match: {topology: '1x1'}\n"
+        "    set:\n      <<: *common\n      timeout_minutes: 0\n",
+        "study.yaml, line 13: overrides[0].set.timeout_minutes: 0 is too small; it must be greater than 0",
     ),
 }
 

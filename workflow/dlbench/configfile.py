@@ -27,24 +27,35 @@ class StudyFileError(ValueError):
     """A study file that cannot be read as a study: the message names the file (and line, column)."""
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """yaml.safe_load's rules, but a key given twice in one mapping is an error (YAML forbids it)."""
+MERGE_TAG = "tag:yaml.org,2002:merge"  # `<<: *anchor`: YAML's merge key
 
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: dict[Any, yaml.Node] = {}
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if isinstance(key, Hashable) and key in seen:  # an unhashable key: SafeLoader's own error below
-                first = seen[key].start_mark.line + 1
-                raise yaml.constructor.ConstructorError(
-                    None,
-                    None,
-                    f"the key {key!r} is given twice in this mapping (first on line {first}); "
-                    "YAML keeps only the last one",
-                    key_node.start_mark,
-                )
-            seen[key] = key_node
-        return super().construct_mapping(node, deep=deep)
+
+def _refuse_duplicate_keys(loader: yaml.SafeLoader, node: yaml.Node, done: set[int] | None = None) -> None:
+    """A key given twice in one mapping is an error (YAML forbids it; PyYAML would keep the last). Checked on the
+    mappings as written, in document order, before merge keys bring in keys the mapping may override (that is
+    allowed); a node reached again through an alias is checked once."""
+    done = set() if done is None else done
+    if id(node) in done:
+        return
+    done.add(id(node))
+    if isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            _refuse_duplicate_keys(loader, item, done)
+    if not isinstance(node, yaml.MappingNode):
+        return
+    seen: dict[Any, yaml.Node] = {}
+    for key_node, value_node in node.value:
+        key = "<<" if key_node.tag == MERGE_TAG else loader.construct_object(key_node)
+        if isinstance(key, Hashable) and key in seen:  # an unhashable key: SafeLoader's own error later
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"the key {key!r} is given twice in this mapping (first on line {seen[key].start_mark.line + 1}); "
+                "YAML keeps only the last one",
+                key_node.start_mark,
+            )
+        seen[key] = key_node
+        _refuse_duplicate_keys(loader, value_node, done)
 
 
 def _shown(path: Path) -> Path:
@@ -68,9 +79,12 @@ class StudyFile:
             text = self.path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as error:
             raise StudyFileError(f"{self.path}: cannot be read ({error})") from None
-        loader = _StrictLoader(text)
+        loader = yaml.SafeLoader(text)
         try:
             self.root = loader.get_single_node()
+            if self.root is not None:
+                _refuse_duplicate_keys(loader, self.root)
+            # Constructing resolves merge keys in place: a mapping's nodes are then its keys in effect, merged first.
             self.data = loader.construct_document(self.root) if self.root is not None else None
         except yaml.MarkedYAMLError as error:
             problem = error.problem or "invalid YAML"
@@ -101,13 +115,13 @@ class StudyFile:
             )
 
     def line(self, where: tuple[str | int, ...]) -> int | None:
-        """The 1-based line of the deepest part of `where` (a key path) found in this file."""
+        """The 1-based line of the deepest part of `where` (a key path) found in this file: of the key in effect,
+        the last of a mapping's keys of that name (the mapping's own after those a merge key brought in)."""
         node, line = self.root, None
         for part in where:
             child = None
             if isinstance(node, yaml.MappingNode) and isinstance(part, str):
-                child = next((v for k, v in node.value if k.value == part), None)
-                key = next((k for k, _ in node.value if k.value == part), None)
+                key, child = next(((k, v) for k, v in reversed(node.value) if k.value == part), (None, None))
                 if key is not None:
                     line = key.start_mark.line + 1
             elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
