@@ -199,6 +199,20 @@ WARNINGS = {
         MATRIX + "overrides:\n  - {match: {topology: '8x8'}, set: {repeats: 1}}\n",
         ["study.yaml, line 8: overrides[0].match: {'topology': '8x8'} matches no configuration; ignored"],
     ),
+    "per_framework_settings_of_frameworks_not_run": (
+        MATRIX
+        + "software:\n  python: {tensorflow: python3}\n  container: {jax: 'docker://example.org/jax:1'}\n"
+        + "runners:\n  dle: {command: [main.py], format: dllogger, models: [resnet50]}\n"
+        + "  tf_cnn: {command: [tf_cnn.py], format: tf_cnn_benchmarks, models: [resnet50]}\n"
+        + "include:\n  - {framework: dle, model: resnet50, topology: '1x1', batch_size: 2}\n",
+        [
+            "study.yaml, line 8: software.python.tensorflow: the study runs no tensorflow configuration "
+            "(it runs: dle, pytorch); ignored",
+            "study.yaml, line 9: software.container.jax: the study runs no jax configuration",
+            "study.yaml, line 12: runners.tf_cnn: the study runs no tf_cnn configuration (it runs: dle, pytorch); "
+            "ignored",
+        ],
+    ),
     "identical_include": (
         MATRIX + "include:\n  - {framework: pytorch, model: resnet50, topology: '1x2', batch_size: 2}"
         "\n  - {framework: pytorch, model: resnet50, topology: '1x2', batch_size: 2}\n",
@@ -308,12 +322,17 @@ def test_snakemake_stops_before_any_job(tmp_path, case):
 
 
 def test_snakemake_prints_warnings_with_their_place(tmp_path):
-    (tmp_path / "study.yaml").write_text(MATRIX.replace("  batch_size", "  seq_length: [512]\n  batch_size"))
+    study = MATRIX.replace("  batch_size", "  seq_length: [512]\n  batch_size")
+    (tmp_path / "study.yaml").write_text(study + "software: {python: {tensorflow: python3}}\n")
     result = snakemake(tmp_path, "-n", "--configfile", "study.yaml", timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert (
         "dlbench: warning: study.yaml, line 6: matrix.seq_length: applies to BERT and Llama models only"
         in result.stderr
+    )
+    assert (
+        "dlbench: warning: study.yaml, line 8: software.python.tensorflow: the study runs no tensorflow "
+        "configuration (it runs: pytorch); ignored" in result.stderr
     )
 
 

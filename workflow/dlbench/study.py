@@ -391,6 +391,19 @@ def _unused_axes(raw: dict[str, Any], config: dict[str, Any]) -> list[str]:
     ]
 
 
+def _unused_framework_settings(config: dict[str, Any], configurations: dict[str, Configuration]) -> list[str]:
+    """Settings given per framework (an interpreter, an image, a runner's definition) for a framework that no
+    configuration of the study runs (after exclude and include) apply to nothing."""
+    run = sorted({c.framework for c in configurations.values()})
+    given = [(f"software.{key}.{name}", name) for key in ("python", "container") for name in config["software"][key]]
+    given += [(f"runners.{name}", name) for name in config["runners"]]
+    return [
+        f"{where}: the study runs no {name} configuration (it runs: {', '.join(run) or 'none'}); ignored"
+        for where, name in given
+        if name not in run
+    ]
+
+
 def _check_comparisons(config: dict[str, Any], base_dir: Path) -> list[str]:
     """report.compare_to and references: must name something that exists (checked before any job)."""
     problems = []
@@ -753,4 +766,5 @@ def load_study(config: dict[str, Any], schema_path: Path, envs_dir: Path, base_d
     problems += imports.check_entries(validated["imports"], base_dir) + _check_comparisons(validated, base_dir)
     if problems:
         raise ConfigError("\n".join(problems))
+    warnings += _unused_framework_settings(validated, configurations)
     return Study(validated["study"], validated, configurations, _unused_axes(config, validated) + warnings)
