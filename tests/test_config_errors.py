@@ -61,7 +61,7 @@ ERRORS = {
     ),
     "version_latest": (
         MATRIX + "report: {version: latest}\n",
-        ["line 7: report.version: 'latest' is reserved", "points at the newest report"],
+        ["line 7: report.version: 'latest' is reserved", "the publisher's own, naming the newest report"],
     ),
     "version_exists": (
         MATRIX + "report: {version: v1}\n",
@@ -295,6 +295,11 @@ SNAKEMAKE_CASES = {
         "study.yaml",
         MATRIX + "report: {version: ..}\n",
         "study.yaml, line 7: report.version: '..' is not valid",
+    ),
+    "--configfile version reserved": (  # the publisher's own file beside `latest`
+        "study.yaml",
+        MATRIX + "report: {version: latest.json}\n",
+        "study.yaml, line 7: report.version: 'latest.json' is reserved",
     ),
     "--configfile merge key": (  # YAML's merge keys are valid: the file's real mistake is what is reported
         "study.yaml",

@@ -16,11 +16,14 @@ from conftest import REPO
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow"))
 
+from dlbench import identity
 from dlbench.aggregate import write_all
-from dlbench.report import ReportVersionExists, publish_changed, publish_report, render_report
+from dlbench.report import CannotPublish, ReportVersionExists, publish_changed, publish_report, render_report
 from dlbench.report.headline import hardware_line
 from dlbench.run_log_fixtures import write_run_log
+from dlbench.study import load_schema
 
+SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 NOTE = "Images are 64x64, not 224x224: throughput is not comparable with published figures"
 COMMIT = "1234e567"  # looks like a float; must survive as a string
@@ -218,13 +221,50 @@ def test_publish_changed_publishes_only_new_results(tmp_path, inputs):
     assert publish_changed(*inputs, reports, "auto") == (reports / "v2", True)
 
 
-@pytest.mark.parametrize("name", ["latest", "", "../escape", "a/b", "with space", ".hidden", "v1*"])
+@pytest.mark.parametrize("name", ["latest", "latest.json", "", "../escape", "a/b", "with space", ".hidden", "v1*"])
 def test_invalid_version_names_rejected(tmp_path, inputs, name):
     reports = tmp_path / "reports"
     with pytest.raises(ValueError):
         publish_report(*inputs, reports, name)
     assert not (tmp_path / "escape").exists()
     assert not reports.exists() or not any(reports.iterdir())
+
+
+def test_the_schema_reserves_the_names_the_publisher_writes():
+    """A study's report.version is refused before any job where the publisher writes that name itself (`latest`,
+    `latest.json`): the schema cannot import identity.py and lists them again."""
+    version = load_schema(SCHEMA)["properties"]["report"]["properties"]["version"]
+    assert version["not"] == {"enum": list(identity.RESERVED_VERSIONS)}
+
+
+def test_something_else_at_the_publishers_own_paths_stops_it_before_it_writes(tmp_path, inputs):
+    """A directory where the publisher writes latest.json (a report an older dlbench published under that name)
+    would fail every later report after its version was published: refused first, naming it and what to do;
+    moved away, the next report publishes."""
+    reports = tmp_path / "reports"
+    (reports / "latest.json").mkdir(parents=True)
+    (reports / "latest.json" / "index.html").write_text("a report")
+    with pytest.raises(CannotPublish) as refused:
+        publish_changed(*inputs, reports, "auto")
+    assert f"{reports / 'latest.json'} is a directory" in str(refused.value)
+    assert f"mv {reports / 'latest.json'} {reports}/<another name>" in str(refused.value)
+    assert sorted(p.name for p in reports.iterdir()) == ["latest.json"]  # nothing written
+    (reports / "latest.json").rename(reports / "old")
+    assert publish_changed(*inputs, reports, "auto") == (reports / "v1", True)
+    assert json.loads((reports / "latest.json").read_text())["version"] == "v1"
+
+
+def test_a_stale_latest_json_is_mended_when_the_newest_version_is_reused(tmp_path, inputs):
+    """`latest` moved but latest.json not written (the disk filled in between): the next report, finding these
+    results published as the newest version, makes latest.json name it."""
+    reports = tmp_path / "reports"
+    publish_report(*inputs, reports, "auto")
+    publish_report(*inputs, reports, "auto")
+    info = reports / "latest.json"
+    info.write_text(json.dumps({**json.loads(info.read_text()), "version": "v1"}))
+    assert publish_changed(*inputs, reports, "auto") == (reports / "v2", False)
+    assert json.loads(info.read_text())["version"] == "v2"
+    assert sorted(p.name for p in reports.iterdir()) == ["latest", "latest.json", "v1", "v2"]
 
 
 def test_report_content(tmp_path, inputs):

@@ -60,6 +60,10 @@ AGGREGATE_ENVIRONMENT = AGGREGATE_DIR + "/environment.json"
 # naming the version the current results are published as.
 REPORTS_DIR = "results/reports"
 PUBLISHED_MANIFEST = "results/report/published.json"
+# What the publisher itself writes beside the versions in REPORTS_DIR: the newest version's link and its facts.
+# No version takes these names (the config schema's report.version lists them again: tests/test_report.py).
+LATEST_LINK, LATEST_INFO = "latest", "latest.json"
+RESERVED_VERSIONS = (LATEST_LINK, LATEST_INFO)
 WILDCARDS = {
     "model": "[a-z0-9_]+",
     "framework": "[a-z0-9_]+",

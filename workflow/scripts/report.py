@@ -9,7 +9,7 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # the dlbench package
 sys.stderr = open(snakemake.log[0], "a")  # noqa: SIM115 - the job's log
 
 from dlbench.harness import nospace  # noqa: E402
-from dlbench.report import ReportVersionExists, clear_copy, copy_version, publish_changed  # noqa: E402
+from dlbench.report import CannotPublish, clear_copy, copy_version, publish_changed  # noqa: E402
 from dlbench.report.render import self_contained_html  # noqa: E402
 
 manifest_path = Path(snakemake.output.manifest)
@@ -31,7 +31,7 @@ try:
     copy_version(version_dir, manifest_path, manifest | {"new": new}, texts={"index.html": index})
 except BaseException as error:
     clear_copy(manifest_path.parent)
-    if isinstance(error, ReportVersionExists):
+    if isinstance(error, CannotPublish):
         nospace.stop(str(error), sys.stderr)
     if nospace.is_no_space(error):
         kept = f"the published versions in {snakemake.params.reports_dir} are unchanged; results/report is empty"

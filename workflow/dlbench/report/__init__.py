@@ -14,7 +14,15 @@ A new report section: its rows in tables.py (or a module of its own), its place 
 the template, its Markdown in render.markdown.
 """
 
-from .publish import ReportVersionExists, clear_copy, copy_version, publish_changed, publish_report
+from .publish import CannotPublish, ReportVersionExists, clear_copy, copy_version, publish_changed, publish_report
 from .render import render_report
 
-__all__ = ["ReportVersionExists", "clear_copy", "copy_version", "publish_changed", "publish_report", "render_report"]
+__all__ = [
+    "CannotPublish",
+    "ReportVersionExists",
+    "clear_copy",
+    "copy_version",
+    "publish_changed",
+    "publish_report",
+    "render_report",
+]

@@ -1,6 +1,8 @@
 """Versioned publishing: every report is a new directory under results/reports/ that is never overwritten;
 `latest` (symlink) and `latest.json` name the newest. Both change only once a new version is complete, so a
-failed report leaves the published state as it was; publish_changed does not publish unchanged results again."""
+report that fails before that leaves the published state as it was; publish_changed does not publish unchanged
+results again, and mends a latest.json left behind `latest`. Nothing is written while the publisher's own paths
+hold something it could not replace (check_own_paths): every state it leaves, the next report can go on from."""
 
 from __future__ import annotations
 
@@ -17,22 +19,43 @@ import pandas as pd
 
 from ..compare import load_records
 from ..harness import nospace
+from ..identity import LATEST_INFO, LATEST_LINK, RESERVED_VERSIONS
 from .render import render_report
 
 VERSION_RE = re.compile(r"^[A-Za-z0-9._-]+\Z")  # \Z: the true end (a "$" lets "v1\n" through)
 AUTO_VERSION_RE = re.compile(r"^v(\d+)\Z")
 
 
-class ReportVersionExists(Exception):
+class CannotPublish(Exception):
+    """A report that cannot be published as things stand, found before anything is written; the message names
+    the path and what to do."""
+
+
+class ReportVersionExists(CannotPublish):
     """Raised when a report version directory already exists (it is never overwritten)."""
 
 
 def validate_version(version: str) -> None:
-    if not version or not VERSION_RE.match(version) or version == "latest" or version.startswith("."):
+    if not version or not VERSION_RE.match(version) or version in RESERVED_VERSIONS or version.startswith("."):
         raise ValueError(
             f"invalid report.version {version!r}: use letters, digits, '.', '_' and '-' "
-            "(not starting with '.'), not 'latest', or 'auto'"
+            f"(not starting with '.'), not {' or '.join(RESERVED_VERSIONS)} (the publisher's own), or 'auto'"
         )
+
+
+def check_own_paths(reports_dir: Path) -> None:
+    """The publisher replaces `latest` (a link) and latest.json (a file) once a version is in place: anything else
+    there (a directory an older dlbench published under such a name) would fail that report and every later one
+    after their versions were published, so it is refused first (CannotPublish), naming what to move."""
+    for name, kind in ((LATEST_LINK, "a link"), (LATEST_INFO, "a file")):
+        path = reports_dir / name
+        wrong = path.is_dir() if name == LATEST_INFO else path.exists()  # `latest`: any file or directory
+        if wrong and not path.is_symlink():
+            raise CannotPublish(
+                f"{path} is a {'directory' if path.is_dir() else 'file'}, not {kind}: the publisher writes its own "
+                f"{name} there, naming the newest report; move it away (mv {path} {reports_dir}/<another name>) and "
+                "run the same command again"
+            )
 
 
 def next_auto_version(reports_dir: Path) -> str:
@@ -48,9 +71,14 @@ def exists_error(target: Path) -> ReportVersionExists:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
+    """`path` holds the old text or the new one, never a part; a failure (a full disk) leaves no temporary file."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _environment_without_time(path: Path) -> object:
@@ -79,8 +107,27 @@ def same_results(version_dir: Path, records_csv: Path, summary_csv: Path, enviro
 
 
 def latest_version(reports_dir: Path) -> str | None:
-    link = Path(reports_dir) / "latest"
+    link = Path(reports_dir) / LATEST_LINK
     return os.readlink(link) if link.is_symlink() else None
+
+
+def latest_info_version(reports_dir: Path) -> str | None:
+    """The version latest.json names (None: none, or unreadable)."""
+    try:
+        return json.loads((Path(reports_dir) / LATEST_INFO).read_text(encoding="utf-8"))["version"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def write_latest_info(reports_dir: Path, version: str) -> None:
+    target = reports_dir / version
+    info = {
+        "version": version,
+        "path": str(target),
+        "index": str(target / "index.html"),
+        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    atomic_write_text(reports_dir / LATEST_INFO, json.dumps(info, indent=2) + "\n")
 
 
 def publish_changed(
@@ -97,8 +144,11 @@ def publish_changed(
     other reason, e.g. after a failure, publishes nothing new); a fixed version that exists is reused when it
     holds the same results and refused (ReportVersionExists) otherwise."""
     reports_dir = Path(reports_dir)
+    check_own_paths(reports_dir)
     candidate = latest_version(reports_dir) if version == "auto" else version
     if candidate and same_results(reports_dir / candidate, records_csv, summary_csv, environment_json):
+        if candidate == latest_version(reports_dir) and latest_info_version(reports_dir) != candidate:
+            write_latest_info(reports_dir, candidate)  # `latest` moved, its latest.json not written (a full disk)
         return reports_dir / candidate, False
     return publish_report(records_csv, summary_csv, environment_json, reports_dir, version, compare_to), True
 
@@ -139,9 +189,7 @@ def publish_report(
     target = reports_dir / version
     if target.exists() or target.is_symlink():
         raise exists_error(target)
-    latest = reports_dir / "latest"
-    if latest.exists() and not latest.is_symlink():  # found before anything is written
-        raise RuntimeError(f"{latest} exists and is not a symlink; refusing to replace it")
+    check_own_paths(reports_dir)  # found before anything is written
 
     tmp_dir = Path(tempfile.mkdtemp(prefix=".tmp-", dir=reports_dir))
     try:
@@ -168,17 +216,10 @@ def publish_report(
         shutil.rmtree(tmp_dir, ignore_errors=True)
         raise
 
-    tmp_link = reports_dir / f".latest.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp_link = reports_dir / f".{LATEST_LINK}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     os.symlink(version, tmp_link)
-    os.replace(tmp_link, latest)
-
-    info = {
-        "version": version,
-        "path": str(target),
-        "index": str(target / "index.html"),
-        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
-    atomic_write_text(reports_dir / "latest.json", json.dumps(info, indent=2) + "\n")
+    os.replace(tmp_link, reports_dir / LATEST_LINK)
+    write_latest_info(reports_dir, version)
     return target
 
 
