@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -277,3 +278,25 @@ def test_runner_failures_are_records(tmp_path):
     assert slow["status"] == "timeout"
     silent = supervised(tmp_path, "pass")
     assert silent["status"] == "ok" and silent["external_log"].endswith("rep1.runner/output.log")
+
+
+def test_a_command_that_cannot_start_is_an_error_record(tmp_path):
+    """A script (or launcher) that does not exist or cannot be executed: an `error` record naming the file, why and
+    the key to fix, like any other failure; the supervisor does not die (the run is recorded)."""
+    missing = tmp_path / "DeepLearningExamples" / "main.py"
+    definition = {"command": [str(missing), "--steps", "{steps}"], "format": "dllogger", "models": ["resnet50"]}
+    definition["fixed_inputs"] = {"image_size": 224}
+    summary = run_runner(Path(sys.executable), tmp_path / "rep1.jsonl", definition)
+    assert summary["status"] == "error"
+    assert summary["error"].startswith(f"runner probe cannot start {missing}: No such file or directory;"), summary
+    assert "runners.probe.command" in summary["error"]
+    script = tmp_path / "main.py"
+    script.write_text("print('no shebang, no exec bit')\n")
+    definition["command"] = [str(script)]
+    summary = run_runner(Path(sys.executable), tmp_path / "rep2.jsonl", definition)
+    assert summary["status"] == "error" and f"cannot start {script}: Permission denied" in summary["error"]
+    assert "{python}" in summary["error"]  # what to do: run the script with an interpreter
+    if shutil.which("mpirun") is None:  # a launcher that is not installed here
+        definition["command"], definition["launcher"] = ["{python}", str(script)], "mpirun"
+        summary = run_runner(Path(sys.executable), tmp_path / "rep3.jsonl", definition)
+        assert "cannot start mpirun: No such file or directory; runners.probe.launcher mpirun" in summary["error"]

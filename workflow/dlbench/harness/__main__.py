@@ -423,6 +423,9 @@ def run_external(spec: RunSpec, log: Path, threads: int, procs: list[subprocess.
     except Unsupported as reason:
         append_line(log, failure_summary("unsupported", str(reason)))
         return
+    except runner.CannotStart as reason:  # a failure like any other: a record, the supervisor goes on
+        append_line(log, failure_summary("error", str(reason)))
+        return
     status, message = supervise(spec, procs)
     if spec.telemetry_ms > 0:  # the sampler summarises over rank 0's measured window, which a runner has not
         append_line(log, {"type": "telemetry", "kind": "unavailable", "why": runner.NO_TELEMETRY})

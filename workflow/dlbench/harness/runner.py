@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from ..identity import compiler_part, takes_sequences
-from . import lifeline, sysinfo
+from . import lifeline, nospace, sysinfo
 from .spec import RunSpec, Unsupported, is_bert
 
 LAUNCHERS = ("none", "torchrun", "mpirun", "srun")
@@ -115,6 +115,11 @@ PLACEHOLDERS = (
     "workdir",
 )
 FLAG_GROUPS = tuple(f"{axis}_args" for axis in AXIS_DEFAULTS)
+
+
+class CannotStart(Exception):
+    """The command could not be started (no such file, not executable, no such working directory): the run's
+    `error` record, its message naming the file, why, and the study key to fix."""
 
 
 def placeholders(item: str) -> set[str]:
@@ -311,16 +316,37 @@ def start(spec: RunSpec, definition: dict[str, Any], directory: Path, threads: i
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     output = open(directory / OUTPUT_NAME, "wb")  # noqa: SIM115 - the child writes it; closed by our exit
     cwd = definition.get("workdir") or directory
-    # Dies with the supervisor (SIGTERM: a launcher such as torchrun or mpirun stops its workers first).
-    return subprocess.Popen(
-        argv,
-        cwd=cwd,
-        env=env,
-        stdout=output,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-        preexec_fn=lifeline.die_with_parent(signal.SIGTERM),
+    try:
+        # Dies with the supervisor (SIGTERM: a launcher such as torchrun or mpirun stops its workers first).
+        return subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=lifeline.die_with_parent(signal.SIGTERM),
+        )
+    except OSError as error:
+        output.close()
+        if nospace.is_no_space(error):
+            raise
+        raise CannotStart(cannot_start(spec.framework, definition, argv, str(cwd), error)) from None
+
+
+def cannot_start(name: str, definition: dict[str, Any], argv: list[str], cwd: str, error: OSError) -> str:
+    """Why the command did not start, and what to change: the working directory, the launcher or the command."""
+    what = error.filename or argv[0]
+    why = f"runner {name} cannot start {what}: {error.strerror}"
+    launcher = definition.get("launcher", "none")
+    if str(what) == cwd:
+        return f"{why}; runners.{name}.workdir must be an existing directory on the node that runs it"
+    if launcher != "none" and argv[0] != definition["command"][0]:
+        return f"{why}; runners.{name}.launcher {launcher} needs {argv[0]} on PATH where the run starts"
+    return (
+        f"{why}; runners.{name}.command must start with an executable file (a path, or a name on PATH): for a "
+        "script without its executable bit or a #! line, put {python} (or another interpreter) first"
     )
 
 
