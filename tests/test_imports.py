@@ -169,6 +169,23 @@ def test_a_result_directory_gives_runs_only_for_its_run_logs(tmp_path, external_
     assert [r["status"] for r in records] == ["ok"] and notes == []
 
 
+def test_an_import_without_a_run_log_stops_the_study_before_any_job(tmp_path):
+    """A directory of a result set's other files only (no result_<N>.txt) would import nothing and publish an
+    empty report: a dry run stops at parse time, naming the import, its paths and what was found there."""
+    results = tmp_path / "retinanet"
+    results.mkdir()
+    (results / "README.md").write_text("how these runs were made\n")
+    config = {"study": "imported", "imports": [{"name": "nv", "format": "mlperf", "paths": [str(results)]}]}
+    result = snakemake(tmp_path, "-n", "--configfile", str(write_config(tmp_path / "study.yaml", config)))
+    said = result.stdout + result.stderr
+    assert result.returncode != 0, said[-3000:]
+    assert (
+        f"study.yaml, line 3: imports[0] (nv).paths: {results}: no mlperf run log among its 1 file "
+        f"({results / 'README.md'}: skipped, not a run log by MLPerf's naming (result_<N>.txt))" in said
+    ), said[-3000:]
+    assert "name the logs themselves" in said and "Traceback" not in said
+
+
 def test_an_unreadable_log_stays_in_its_set_and_its_score_is_flagged(tmp_path, external_logs):
     results = result_directory(external_logs, tmp_path / "retinanet")
     cut_before_run_stop(results / "result_2.log")

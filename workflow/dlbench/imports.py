@@ -84,9 +84,24 @@ def file_labels(path: Path, entry: dict[str, Any]) -> dict[str, Any]:
     return labels
 
 
+def run_logs_of(entry: dict[str, Any], files: list[Path], named: set[Path]) -> tuple[list[Path], list[str]]:
+    """The files of an entry that are run logs (logformats.run_logs) and a note for each other file. An entry
+    whose paths hold no run log would import nothing (and publish an empty report): a problem naming its paths
+    and what they hold."""
+    logs, notes = logformats.run_logs(entry["format"], files, named)
+    if not logs:
+        found = f"{len(files)} file{'' if len(files) == 1 else 's'}"
+        raise ImportProblem(
+            f"{', '.join(entry['paths'])}: no {entry['format']} run log among its {found} "
+            f"({'; '.join(notes[:3])}{'; ...' if len(notes) > 3 else ''}): name the logs themselves in paths, or "
+            "a directory that holds them"
+        )
+    return logs, notes
+
+
 def check_entries(entries: list[dict[str, Any]], base_dir: Path = Path(".")) -> list[str]:
-    """Problems of a study's imports (unknown format, duplicate name, missing paths, paths that do not fit the
-    pattern), each naming the entry; checked before any job runs."""
+    """Problems of a study's imports (unknown format, duplicate name, missing paths, paths that hold no run log or
+    do not fit the pattern), each naming the entry; checked before any job runs."""
     problems, seen = [], set()
     for i, entry in enumerate(entries):
         where = f"imports[{i}] ({entry['name']})"
@@ -98,8 +113,11 @@ def check_entries(entries: list[dict[str, Any]], base_dir: Path = Path(".")) -> 
                 f"{where}.format: {entry['format']!r} is not a known log format "
                 f"(known: {', '.join(logformats.FORMATS)})"
             )
+            continue
         try:
-            for path in expand_paths(entry["paths"], base_dir):
+            files = expand_paths(entry["paths"], base_dir)
+            logs, _ = run_logs_of(entry, files, named_files(entry["paths"], base_dir))
+            for path in logs:
                 labels_from_path(path, entry.get("path_pattern"))
         except ImportProblem as problem:
             problems.append(f"{where}.paths: {problem}")
@@ -117,7 +135,7 @@ def import_records(
     """(one record per run log, in the entry's format, with its labels and per-set figures such as MLPerf's
     score filled in; a note for each other file, e.g. an MLPerf result directory's scaling.json). `named`: the
     files the entry names itself, logs whatever their names (default: every file)."""
-    logs, notes = logformats.run_logs(entry["format"], files, set(files) if named is None else named)
+    logs, notes = run_logs_of(entry, files, set(files) if named is None else named)
     records = [logformats.parse(path, entry["format"], file_labels(path, entry)) for path in logs]
     return logformats.score_sets(entry["format"], records), notes
 
