@@ -157,5 +157,6 @@ def test_compiler_note_comes_from_the_registry():
     assert caveats(records) == [
         "Compiler on means JAX: unsupported (its off already runs the whole step compiled by XLA, jax.jit); "
         "MXNet: hybridize(static_alloc=True, static_shape=True); PyTorch: torch.compile; "
-        "TensorFlow: XLA (tf.function jit_compile=True). Off: eager / imperative execution."
+        "TensorFlow: XLA (tf.function jit_compile=True). Off: eager / imperative execution, except JAX: compiled "
+        "(XLA jit)."
     ]

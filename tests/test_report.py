@@ -519,6 +519,40 @@ def test_strategies_get_their_own_tables_and_the_auto_baseline(tmp_path):
     assert "· strategy ddp_fp16" in readme and "exchanges gradients between ranks" in readme
 
 
+def test_the_compiler_label_says_what_ran_and_a_failed_table_keeps_its_units(tmp_path):
+    """JAX's step is always compiled (jax.jit): with compiler off its heading, Compiler column, headline and the
+    note say so (the registry's words), beside PyTorch's eager step. A table whose only cell is `unsupported` is in
+    its model's unit, not samples/s."""
+    runs = [
+        dict(framework=fw, repeat=i, throughput=t) for fw, t in (("pytorch", 100.0), ("jax", 120.0)) for i in (1, 2)
+    ]
+    why = "JAX always compiles: its compiler off is the XLA-compiled step"
+    runs += [dict(framework="jax", compiler=True, throughput=None, status="unsupported", error=why)]
+    runs += [dict(model="bert_base", throughput=None, status="unsupported", error="no BERT here")]
+    report = _study(tmp_path, runs)
+    readme = (report / "README.md").read_text()
+    headings = [line for line in readme.splitlines() if line.startswith(("### resnet50", "### bert_base"))]
+    assert (
+        "### resnet50 · fp32 · batch 32/device · jax compiled (XLA jit), pytorch eager · synthetic data · 224×224 px"
+        in (headings)
+    )
+    assert "### resnet50 · fp32 · batch 32/device · compiled · synthetic data · 224×224 px" in headings
+    bert = readme.split(next(h for h in headings if h.startswith("### bert_base")))[1].split("###")[0]
+    assert "Throughput in sequences/s" in bert and "samples/s" not in bert
+    what_ran = readme.split("### What ran")[1].split("###")[0]
+    for config, label in (
+        ("resnet50/jax/1x1/bs32-fp32-nocompile-synthetic", "compiled (XLA jit)"),
+        ("resnet50/pytorch/1x1/bs32-fp32-nocompile-synthetic", "eager"),
+        ("resnet50/jax/1x1/bs32-fp32-compile-synthetic", "compiled"),
+    ):
+        assert re.search(rf"^\| {re.escape(config)} +\|( [^|]+ \|){{6}} {re.escape(label)} +\|", what_ran, re.M)
+    headline = next(line for line in readme.splitlines() if line.startswith("| jax "))
+    assert "compiled (XLA jit)" in headline
+    note = next(line for line in readme.splitlines() if "Compiler on means" in line)
+    assert "Off: eager / imperative execution, except JAX: compiled (XLA jit)" in note
+    assert "already" not in note.split("Off:")[1]  # said once, not contradicted
+
+
 def test_bert_notes_survive_a_sequence_length_without_masked_positions():
     """An import's labels may give seq_length alone: the notes say so instead of failing the report."""
     from dlbench.records import FIELDS

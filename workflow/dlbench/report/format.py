@@ -8,8 +8,10 @@ from typing import Any
 
 import pandas as pd
 
+from .. import identity
 from ..aggregate import parse_statuses
 from ..axes import INPUTS, input_words
+from ..harness.frameworks import EAGER, REGISTRY
 
 DASH = "—"
 STATUS_LABELS = {"oom": "OOM"}
@@ -133,8 +135,30 @@ def input_label(row: Mapping[str, Any] | pd.Series) -> str:
     return ", ".join(input_words(given)) or DASH
 
 
-def compiler_label(value: Any) -> str:
-    return DASH if missing(value) else ("compiled" if bool(value) else "eager")
+def compiler_label(value: Any, framework: Any = None) -> str:
+    """What a configuration's step ran as: compiled with compiler on; with it off, its framework's step as the
+    registry says (eager, but JAX's is compiled by XLA); a runner's or an import's: eager."""
+    if missing(value):
+        return DASH
+    if bool(value):
+        return "compiled"
+    entry = REGISTRY.get(fmt_text(framework))
+    return entry.compiler_off if entry else EAGER
+
+
+def compiler_title(value: Any, frameworks: list[str]) -> str:
+    """A throughput table's compiler in words: one label where its frameworks' steps ran alike, else each
+    framework's ('jax compiled (XLA jit), pytorch eager'), so that no framework's step is called what it was not."""
+    labels = {framework: compiler_label(value, framework) for framework in frameworks}
+    if len(set(labels.values())) <= 1:
+        return next(iter(labels.values()), compiler_label(value))
+    return ", ".join(f"{framework} {label}" for framework, label in labels.items())
+
+
+def unit_text(units: Any, model: Any, joiner: str = ", ") -> str:
+    """The throughput unit(s) some rows state, else their model's own (rows that all failed state none)."""
+    stated = sorted({fmt_text(unit) for unit in units} - {""})
+    return joiner.join(stated) or identity.throughput_unit(fmt_text(model))
 
 
 # A flag's code (stats.plausibility_flags, aggregate's MFU check) as a cell reads it.

@@ -9,7 +9,20 @@ from typing import Any
 import pandas as pd
 
 from .. import stats
-from .format import DASH, flag_codes, flag_label, fmt_int, fmt_num, fmt_pct, fmt_text, missing, ok_counts
+from ..harness.frameworks import EAGER
+from .format import (
+    DASH,
+    compiler_label,
+    flag_codes,
+    flag_label,
+    fmt_int,
+    fmt_num,
+    fmt_pct,
+    fmt_text,
+    missing,
+    ok_counts,
+    unit_text,
+)
 from .tables import batch_text, group_key, topology_sort
 
 
@@ -129,8 +142,8 @@ def measured_line(summary: pd.DataFrame, records: pd.DataFrame) -> str:
 def _config_text(row: pd.Series) -> str:
     parts = [fmt_text(row.get("topology")), fmt_text(row.get("precision")), f"bs {batch_text(row)}"]
     parts.append(f"{fmt_text(row.get('data'))} data")
-    if row.get("compiler") is True or fmt_text(row.get("compiler")).lower() == "true":
-        parts.append("compiled")
+    if (compiled := compiler_label(row.get("compiler"), row.get("framework"))) not in (EAGER, DASH):
+        parts.append(compiled)
     if fmt_text(row.get("strategy")) not in ("", "auto"):
         parts.append(fmt_text(row.get("strategy")))
     return ", ".join(p for p in parts if p)
@@ -157,7 +170,7 @@ def headline_rows(summary: pd.DataFrame) -> list[dict[str, str]]:
             largest = max(scaled, key=topology_sort) if scaled else None
             row.update(
                 {
-                    "Best throughput": f"{fmt_num(best['median'])} {fmt_text(best.get('unit')) or 'samples/s'}",
+                    "Best throughput": f"{fmt_num(best['median'])} {unit_text([best.get('unit')], model)}",
                     "At": _config_text(best),
                     "Scaling efficiency": DASH
                     if largest is None or int(largest["devices"]) == 1

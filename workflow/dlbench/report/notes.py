@@ -7,7 +7,7 @@ from typing import Any
 import pandas as pd
 
 from .. import identity
-from ..harness.frameworks import REGISTRY
+from ..harness.frameworks import EAGER, REGISTRY
 
 NEEDED = (
     "source",
@@ -90,9 +90,16 @@ def caveats(records: pd.DataFrame) -> list[str]:
             "1xN splits the same cores N ways rather than adding devices."
         )
     out += imported_hardware(records)
-    present = [REGISTRY[f].compiler_meaning for f in sorted(set(records["framework"])) if f in REGISTRY]
+    present = [REGISTRY[f] for f in sorted(set(records["framework"].dropna())) if f in REGISTRY]
     if present and records["compiler"].map(lambda v: v is True or str(v).lower() == "true").any():
-        out.append("Compiler on means " + "; ".join(present) + ". Off: eager / imperative execution.")
+        not_eager = [f"{f.display_name}: {f.compiler_off}" for f in present if f.compiler_off != EAGER]
+        out.append(
+            "Compiler on means "
+            + "; ".join(f.compiler_meaning for f in present)
+            + ". Off: eager / imperative execution"
+            + (f", except {'; '.join(not_eager)}" if not_eager else "")
+            + "."
+        )
     if records["train_flops_per_sample"].notna().any():
         out.append(
             "TFLOP/s = throughput x the model's training FLOPs per sample, counted from the architecture: "

@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
 from ..axes import MODEL_AXES
-from .format import fmt_text
+from .format import fmt_text, unit_text
 from .tables import group_key
 
 
@@ -179,8 +179,7 @@ def faceted_plot(
         log2_devices_axis(ax, sorted(set(devices) | ({1} if ideal else set())))
         ax.set_title(model)
         ax.set_xlabel("devices")
-        units = sorted({fmt_text(u) for u in sub["unit"]} - {""})
-        ax.set_ylabel(ylabel.format(unit=" or ".join(units) or "samples/s"))
+        ax.set_ylabel(ylabel.format(unit=unit_text(sub["unit"], model, joiner=" or ")))
         ax.grid(True, which="major", alpha=0.3)
         if ideal:
             log2_speedup_axis(ax, sub[value].tolist() + [1.0, float(max(devices))])

@@ -13,6 +13,7 @@ from ..axes import INPUTS
 from .format import (
     DASH,
     compiler_label,
+    compiler_title,
     failure_text,
     flag_codes,
     flag_label,
@@ -28,6 +29,7 @@ from .format import (
     missing,
     ok_counts,
     throughput_text,
+    unit_text,
 )
 
 # Identity of a DLPerf table: everything but framework and topology; a model's inputs (dlbench.axes), None if n/a.
@@ -135,7 +137,6 @@ def build_groups(summary: pd.DataFrame, wide: frozenset[str] = frozenset()) -> l
         rows = keyed[key]
         model, precision, batch, compiler, data, *inputs, strategy = key
         group_fws = [f for f in frameworks if any(fmt_text(r["framework"]) == f for r in rows)]
-        units = sorted({fmt_text(r.get("unit")) for r in rows} - {""})
         by_topo: dict[str, dict[str, pd.Series]] = {}
         topo_rows: dict[str, pd.Series] = {}
         for r in sorted(rows, key=topology_sort):
@@ -160,13 +161,13 @@ def build_groups(summary: pd.DataFrame, wide: frozenset[str] = frozenset()) -> l
             fmt_text(model) or "?",
             fmt_text(precision) or "?",
             f"batch {batch if batch == 'max' else fmt_int(batch)}/device",
-            compiler_label(compiler),
+            compiler_title(compiler, group_fws),
             f"{fmt_text(data) or '?'} data",
             input_label(dict(zip(INPUT_KEYS, inputs, strict=True))),
         ]
         if fmt_text(strategy) not in ("", "auto"):  # speedups against the auto 1x1 (aggregate.py)
             title_parts.append(f"strategy {fmt_text(strategy)}")
-        unit = ", ".join(units) or "samples/s"
+        unit = unit_text([r.get("unit") for r in rows], model)
         groups.append(
             {
                 "title": " · ".join(title_parts),
@@ -218,7 +219,6 @@ DETAIL_COLUMNS = (
     ("Devices", "devices", fmt_int),
     ("Batch/device", "batch_size", fmt_int),
     ("Precision", "precision", fmt_text),
-    ("Compiler", "compiler", compiler_label),
     ("Data", "data", fmt_text),
     ("Statuses", "statuses", fmt_text),
     ("Median", "median", fmt_num),
@@ -305,6 +305,7 @@ def detail_rows(summary: pd.DataFrame) -> list[dict[str, str]]:
         row = {label: fmt(r.get(column)) for label, column, fmt in (*DETAIL_COLUMNS, *optional)}
         if "MFU" in row and missing(r.get("mfu")) and not missing(r.get("mfu_note")):
             row["MFU"] = f"{DASH} ({fmt_text(r.get('mfu_note'))})"  # no peak: blank, and why
+        row["Compiler"] = compiler_label(r.get("compiler"), r.get("framework"))
         row["Input"] = input_label(r)
         row["Batch/device"] = batch_text(r)
         row["OK"] = f"{n_ok}/{n_total}"
