@@ -10,6 +10,12 @@ min_version("9.0")
 include: "workflow/rules/configfile.smk"
 
 
+from dlbench.harness import nospace  # (configfile.smk puts workflow/ on the path)
+
+# On a full disk Snakemake cannot write its own log (.snakemake/log/): no traceback for each line it drops.
+nospace.quiet_logging()
+
+
 configfile: "config.yaml"
 
 

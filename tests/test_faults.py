@@ -384,10 +384,11 @@ def test_a_second_snakemake_names_the_live_one_rather_than_unlock(tmp_path, torc
 
 
 @contextlib.contextmanager
-def full_file_system(path: Path, keep: bool = True) -> Iterator[None]:
+def full_file_system(path: Path, keep: bool = True, free: int = 0) -> Iterator[None]:
     """A small tmpfs mounted over `path`, holding a copy of what was there (with keep), then filled to the last
-    byte: every write under `path` fails with ENOSPC (Errno 28), until a file is deleted (Snakemake deletes a job's
-    outputs before it runs). Root only (mount); unmounted after, `path` as it was."""
+    byte but `free` (its file `.fill`): a write under `path` that needs more fails with ENOSPC (Errno 28), until a
+    file is deleted (Snakemake deletes a job's outputs before it runs). Root only (mount); unmounted after, `path`
+    as it was."""
     if os.geteuid() != 0:
         pytest.skip("mounting a small file system needs root")
     path.mkdir(parents=True, exist_ok=True)
@@ -402,10 +403,52 @@ def full_file_system(path: Path, keep: bool = True) -> Iterator[None]:
         with open(path / ".fill", "wb", buffering=0) as fill, contextlib.suppress(OSError):
             while True:
                 fill.write(b"\0" * 4096)
+        os.truncate(path / ".fill", max(0, (path / ".fill").stat().st_size - free))
         yield
     finally:
         subprocess.run(["umount", "-l", str(path)], check=True)
         shutil.rmtree(before)
+
+
+def test_a_full_disk_after_publishing_says_once_what_was_published(tmp_path):
+    """The report publishes a new version, then finds no space for its copy (results/report), and Snakemake cannot
+    write its own log (.snakemake/log) either: no logging tracebacks bury the one dlbench line, which comes after
+    Snakemake's report of the failed job and says that the new version is published and `latest` points at it.
+    With space again, the same command makes the copy and publishes nothing new. An imports-only study: three
+    Snakemake runs of a few seconds, no framework."""
+    archive = tmp_path / "archive"
+    for repeat, value in enumerate((100.0, 101.0, 99.0), start=1):
+        write_run_log(archive / f"r{repeat}.log", repeat=repeat, throughput=value)
+    entry = {"name": "archive", "format": "dlbench", "paths": [str(archive)]}
+    config = write_config(tmp_path / "study.yaml", {"study": "imported", "imports": [entry]})
+    first = snakemake(tmp_path, "--cores", "1", "--configfile", str(config))
+    assert first.returncode == 0, first.stderr[-3000:]
+    reports = tmp_path / "results/reports"
+    version = sum(p.stat().st_size for p in (reports / "v1").iterdir())  # the copy takes about twice that
+    write_run_log(archive / "r4.log", repeat=4, throughput=98.0)  # new results: a new version
+
+    results = tmp_path / "results"
+    with (
+        full_file_system(results, free=version * 5 // 4 + 64 * 1024),
+        full_file_system(tmp_path / ".snakemake/log", keep=False),
+    ):
+        failed = snakemake(tmp_path, "--cores", "1", "--configfile", str(config))
+        said = failed.stdout + failed.stderr
+        assert failed.returncode != 0 and os.readlink(reports / "latest") == "v2", said[-3000:]
+        assert "Logging error" not in said and "Traceback" not in said, said[-3000:]
+        lines = [line for line in said.splitlines() if line.startswith("dlbench: no space left")]
+        assert len(lines) == 1 and said.index(lines[0]) > said.index("Error in rule report"), said[-3000:]
+        assert lines[0].startswith("dlbench: no space left to write results/report/"), lines
+        assert lines[0].endswith(
+            "report v2 is published (results/reports/v2), `latest` points at it; results/report (the copy "
+            "Snakemake's report carries) is empty"
+        ), lines
+        assert "unchanged" not in lines[0]
+        (results / ".fill").unlink()  # space again
+        again = snakemake(tmp_path, "--cores", "1", "--configfile", str(config))
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert json.loads((results / "report/published.json").read_text())["version"] == "v2"
+        assert sorted(p.name for p in reports.iterdir()) == ["latest", "latest.json", "v1", "v2"]
 
 
 @pytest.mark.slow

@@ -10,16 +10,19 @@ sys.stderr = open(snakemake.log[0], "a")  # noqa: SIM115 - the job's log
 
 from dlbench.harness import nospace  # noqa: E402
 from dlbench.report import CannotPublish, clear_copy, copy_version, publish_changed  # noqa: E402
+from dlbench.report.publish import versions, what_is_published  # noqa: E402
 from dlbench.report.render import self_contained_html  # noqa: E402
 
 manifest_path = Path(snakemake.output.manifest)
-writing = Path(snakemake.params.reports_dir)  # where a full disk is met: the new version, then the copy
+reports_dir = Path(snakemake.params.reports_dir)
+published_before = versions(reports_dir)  # to say, should this report fail, what it published nonetheless
+writing = reports_dir  # where a full disk is met: the new version, then the copy
 try:
     version_dir, new = publish_changed(
         Path(snakemake.input.records),
         Path(snakemake.input.summary),
         Path(snakemake.input.environment),
-        writing,
+        reports_dir,
         snakemake.params.version,
         snakemake.params.compare_to,
     )
@@ -34,6 +37,6 @@ except BaseException as error:
     if isinstance(error, CannotPublish):
         nospace.stop(str(error), sys.stderr)
     if nospace.is_no_space(error):
-        kept = f"the published versions in {snakemake.params.reports_dir} are unchanged; results/report is empty"
-        nospace.stop(nospace.message(error, writing, kept), sys.stderr)
+        published = what_is_published(reports_dir, published_before, manifest_path.parent)
+        nospace.stop(nospace.message(error, writing, published), sys.stderr)
     raise

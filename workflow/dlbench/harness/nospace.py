@@ -1,11 +1,14 @@
 """A full disk (or a quota, or a file-size limit) met while writing: one message naming where, not a traceback.
 
-Standard library only: the harness (in the framework environments) and the core environment's scripts share it.
+Standard library only: the harness (in the framework environments), the core environment's scripts and the Snakefile
+share it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,7 +18,7 @@ from typing import NoReturn, TextIO
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
-def is_no_space(error: BaseException) -> bool:
+def is_no_space(error: BaseException | None) -> bool:
     return isinstance(error, OSError) and error.errno in NO_SPACE
 
 
@@ -47,11 +50,26 @@ def message(error: OSError, writing: str | Path, kept: str) -> str:
 
 
 def stop(problem: str, log: TextIO) -> NoReturn:
-    """End a Snakemake script with `dlbench: problem` on the terminal and in the job's log (where that can still
-    be written: it may be on the full file system too)."""
-    print(f"dlbench: {problem}", file=sys.__stderr__)
+    """End a Snakemake script with `dlbench: problem`, said once: in the job's log, which Snakemake shows under the
+    failed job (show-failed-logs, the workflow profiles' setting), after everything else the job said; on the
+    terminal only where the log cannot take it (it may be on the full file system too)."""
     try:
         print(f"dlbench: {problem}", file=log, flush=True)
     except OSError:
-        pass
+        with contextlib.suppress(OSError):
+            log.close()  # what it still holds cannot be written either: no second error when the script exits
+        print(f"dlbench: {problem}", file=sys.__stderr__, flush=True)
     sys.exit(1)
+
+
+def quiet_logging() -> None:
+    """In Snakemake's own process: a log line that cannot be written for want of space (its log file,
+    .snakemake/log/, on the full disk) is dropped without Python's '--- Logging error ---' traceback, one per
+    line, which buried dlbench's message; the line still reaches the terminal. Other logging errors are shown."""
+    show = logging.Handler.handleError
+
+    def handle_error(handler: logging.Handler, record: logging.LogRecord) -> None:
+        if not is_no_space(sys.exc_info()[1]):
+            show(handler, record)
+
+    logging.Handler.handleError = handle_error  # type: ignore[method-assign]

@@ -111,6 +111,35 @@ def latest_version(reports_dir: Path) -> str | None:
     return os.readlink(link) if link.is_symlink() else None
 
 
+def versions(reports_dir: Path) -> set[str]:
+    """The published versions' names: the directories but for the publisher's own and its staging (hidden)."""
+    if not Path(reports_dir).is_dir():
+        return set()
+    return {
+        p.name
+        for p in Path(reports_dir).iterdir()
+        if p.is_dir() and not p.is_symlink() and not p.name.startswith(".") and p.name not in RESERVED_VERSIONS
+    }
+
+
+def what_is_published(reports_dir: Path, before: set[str], copy_dir: Path) -> str:
+    """After a report failed: what it published nonetheless (`before`: the versions before it ran), in words that
+    end its message; the copy (copy_dir) it has cleared (clear_copy)."""
+    copy = f"{copy_dir} (the copy Snakemake's report carries) is empty"
+    new = sorted(versions(reports_dir) - before)
+    if not new:
+        return f"the published versions in {reports_dir} are unchanged; {copy}"
+    latest, info = latest_version(reports_dir), latest_info_version(reports_dir)
+    said = [
+        f"report {version} is published ({reports_dir}/{version})"
+        + (", `latest` points at it" if version == latest else f", `latest` still points at {latest or 'nothing'}")
+        for version in new
+    ]
+    if info != latest:
+        said.append(f"{reports_dir}/{LATEST_INFO} still names {info or 'no version'} (the next report mends it)")
+    return "; ".join([*said, copy])
+
+
 def latest_info_version(reports_dir: Path) -> str | None:
     """The version latest.json names (None: none, or unreadable)."""
     try:
