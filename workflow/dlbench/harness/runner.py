@@ -308,14 +308,15 @@ def launch(spec: RunSpec, definition: dict[str, Any], argv: list[str], in_slurm:
 
 
 def start(spec: RunSpec, definition: dict[str, Any], directory: Path, threads: int) -> subprocess.Popen:
-    """Start the command in its own process group, its output to <run_dir>/output.log."""
-    argv = launch(spec, definition, render(spec, definition, directory), "SLURM_JOB_ID" in os.environ)
+    """Start the command in its own process group, its output to <run_dir>/output.log; CannotStart when it cannot."""
+    command = render(spec, definition, directory)
+    argv = launch(spec, definition, command, "SLURM_JOB_ID" in os.environ)
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "command.json").write_text(json.dumps(argv) + "\n")
     print("[dlbench] runner: " + shlex.join(argv), file=sys.stderr)
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     output = open(directory / OUTPUT_NAME, "wb")  # noqa: SIM115 - the child writes it; closed by our exit
-    cwd = definition.get("workdir") or directory
+    cwd = str(definition.get("workdir") or directory)
     try:
         # Dies with the supervisor (SIGTERM: a launcher such as torchrun or mpirun stops its workers first).
         return subprocess.Popen(
@@ -332,18 +333,19 @@ def start(spec: RunSpec, definition: dict[str, Any], directory: Path, threads: i
         output.close()
         if nospace.is_no_space(error):
             raise
-        raise CannotStart(cannot_start(spec.framework, definition, argv, str(cwd), error)) from None
+        what = str(error.filename or argv[0])  # the program, or the working directory
+        launcher = argv[0] if len(argv) > len(command) else None  # the launcher's program, in front of the command
+        raise CannotStart(cannot_start(spec.framework, definition, what, error.strerror, cwd, launcher)) from None
 
 
-def cannot_start(name: str, definition: dict[str, Any], argv: list[str], cwd: str, error: OSError) -> str:
-    """Why the command did not start, and what to change: the working directory, the launcher or the command."""
-    what = error.filename or argv[0]
-    why = f"runner {name} cannot start {what}: {error.strerror}"
-    launcher = definition.get("launcher", "none")
-    if str(what) == cwd:
+def cannot_start(name: str, definition: dict[str, Any], what: str, why: str, cwd: str, launcher: str | None) -> str:
+    """The record's words when `what` (a program or the working directory) could not be started in, and what to
+    change: the working directory, the launcher or the command."""
+    why = f"runner {name} cannot start {what}: {why}"
+    if what == cwd:
         return f"{why}; runners.{name}.workdir must be an existing directory on the node that runs it"
-    if launcher != "none" and argv[0] != definition["command"][0]:
-        return f"{why}; runners.{name}.launcher {launcher} needs {argv[0]} on PATH where the run starts"
+    if what == launcher:
+        return f"{why}; runners.{name}.launcher {definition['launcher']} needs {launcher} on PATH where the run starts"
     return (
         f"{why}; runners.{name}.command must start with an executable file (a path, or a name on PATH): for a "
         "script without its executable bit or a #! line, put {python} (or another interpreter) first"
