@@ -338,10 +338,10 @@ def start(spec: RunSpec, definition: dict[str, Any], directory: Path, threads: i
         raise CannotStart(cannot_start(spec.framework, definition, what, error.strerror, cwd, launcher)) from None
 
 
-def cannot_start(name: str, definition: dict[str, Any], what: str, why: str, cwd: str, launcher: str | None) -> str:
+def cannot_start(name: str, definition: dict[str, Any], what: str, reason: str, cwd: str, launcher: str | None) -> str:
     """The record's words when `what` (a program or the working directory) could not be started in, and what to
     change: the working directory, the launcher or the command."""
-    why = f"runner {name} cannot start {what}: {why}"
+    why = f"runner {name} cannot start {what}: {reason}"
     if what == cwd:
         return f"{why}; runners.{name}.workdir must be an existing directory on the node that runs it"
     if what == launcher:
