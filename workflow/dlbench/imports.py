@@ -113,9 +113,10 @@ def check_entries(entries: list[dict[str, Any]], base_dir: Path = Path(".")) -> 
                 f"{where}.format: {entry['format']!r} is not a known log format "
                 f"(known: {', '.join(logformats.FORMATS)})"
             )
-            continue
         try:
             files = expand_paths(entry["paths"], base_dir)
+            if entry["format"] not in logformats.FORMATS:
+                continue  # which files are its logs, only a known format says
             logs, _ = run_logs_of(entry, files, named_files(entry["paths"], base_dir))
             for path in logs:
                 labels_from_path(path, entry.get("path_pattern"))
