@@ -68,8 +68,8 @@ def quiet_logging() -> None:
     line, which buried dlbench's message; the line still reaches the terminal. Other logging errors are shown."""
     show = logging.Handler.handleError
 
-    def handle_error(handler: logging.Handler, record: logging.LogRecord) -> None:
+    def handle_error(self: logging.Handler, record: logging.LogRecord) -> None:  # the method it replaces
         if not is_no_space(sys.exc_info()[1]):
-            show(handler, record)
+            show(self, record)
 
     logging.Handler.handleError = handle_error  # type: ignore[method-assign]

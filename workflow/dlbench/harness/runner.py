@@ -335,7 +335,8 @@ def start(spec: RunSpec, definition: dict[str, Any], directory: Path, threads: i
             raise
         what = str(error.filename or argv[0])  # the program, or the working directory
         launcher = argv[0] if len(argv) > len(command) else None  # the launcher's program, in front of the command
-        raise CannotStart(cannot_start(spec.framework, definition, what, error.strerror, cwd, launcher)) from None
+        reason = error.strerror or str(error)
+        raise CannotStart(cannot_start(spec.framework, definition, what, reason, cwd, launcher)) from None
 
 
 def cannot_start(name: str, definition: dict[str, Any], what: str, reason: str, cwd: str, launcher: str | None) -> str:
