@@ -2,10 +2,11 @@
 
 Snakemake's own loader says only "Config file is not valid JSON or YAML" for a syntax error, names no file
 for a top-level list, and silently keeps the last of two equal keys. workflow/rules/configfile.smk checks
-config.yaml with this module before Snakemake loads it; common.smk reads every study file again to place
-each configuration problem at its line. Snakemake's command line reads a `--configfile` before any workflow
-code runs: dlbench.preflight checks those files with this module first (a startup line in the core
-environment). `python -m dlbench.configfile FILE` (core environment, PYTHONPATH=workflow) checks one file.
+config.yaml with this module before Snakemake loads it (dlbench.session.check_default_configfile); common.smk
+reads every study file again to place each configuration problem at its line (dlbench.session.read_study).
+Snakemake's command line reads a `--configfile` before any workflow code runs: dlbench.preflight checks those
+files with this module first (a startup line in the core environment). `python -m dlbench.configfile FILE`
+(core environment, PYTHONPATH=workflow) checks one file.
 
     python -m dlbench.configfile my.yaml     # "my.yaml, line 4, column 3: ..." or "my.yaml: ok"
 """

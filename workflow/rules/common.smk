@@ -1,7 +1,7 @@
-# Study loading and the helpers the rules share. Runs at parse time, in the core environment.
+# Study loading and the helpers the rules share. Runs at parse time, in the core environment; what the Snakemake that
+# plans does itself is dlbench.session's, each step called once below, in order.
 import hashlib
 import json
-import os
 import shlex
 import sys
 from dataclasses import replace
@@ -16,58 +16,30 @@ from snakemake.settings.types import DeploymentMethod
 PACKAGE_DIR = str(Path(workflow.basedir, "workflow"))
 sys.path.insert(0, PACKAGE_DIR)
 
-from dlbench import identity, problems, retries, stale_lock  # noqa: E402
+from dlbench import identity, retries, session  # noqa: E402
 from dlbench.identity import MLPERF_LOG_PATTERN, RUN_LOG_PATTERN, SEARCH_PATTERN, config_id_of  # noqa: E402
 from dlbench.identity import BERT_DIR_PATTERN, BERT_TEXT_PATTERN, IMAGENET_DIR, LLAMA_DIR  # noqa: E402
 from dlbench.identity import AGGREGATE_DIR, AGGREGATE_RECORDS, AGGREGATE_SUMMARY, AGGREGATE_ENVIRONMENT  # noqa: E402
 from dlbench.identity import PUBLISHED_MANIFEST, REPORTS_DIR  # noqa: E402
 from dlbench.identity import WILDCARDS as RUN_WILDCARDS  # noqa: E402
-from dlbench.study import ConfigError, dataset_of, settings_leaves  # noqa: E402
+from dlbench.study import dataset_of, settings_leaves  # noqa: E402
 from dlbench.venvs import env_prefix, MARKER  # noqa: E402
 from dlbench.imports import expand_paths  # noqa: E402
 from dlbench import layout  # noqa: E402
-from dlbench.harness.lifeline import OWNER_ENV  # noqa: E402
-from dlbench.harness.spec import INTERPRETER_ENV, TELEMETRY_PYTHON_ENV, command_line  # noqa: E402
-from dlbench.configfile import StudyFile, StudyFileError, load_study_files, locate  # noqa: E402
-from dlbench import interpreters  # noqa: E402
+from dlbench.harness.spec import INTERPRETER_ENV, command_line  # noqa: E402
 
 ENVS_DIR = Path(workflow.basedir, "envs")
-# The harness of a run dies with this Snakemake process, even when it is SIGKILLed (its shell would not):
-# dlbench.harness.lifeline watches the process named here. Jobs inherit the environment.
-os.environ[OWNER_ENV] = str(os.getpid())
-if not workflow.remote_exec and not workflow.subprocess_exec:
-    # A lock left by a killed Snakemake is removed here, so resuming is one plain command (dlbench.stale_lock).
-    ALIVE_FD, STALE_LOCK_REMOVED = stale_lock.hold(Path(".snakemake"))
-    if STALE_LOCK_REMOVED:
-        print("dlbench: removed the lock of a Snakemake that no longer runs (.snakemake/locks)", file=sys.stderr)
-    elif any(Path(".snakemake", "locks").glob("*.lock")) and (LIVE := stale_lock.holders(Path(".snakemake"))):
-        # Snakemake's own advice for a locked directory is `--unlock`: wrong while the lock's owner runs.
-        print(
-            f"dlbench: a Snakemake is running in this directory and holds its lock (.snakemake/locks): "
-            f"{'; '.join(LIVE)}. Where this one stops with \"Directory cannot be locked\", do not run "
-            "`snakemake --unlock` (two Snakemakes would write the same files): wait for that one to end, or "
-            "stop it, then run this command again",
-            file=sys.stderr,
-        )
-# A --configfile is a whole study: it replaces config.yaml rather than being merged into it
-# (merged, a study would silently inherit the default's axes, e.g. its precisions).
+# The Snakemake that plans the jobs, not a job's own (a local job's, a SLURM job's).
+PLANS = not workflow.remote_exec and not workflow.subprocess_exec
+session.mark_owner()
+if PLANS:
+    ALIVE_FD = session.claim_directory(Path(".snakemake"))
 if workflow.config_settings.configfiles:
-    config.clear()
-    config.update(workflow.config_settings.overwrite_config)
-# The study's files are read again by dlbench: a key given twice is an error, every problem names its line.
+    session.replace_config(config, workflow.config_settings.overwrite_config)
 STUDY_PATHS = workflow.config_settings.configfiles or [DEFAULT_CONFIGFILE]
-try:
-    STUDY = load_study_files(
-        config, STUDY_PATHS, Path(PACKAGE_DIR, "schemas", "config.schema.yaml"), ENVS_DIR, Path.cwd()
-    )
-except (ConfigError, StudyFileError) as error:
-    # A user error: say what and where, no traceback, before any job is built.
-    problems = str(error).replace("\n", "\n  ")
-    sys.exit(f"dlbench: invalid configuration:\n  {problems}")
-for warning in STUDY.warnings:
-    print(f"dlbench: warning: {warning}", file=sys.stderr)
-STUDY_FILES = [StudyFile(path) for path in STUDY_PATHS if Path(path).exists()]  # to place later problems
-
+STUDY, STUDY_FILES = session.read_study(
+    config, STUDY_PATHS, Path(PACKAGE_DIR, "schemas", "config.schema.yaml"), ENVS_DIR, Path.cwd()
+)
 SETTINGS = STUDY.config
 VENV_DIR = Path(SETTINGS["software"]["venv_dir"])
 # With --sdm conda, Snakemake activates envs/<framework>.yaml; otherwise the workflow builds it (uv).
@@ -76,53 +48,12 @@ USE_APPTAINER = DeploymentMethod.APPTAINER in workflow.deployment_settings.deplo
 # Frameworks whose runs use a site's interpreter or a container image instead of an environment built here.
 SITE_PYTHON = SETTINGS["software"]["python"]
 CONTAINERS = SETTINGS["software"]["container"]
-INTERPRETERS = {}  # framework -> dlbench.interpreters.Interpreter, probed once by the Snakemake that plans
-if CONTAINERS and not USE_APPTAINER and not workflow.remote_exec:
-    names = ", ".join(f"software.container.{name}" for name in sorted(CONTAINERS))
-    sys.exit(
-        f"dlbench: invalid configuration:\n  {names}: an image runs only with --sdm apptainer (Snakemake's "
-        "own container support); without it these runs would use another build. Add --sdm apptainer, or "
-        "remove the entry"
-    )
-NO_GPU_SEEN = []  # device cuda, an interpreter that sees no GPU here: refused when the runs are local (onstart)
-if SITE_PYTHON and not workflow.remote_exec and not workflow.subprocess_exec:
-    try:
-        INTERPRETERS, NO_GPU_SEEN = interpreters.check(
-            SITE_PYTHON, STUDY.frameworks(), SETTINGS["platform"]["device"], PACKAGE_DIR
-        )
-    except ConfigError as error:
-        problems = "\n  ".join(locate(problem, STUDY_FILES) for problem in str(error).splitlines())
-        sys.exit(f"dlbench: invalid configuration:\n  {problems}")
-    NO_GPU_SEEN = [locate(problem, STUDY_FILES) for problem in NO_GPU_SEEN]
-    for framework, interpreter in INTERPRETERS.items():
-        print(f"dlbench: {framework} runs with {interpreter.python} ({interpreter.identity})", file=sys.stderr)
-# Frameworks without a study interpreter (those were asked above): this machine is asked instead.
-BUILT_FOR_CUDA = [fw for fw in STUDY.frameworks() if fw not in SITE_PYTHON]
-if (
-    SETTINGS["platform"]["device"] == "cuda"
-    and BUILT_FOR_CUDA
-    and not workflow.remote_exec
-    and not workflow.subprocess_exec
-):
-    if absent := interpreters.no_gpu_here():
-        NO_GPU_SEEN.append(
-            locate(
-                f"platform.device: cuda, but this machine has no GPU ({absent}): every run of "
-                f"{', '.join(BUILT_FOR_CUDA)} here would be unsupported",
-                STUDY_FILES,
-            )
-        )
-# Which executor runs the jobs is known only once they start (onstart): until then, say it.
-for problem in NO_GPU_SEEN:
-    print(
-        f"dlbench: warning: {problem}; refused when the runs are on this machine, not when they go to "
-        "other nodes (SLURM)",
-        file=sys.stderr,
-    )
+# software.python probed (framework -> dlbench.interpreters.Interpreter), device cuda that sees no GPU (onstart)
+INTERPRETERS, NO_GPU_SEEN = session.check_software(
+    STUDY, STUDY_FILES, PACKAGE_DIR, USE_APPTAINER, workflow.remote_exec, workflow.subprocess_exec
+)
 CORE_PYTHON = sys.executable
-# The telemetry sampler runs with the core python (psutil, nvidia-ml-py): jobs inherit it from the environment,
-# so a moved core environment does not change any run's command line.
-os.environ[TELEMETRY_PYTHON_ENV] = CORE_PYTHON
+session.export_core_python(CORE_PYTHON)
 # `threads:` of the rules that take the whole machine. Snakemake's maintenance commands (--unlock,
 # --cleanup-metadata, --list-*, --report) run no job and need no --cores; workflow.cores raises then.
 try:
@@ -131,17 +62,10 @@ try:
 except WorkflowError:
     ALL_CORES = 1
     MAINTENANCE_ONLY = True
-# A run log damaged after its run (its last line not a readable summary) is set aside as <log>.damaged, so its run
-# is redone (dlbench.problems); only by the Snakemake that runs jobs, not by a dry run or a maintenance command.
-if not workflow.remote_exec and not workflow.subprocess_exec and not MAINTENANCE_ONLY:
-    if workflow.output_settings.dryrun:
-        for path in problems.damaged_run_logs(identity.RUNS_DIR):
-            print(
-                f"dlbench: {path}: damaged (its last line is not a readable summary): a run redoes it", file=sys.stderr
-            )
-    else:
-        for line in problems.set_aside_damaged(identity.RUNS_DIR, [AGGREGATE_RECORDS, PUBLISHED_MANIFEST]):
-            print(f"dlbench: {line}", file=sys.stderr)
+if PLANS and not MAINTENANCE_ONLY:
+    session.set_aside_damaged_run_logs(
+        identity.RUNS_DIR, [AGGREGATE_RECORDS, PUBLISHED_MANIFEST], workflow.output_settings.dryrun
+    )
 # A timed run's SLURM time limit: its own timeout plus this, so the harness's limit strikes first.
 RUNTIME_MARGIN_MINUTES = 5
 
@@ -397,54 +321,29 @@ def gpu_gres(c):
     return f"gpu:{model}:{c.devices_per_node}" if model else f"gpu:{c.devices_per_node}"
 
 
-def print_problems():
-    """At the end of every run: one line per log or input that could not be read, and per file an import did not
-    read as a run (dlbench.problems), so a number the report lacks is never silently missing."""
-    lines = problems.problem_lines(AGGREGATE_RECORDS)
-    notes = problems.note_lines(f"results/imports/{name}.notes" for name in IMPORTS)
-    if lines:
-        print(
-            f"dlbench: {len(lines)} runs or logs ended in an error (the report lists them):",
-            file=sys.stderr,
-        )
-        for line in lines:
-            print(f"  {line}", file=sys.stderr)
-    for line in notes:
-        print(f"dlbench: import note: {line}", file=sys.stderr)
-
-
-def print_report_location():
-    if Path(PUBLISHED_MANIFEST).exists():
-        manifest = json.loads(Path(PUBLISHED_MANIFEST).read_text())
-        print(f"dlbench: report {manifest['version']}: {manifest['index']}")
-
-
+# ---- onstart, onsuccess, onerror (Snakefile)
 def refuse_cuda_without_a_gpu():
-    """Before any job (onstart): device cuda on a machine without a GPU, or with an interpreter that sees none
-    here, is an error when the runs are on this machine; under SLURM the GPUs are on the nodes (the warning
-    printed while planning stands)."""
-    if NO_GPU_SEEN and workflow.local_exec:
-        problems = "\n  ".join(NO_GPU_SEEN)
-        sys.exit(f"dlbench: invalid configuration:\n  {problems}")
+    session.refuse_cuda_without_a_gpu(NO_GPU_SEEN, workflow.local_exec)
 
 
 def refuse_to_republish_a_fixed_version():
-    """Before any job (onstart): a fixed report.version this study has published may be run again when nothing
-    changes, but not to publish new results (it is never overwritten): stop now rather than after every run.
-    Validation (dlbench.study) already refused a fixed version published by anything else."""
-    version = SETTINGS["report"]["version"]
-    if version == "auto" or not Path(REPORTS_DIR, version).exists():
-        return
+    session.refuse_to_republish(SETTINGS["report"]["version"], REPORTS_DIR, rules_to_run)
+
+
+def rules_to_run():
+    """The rules of the jobs this Snakemake runs; None in another Snakemake's DAG."""
     try:
-        to_run = {job.rule.name for job in workflow.dag.needrun_jobs()}
-    except AttributeError:  # another Snakemake's DAG: the report rule still refuses, after the runs
-        return
-    if to_run & {"benchmark_run", "batch_search", "import_logs", "aggregate"}:
-        sys.exit(
-            f"dlbench: invalid configuration:\n  report.version: {version!r} is published already "
-            f"({REPORTS_DIR}/{version}) and this run computes new results ({', '.join(sorted(to_run))}); "
-            "a published report is never overwritten: choose a new name, or auto"
-        )
+        return {job.rule.name for job in workflow.dag.needrun_jobs()}
+    except AttributeError:
+        return None
+
+
+def print_problems():
+    session.print_problems(AGGREGATE_RECORDS, (f"results/imports/{name}.notes" for name in IMPORTS))
+
+
+def print_report_location():
+    session.print_report_location(PUBLISHED_MANIFEST)
 
 
 # ---- prepared datasets (workflow/rules/data.smk)
