@@ -23,10 +23,11 @@ from dlbench.identity import AGGREGATE_DIR, AGGREGATE_RECORDS, AGGREGATE_SUMMARY
 from dlbench.identity import PUBLISHED_MANIFEST, REPORTS_DIR  # noqa: E402
 from dlbench.identity import WILDCARDS as RUN_WILDCARDS  # noqa: E402
 from dlbench.study import dataset_of, settings_leaves  # noqa: E402
-from dlbench.venvs import env_prefix, MARKER  # noqa: E402
+from dlbench.venvs import MARKER  # noqa: E402
+from dlbench.software import ShellWord, Software  # noqa: E402
 from dlbench.imports import expand_paths  # noqa: E402
 from dlbench import layout  # noqa: E402
-from dlbench.harness.spec import INTERPRETER_ENV, command_line  # noqa: E402
+from dlbench.harness.spec import command_line  # noqa: E402
 
 ENVS_DIR = Path(workflow.basedir, "envs")
 # The Snakemake that plans the jobs, not a job's own (a local job's, a SLURM job's).
@@ -45,9 +46,6 @@ VENV_DIR = Path(SETTINGS["software"]["venv_dir"])
 # With --sdm conda, Snakemake activates envs/<framework>.yaml; otherwise the workflow builds it (uv).
 USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
 USE_APPTAINER = DeploymentMethod.APPTAINER in workflow.deployment_settings.deployment_method
-# Frameworks whose runs use a site's interpreter or a container image instead of an environment built here.
-SITE_PYTHON = SETTINGS["software"]["python"]
-CONTAINERS = SETTINGS["software"]["container"]
 # software.python probed (framework -> dlbench.interpreters.Interpreter), device cuda that sees no GPU (onstart)
 INTERPRETERS, NO_GPU_SEEN = session.check_software(
     STUDY, STUDY_FILES, PACKAGE_DIR, USE_APPTAINER, workflow.remote_exec, workflow.subprocess_exec
@@ -70,92 +68,37 @@ if PLANS and not MAINTENANCE_ONLY:
 RUNTIME_MARGIN_MINUTES = 5
 
 
-def env_spec(framework):
-    return Path(ENVS_DIR, f"{framework}.yaml")
-
-
-def env_marker(framework):
-    """The offline environment of a framework: input of every rule that runs its code."""
-    return str(Path(env_prefix(VENV_DIR, env_spec(framework)), MARKER))
-
-
 RUNNERS = SETTINGS["runners"]
 TELEMETRY = SETTINGS["telemetry"]
-
-
-def run_env(framework):
-    """The environment a framework's runs use: envs/<framework>.yaml, or a runner's `env` (core: dlbench's own)."""
-    return RUNNERS[framework]["env"] if framework in RUNNERS else framework
-
-
-def brings_own_python(framework):
-    """The framework's (or runner's) runs use an interpreter or image the study names, not a built environment."""
-    return framework in SITE_PYTHON or framework in CONTAINERS or "python" in RUNNERS.get(framework, {})
-
-
-def framework_python(framework):
-    """The Python of a framework's (or a runner's) environment: the study's interpreter, the image's `python`,
-    the workflow-built environment's, or conda's `python` with --sdm conda."""
-    if framework in RUNNERS and "python" in RUNNERS[framework]:
-        return RUNNERS[framework]["python"]
-    if framework in INTERPRETERS:
-        return INTERPRETERS[framework].python
-    if framework in SITE_PYTHON:
-        return SITE_PYTHON[framework]
-    if framework in CONTAINERS:
-        return "python"
-    env = run_env(framework)
-    if env == "core":
-        return CORE_PYTHON
-    return "python" if USE_CONDA else str(Path(env_prefix(VENV_DIR, env_spec(env)), "bin", "python"))
+CONTAINERS = SETTINGS["software"]["container"]
+# Which Python each command runs dlbench with, and which environment a job waits for.
+SOFTWARE = Software(
+    package_dir=PACKAGE_DIR,
+    envs_dir=ENVS_DIR,
+    venv_dir=VENV_DIR,
+    core_python=CORE_PYTHON,
+    use_conda=USE_CONDA,
+    site_python=SETTINGS["software"]["python"],
+    containers=CONTAINERS,
+    runners=RUNNERS,
+    interpreters=INTERPRETERS,
+)
+env_spec = SOFTWARE.env_spec
+run_module = SOFTWARE.run_module  # shell words that run a dlbench module in an environment
+STUDY_ENV_MARKERS = SOFTWARE.study_env_markers(STUDY.frameworks())  # their package lists go into the report
 
 
 def run_env_input(wildcards):
-    """A run waits for its offline environment to be built (nothing to wait for with conda, core or a python)."""
-    env = run_env(wildcards.framework)
-    if USE_CONDA or env == "core" or brings_own_python(wildcards.framework):
-        return []
-    return env_marker(env)
-
-
-def study_env_markers():
-    """The offline environments the study's runs use (their package lists go into the report)."""
-    if USE_CONDA:
-        return []
-    envs = {run_env(fw) for fw in STUDY.frameworks() if not brings_own_python(fw)} - {"core"}
-    return [env_marker(env) for env in sorted(envs)]
+    return SOFTWARE.run_env_input(wildcards.framework)
 
 
 def run_conda_env(wildcards):
-    """With --sdm conda: envs/<framework>.yaml, unless the study brings the framework's interpreter or image."""
-    return None if brings_own_python(wildcards.framework) else str(env_spec(run_env(wildcards.framework)))
+    return SOFTWARE.run_conda_env(wildcards.framework)
 
 
 def run_container(wildcards):
     """With --sdm apptainer: the framework's image (software.container); none: the run is not in a container."""
     return CONTAINERS.get(wildcards.framework)
-
-
-def run_module(env, module):
-    """Shell words that run a dlbench module in an environment: "core" (this Snakemake's Python), a framework
-    or "dataprep" (envs/<name>.yaml: the offline venv, or conda's `python` with --sdm conda; the study's own
-    interpreter, whose build's identity (dlbench.interpreters) is in the words, so that a changed build reruns)."""
-    words = f"PYTHONPATH={shlex.quote(PACKAGE_DIR)} {shlex.quote(framework_python(env))} -m {module}"
-    if env in INTERPRETERS:
-        words = f"{INTERPRETER_ENV}={shlex.quote(INTERPRETERS[env].identity)} {words}"
-    return words
-
-
-class ShellWord:
-    """A path a rule's shell command takes as one word: formatted shell-quoted, so that spaces, quotes, `;` or
-    `$(...)` in it are never run. A shell template is left as it is, for Snakemake reruns a rule whose command
-    text changes; like a Path, Snakemake does not record this as a parameter."""
-
-    def __init__(self, value):
-        self.value = str(value)
-
-    def __str__(self):
-        return shlex.quote(self.value)
 
 
 def output_dir(wildcards, output):
@@ -350,11 +293,10 @@ def print_report_location():
 DATASETS = SETTINGS["datasets"]
 IMAGENET = DATASETS["imagenet"]
 BERT_DATA = DATASETS["bert"]
-DATAPREP_PYTHON = framework_python("dataprep")
 
 
-def dataprep_env(wildcards=None):
-    return [] if USE_CONDA else env_marker("dataprep")
+def dataprep_env(wildcards):
+    return [] if USE_CONDA else SOFTWARE.env_marker("dataprep")
 
 
 def sample_imagenet_options():

@@ -8,7 +8,7 @@ rule aggregate:
         found=found_run_logs,
         searches=search_results(),
         imports=IMPORT_RECORDS,
-        envs=study_env_markers(),
+        envs=STUDY_ENV_MARKERS,
     output:
         records=AGGREGATE_RECORDS,
         summary=AGGREGATE_SUMMARY,
