@@ -1,12 +1,10 @@
-# Study loading and the helpers the rules share. Runs at parse time, in the core environment; what the Snakemake that
-# plans does itself is dlbench.session's, each step called once below, in order.
-import hashlib
-import json
+# The study and the values the rules read, made once while Snakemake parses the workflow (core environment). What the
+# Snakemake that plans does itself is dlbench.session's, each step called once below, in order; what the jobs run
+# comes from dlbench.plan (runs, searches) and dlbench.software (which Python).
+# The input functions here only map a job's wildcards to those.
 import shlex
 import sys
-from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
 
 from snakemake.exceptions import WorkflowError
 from snakemake.settings.types import DeploymentMethod
@@ -16,18 +14,17 @@ from snakemake.settings.types import DeploymentMethod
 PACKAGE_DIR = str(Path(workflow.basedir, "workflow"))
 sys.path.insert(0, PACKAGE_DIR)
 
-from dlbench import identity, retries, session  # noqa: E402
+from dlbench import identity, plan, retries, session  # noqa: E402
 from dlbench.identity import MLPERF_LOG_PATTERN, RUN_LOG_PATTERN, SEARCH_PATTERN, config_id_of  # noqa: E402
 from dlbench.identity import BERT_DIR_PATTERN, BERT_TEXT_PATTERN, IMAGENET_DIR, LLAMA_DIR  # noqa: E402
 from dlbench.identity import AGGREGATE_DIR, AGGREGATE_RECORDS, AGGREGATE_SUMMARY, AGGREGATE_ENVIRONMENT  # noqa: E402
 from dlbench.identity import PUBLISHED_MANIFEST, REPORTS_DIR  # noqa: E402
 from dlbench.identity import WILDCARDS as RUN_WILDCARDS  # noqa: E402
-from dlbench.study import dataset_of, settings_leaves  # noqa: E402
-from dlbench.venvs import MARKER  # noqa: E402
-from dlbench.software import ShellWord, Software  # noqa: E402
-from dlbench.imports import expand_paths  # noqa: E402
 from dlbench import layout  # noqa: E402
-from dlbench.harness.spec import command_line  # noqa: E402
+from dlbench.imports import expand_paths  # noqa: E402
+from dlbench.software import ShellWord, Software  # noqa: E402
+from dlbench.study import settings_leaves  # noqa: E402
+from dlbench.venvs import MARKER  # noqa: E402
 
 ENVS_DIR = Path(workflow.basedir, "envs")
 # The Snakemake that plans the jobs, not a job's own (a local job's, a SLURM job's).
@@ -42,7 +39,6 @@ STUDY, STUDY_FILES = session.read_study(
     config, STUDY_PATHS, Path(PACKAGE_DIR, "schemas", "config.schema.yaml"), ENVS_DIR, Path.cwd()
 )
 SETTINGS = STUDY.config
-VENV_DIR = Path(SETTINGS["software"]["venv_dir"])
 # With --sdm conda, Snakemake activates envs/<framework>.yaml; otherwise the workflow builds it (uv).
 USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
 USE_APPTAINER = DeploymentMethod.APPTAINER in workflow.deployment_settings.deployment_method
@@ -66,10 +62,10 @@ if PLANS and not MAINTENANCE_ONLY:
     )
 # A timed run's SLURM time limit: its own timeout plus this, so the harness's limit strikes first.
 RUNTIME_MARGIN_MINUTES = 5
+SEARCH_PROBES = 12  # a search's SLURM time limit: this many probes, each within the configuration's timeout
 
-
-RUNNERS = SETTINGS["runners"]
-TELEMETRY = SETTINGS["telemetry"]
+# ---- what the rules read
+VENV_DIR = Path(SETTINGS["software"]["venv_dir"])
 CONTAINERS = SETTINGS["software"]["container"]
 # Which Python each command runs dlbench with, and which environment a job waits for.
 SOFTWARE = Software(
@@ -80,14 +76,21 @@ SOFTWARE = Software(
     use_conda=USE_CONDA,
     site_python=SETTINGS["software"]["python"],
     containers=CONTAINERS,
-    runners=RUNNERS,
+    runners=SETTINGS["runners"],
     interpreters=INTERPRETERS,
 )
 env_spec = SOFTWARE.env_spec
 run_module = SOFTWARE.run_module  # shell words that run a dlbench module in an environment
 STUDY_ENV_MARKERS = SOFTWARE.study_env_markers(STUDY.frameworks())  # their package lists go into the report
+PLAN = plan.Plan(STUDY)  # the runs and batch-size searches
+gpu_gres = PLAN.gpu_gres
+SEARCH_RESULTS = PLAN.search_results()
+IMPORTS = {entry["name"]: entry for entry in SETTINGS["imports"]}
+IMPORT_RECORDS = [f"results/imports/{name}.jsonl" for name in IMPORTS]
+AGGREGATED_LIST = PLAN.aggregated_list(IMPORT_RECORDS)  # what the aggregate read, named for this study
 
 
+# ---- input functions: a job's wildcards to its values
 def run_env_input(wildcards):
     return SOFTWARE.run_env_input(wildcards.framework)
 
@@ -106,147 +109,35 @@ def output_dir(wildcards, output):
     return str(Path(output[0]).parent)
 
 
-# ---- imported logs (workflow/rules/imports.smk)
-IMPORTS = {entry["name"]: entry for entry in SETTINGS["imports"]}
-IMPORT_RECORDS = [f"results/imports/{name}.jsonl" for name in IMPORTS]
-
-
 def import_files(wildcards):
     """The files of one import entry: a changed or added log re-parses that entry."""
     return [str(path) for path in expand_paths(IMPORTS[wildcards.name]["paths"])]
 
 
 def configuration(wildcards):
-    """The configuration of a run (or of a batch-size search: its first configuration at batch_size max)."""
-    config_id = config_id_of(wildcards)
-    found = STUDY.configurations.get(config_id) or STUDY.searches().get(config_id) or found_configuration(config_id)
-    if found is None:
-        raise ValueError(f"{config_id} is not a configuration of this study")
-    return found
-
-
-# ---- batch_size: max (workflow/rules/search.smk)
-MEMORY_LIMIT_GB = SETTINGS["platform"].get("memory_limit_gb")
-SEARCH_PROBES = 12  # a search's SLURM time limit: this many probes, each within the configuration's timeout
-
-
-def found_size(search):
-    """The batch size a finished search found, None when it found none (it says why: oom, error, ...)."""
-    result = json.loads(Path(identity.search_path(search)).read_text())
-    return result["batch_size"] if result["status"] == "ok" else None
-
-
-def found_configuration(config_id):
-    """A configuration at the size its search found (bs96-...): the one at batch_size max, at that size."""
-    try:
-        at_max = STUDY.configurations.get(identity.with_batch_size(config_id, identity.MAX))
-    except identity.IdentityError:
-        return None
-    if at_max is None or not Path(identity.search_path(at_max.search_id)).exists():
-        return None
-    size = found_size(at_max.search_id)
-    found = replace(at_max, batch_size=size) if size is not None else None
-    return found if found is not None and found.config_id == config_id else None
-
-
-def search_results(wildcards=None):
-    """Every batch-size search of the study (their results go into the report's data)."""
-    return [identity.search_path(search) for search in STUDY.searches()]
-
-
-def aggregated_list():
-    """The aggregate's list of what it read, named by the hash of the files the study names before any search (run
-    logs, MLPerf logs, searches, imports): another study's aggregate, or one of another set of runs, lacks this
-    file, so the aggregate runs again, also where Snakemake's records (.snakemake/) are gone."""
-    known = sorted(STUDY.run_logs() + STUDY.mlperf_logs() + search_results() + IMPORT_RECORDS)
-    return f"{AGGREGATE_DIR}/inputs-{hashlib.sha256(chr(10).join(known).encode()).hexdigest()[:16]}.txt"
-
-
-def found_run_logs(wildcards):
-    """The runs of each batch_size max configuration at the size its search found, once the search is done (a
-    checkpoint); the study's other runs are known from the start (STUDY.run_logs). A search that found none (oom,
-    error) adds no run; its result is in the report."""
-    logs = []
-    for c in STUDY.configurations.values():
-        if c.is_max:
-            model, framework, topology, variant = c.search_id.split("/")
-            checkpoints.batch_search.get(model=model, framework=framework, topology=topology, variant=variant)
-            size = found_size(c.search_id)
-            if size is not None:
-                logs += replace(c, batch_size=size).run_logs()
-    return [log for log in dict.fromkeys(logs) if log not in STUDY.run_logs()]  # a size the study lists too
-
-
-def search_arguments(wildcards):
-    """The search's command line: how to probe (the configuration without batch size and steps, on one node),
-    its multiple and cap. A changed setting that affects memory changes it and reruns the search."""
-    c = replace(configuration(wildcards), topology=wildcards.topology)
-    search = {"search_id": c.config_id, "multiple": c.batch_size_multiple}
-    if c.max_batch_size:
-        search["max_batch_size"] = c.max_batch_size
-    return shlex.join(command_line(search | harness_options(c)))
-
-
-def run_arguments(wildcards):
-    """The harness command line of a run; a changed setting changes it and reruns only this run."""
-    c = configuration(wildcards)
-    if c.is_max:
-        raise ValueError(f"{c.config_id}: batch_size max runs at the size its search finds (bs<N>), not as bsmax")
-    return shlex.join(command_line(harness_options(c, wildcards.repeat)))
-
-
-def harness_options(c, repeat=None):
-    """The harness options of a configuration, in command-line order (spelled by spec.command_line): a run's,
-    or with no repeat its batch-size search's, whose probes choose their own batch size and steps. An option
-    whose setting is at its default (no strategy, no memory budget, no telemetry, no runner, throughput) is
-    left out, so that a run's command line changes only when a setting of that run does."""
-    run = repeat is not None
-    options = {"framework": c.framework, "model": c.model, "topology": c.topology}
-    if run:
-        options["batch_size"] = c.batch_size
-    options |= {"precision": c.precision, "compiler": bool(c.compiler)}
-    if isinstance(c.compiler, str):
-        options["compiler_mode"] = c.compiler
-    options["data"] = c.data
-    if c.is_bert:
-        options |= {"seq_length": c.seq_length, "optimizer": c.optimizer, "grad_clip": c.grad_clip}
-    elif c.is_llama:
-        options |= {"seq_length": c.seq_length, "activation_checkpointing": c.activation_checkpointing}
-    else:
-        options["image_size"] = c.image_size
-    if dataset_dir(c):
-        options["data_dir"] = dataset_dir(c)
-    # The strategy changes the memory a rank needs (FSDP shards the model): a search's probes run with it too.
-    if c.strategy != "auto":
-        options["strategy"] = c.strategy
-    if run:
-        options["warmup_steps"] = c.warmup_steps
-        if c.warmup_steps == "auto":  # the bound matters only to auto warm-up
-            options["max_warmup_steps"] = c.max_warmup_steps
-        options |= {"measured_steps": c.measured_steps, "repeat": repeat, "config_id": c.config_id}
-    options |= {"device": SETTINGS["platform"]["device"], "timeout_s": float(c.timeout_minutes * 60)}
-    if MEMORY_LIMIT_GB:  # the CPU memory budget of every rank (platform.memory_limit_gb)
-        options["memory_limit_gb"] = float(MEMORY_LIMIT_GB)
-    if run and TELEMETRY["enabled"]:
-        options["telemetry_ms"] = TELEMETRY["interval_ms"]
-    if c.framework in RUNNERS:  # a runner's definition, for the harness to run instead of a framework's ranks
-        options["runner"] = json.dumps(RUNNERS[c.framework], sort_keys=True)
-    if run and c.quality:
-        # time to quality: each run its own fixed seed (MLPerf's runs differ in seed; the olympic mean needs spread)
-        options |= {"quality": c.quality, "seed": int(repeat) - 1}
-    return options
-
-
-def dataset_dir(c):
-    """Where the prepared data of a `data: real` configuration lives (workflow/rules/data.smk)."""
-    name = dataset_of(c)
-    return identity.dataset_dir(name, c.seq_length) if name else None
+    return PLAN.configuration(config_id_of(wildcards))
 
 
 def dataset_ready(wildcards):
-    """A real-data run waits for its dataset to be prepared and verified."""
-    directory = dataset_dir(configuration(wildcards))
-    return [f"{directory}/verified.txt"] if directory else []
+    return plan.dataset_ready(configuration(wildcards))
+
+
+def search_arguments(wildcards):
+    return PLAN.search_arguments(config_id_of(wildcards), wildcards.topology)
+
+
+def run_arguments(wildcards):
+    return PLAN.run_arguments(config_id_of(wildcards), wildcards.repeat)
+
+
+def found_run_logs(wildcards):
+    return PLAN.found_run_logs(wait_for_search)
+
+
+def wait_for_search(search_id):
+    """Snakemake's checkpoint of a batch-size search: stops the input function until the search is done."""
+    model, framework, topology, variant = search_id.split("/")
+    checkpoints.batch_search.get(model=model, framework=framework, topology=topology, variant=variant)
 
 
 def max_attempts(wildcards):
@@ -254,14 +145,6 @@ def max_attempts(wildcards):
     writes the failure record on the last one."""
     settings = workflow.execution_settings  # None while parsing and in dry runs
     return retries.max_attempts(workflow.remote_exec, settings.retries if settings else None)
-
-
-def gpu_gres(c):
-    """GPUs per node for a CUDA run's SLURM job: one per device (gres is per node)."""
-    if SETTINGS["platform"]["device"] != "cuda":
-        return ""
-    model = SETTINGS["platform"].get("gpu_model")
-    return f"gpu:{model}:{c.devices_per_node}" if model else f"gpu:{c.devices_per_node}"
 
 
 # ---- onstart, onsuccess, onerror (Snakefile)
