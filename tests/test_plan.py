@@ -1,6 +1,7 @@
 """A study's jobs without Snakemake: the configuration a job's ids name (a search's size found from its result
-file) and the harness command lines of runs and searches (dlbench.plan). The expected command lines are those
-the workflow's dry runs of the shipped studies print."""
+file), the harness command lines of runs and searches (dlbench.plan), and the data-preparation jobs' inputs and
+arguments (dlbench.data_plan). The expected command lines are those the workflow's dry runs of the shipped
+studies print."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import yaml
 
 from conftest import REPO
 from dlbench import identity, plan
+from dlbench.data_plan import DataPlan
 from dlbench.study import load_study
 
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
@@ -127,3 +129,72 @@ def test_gpus_per_node_under_slurm():
     assert jobs.gpu_gres(c) == f"gpu:{c.devices_per_node}"
     jobs.settings["platform"]["gpu_model"] = "h100"
     assert jobs.gpu_gres(c) == f"gpu:h100:{c.devices_per_node}"
+
+
+# ---- prepared data
+def test_the_samples_preparation_arguments():
+    data = DataPlan(study(REPO / "config.yaml").config["datasets"])
+    assert data.sample_imagenet_arguments() == "--classes 10 --train-per-class 30 --validation-per-class 5"
+    assert data.imagenet_inputs() == ["resources/sample/imagenet/sample.json"]
+    tree = "resources/sample/imagenet"
+    assert data.imagenet_arguments() == (
+        f"--train-dir {tree}/train --validation-dir {tree}/validation --validation-labels "
+        f"{tree}/validation_labels.txt --synsets {tree}/synsets.txt --metadata {tree}/metadata.txt "
+        f"--bounding-boxes {tree}/bounding_boxes.csv --train-shards 8 --validation-shards 2 --seed 12345"
+    )
+    wiki = "resources/sample/bert/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
+    assert data.bert_inputs() == [wiki]
+    assert data.bert_dumps() == {"enwiki-latest-pages-articles1": wiki}
+    assert data.bert_text_files() == ["results/data/bert/text/enwiki-latest-pages-articles1.txt"]
+    assert data.bert_vocab() == "resources/sample/bert/vocab.txt"
+    assert data.bert_shard_arguments(128) == (
+        "--max-seq-length 128 --max-predictions 20 --dupe-factor 5 --seed 12345 --shards 4 --do-lower-case"
+    )
+    assert data.bert_group_manifests("128") == [
+        "results/data/bert/seq128/manifest.group-00000-of-00002.json",
+        "results/data/bert/seq128/manifest.group-00001-of-00002.json",
+    ]
+    assert data.llama_arguments() == "--vocab-size 8192 --shards 4"
+    # Options beyond the defaults: only where set, so that data prepared before they existed is not made again.
+    ttq = DataPlan(study(STUDIES / "time-to-quality-cpu.yaml").config["datasets"])
+    assert ttq.sample_imagenet_arguments() == (
+        "--classes 10 --train-per-class 60 --validation-per-class 20 --photo-per-class --long-side 64 96"
+    )
+
+
+def test_the_users_own_data(tmp_path):
+    raw = tmp_path / "my data"
+    for name in ("train", "validation"):
+        (raw / name).mkdir(parents=True)
+    (raw / "synsets.txt").write_text("n01440764\n")
+    (raw / "corpus.txt").write_text("One sentence. Another.\n")
+    (raw / "dump.xml.bz2").write_bytes(b"")
+    (raw / "vocab.txt").write_text("[PAD]\n")
+    the_study = study(
+        text=f"""\
+        matrix: {{framework: [pytorch], model: [resnet50, bert_tiny], topology: ["1x1"], batch_size: [2],
+                  data: [real]}}
+        datasets:
+          imagenet: {{source: raw, train_dir: {raw}/train, validation_dir: {raw}/validation,
+                      synsets: {raw}/synsets.txt, recordio: true}}
+          bert: {{source: raw, inputs: [{raw}/corpus.txt, {raw}/dump.xml.bz2], vocab: {raw}/vocab.txt,
+                  lower_case: false, whole_word_mask: true, random_doc_block: 64, shuffle_buffer: 0, jobs: 8}}
+        """,
+        base_dir=tmp_path,
+    )
+    data = DataPlan(the_study.config["datasets"])
+    assert data.imagenet_inputs() == [f"{raw}/train", f"{raw}/validation", f"{raw}/synsets.txt"]
+    assert shlex.split(data.imagenet_arguments()) == [  # a path with a space: one word
+        *("--train-dir", f"{raw}/train", "--validation-dir", f"{raw}/validation", "--synsets", f"{raw}/synsets.txt"),
+        *("--train-shards", "1024", "--validation-shards", "128", "--seed", "12345", "--recordio"),
+    ]
+    assert data.bert_dumps() == {"dump": f"{raw}/dump.xml.bz2"}
+    assert data.bert_text_files() == [f"{raw}/corpus.txt", "results/data/bert/text/dump.txt"]
+    assert data.bert_vocab() == f"{raw}/vocab.txt"
+    assert data.bert_shard_arguments(512) == (
+        "--max-seq-length 512 --max-predictions 80 --dupe-factor 10 --seed 12345 --shards 64 --no-do-lower-case "
+        "--whole-word-mask --random-doc-block 64 --shuffle-buffer 0"
+    )
+    assert len(data.bert_group_manifests(512)) == 8
+    bert = next(c for c in the_study.configurations.values() if c.model == "bert_tiny")
+    assert plan.dataset_ready(bert) == ["results/data/bert/seq128/verified.txt"]

@@ -1,8 +1,7 @@
 # The study and the values the rules read, made once while Snakemake parses the workflow (core environment). What the
 # Snakemake that plans does itself is dlbench.session's, each step called once below, in order; what the jobs run
-# comes from dlbench.plan (runs, searches) and dlbench.software (which Python).
+# comes from dlbench.plan (runs, searches), dlbench.data_plan (prepared data) and dlbench.software (which Python).
 # The input functions here only map a job's wildcards to those.
-import shlex
 import sys
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from dlbench.identity import BERT_DIR_PATTERN, BERT_TEXT_PATTERN, IMAGENET_DIR, 
 from dlbench.identity import AGGREGATE_DIR, AGGREGATE_RECORDS, AGGREGATE_SUMMARY, AGGREGATE_ENVIRONMENT  # noqa: E402
 from dlbench.identity import PUBLISHED_MANIFEST, REPORTS_DIR  # noqa: E402
 from dlbench.identity import WILDCARDS as RUN_WILDCARDS  # noqa: E402
-from dlbench import layout  # noqa: E402
+from dlbench.data_plan import BERT_SAMPLE_VOCAB, BERT_SAMPLE_WIKI, DataPlan  # noqa: E402
 from dlbench.imports import expand_paths  # noqa: E402
 from dlbench.software import ShellWord, Software  # noqa: E402
 from dlbench.study import settings_leaves  # noqa: E402
@@ -88,6 +87,7 @@ SEARCH_RESULTS = PLAN.search_results()
 IMPORTS = {entry["name"]: entry for entry in SETTINGS["imports"]}
 IMPORT_RECORDS = [f"results/imports/{name}.jsonl" for name in IMPORTS]
 AGGREGATED_LIST = PLAN.aggregated_list(IMPORT_RECORDS)  # what the aggregate read, named for this study
+DATA = DataPlan(SETTINGS["datasets"])  # data preparation's inputs and arguments
 
 
 # ---- input functions: a job's wildcards to its values
@@ -102,6 +102,10 @@ def run_conda_env(wildcards):
 def run_container(wildcards):
     """With --sdm apptainer: the framework's image (software.container); none: the run is not in a container."""
     return CONTAINERS.get(wildcards.framework)
+
+
+def dataprep_env(wildcards):
+    return [] if USE_CONDA else SOFTWARE.env_marker("dataprep")
 
 
 def output_dir(wildcards, output):
@@ -170,109 +174,3 @@ def print_problems():
 
 def print_report_location():
     session.print_report_location(PUBLISHED_MANIFEST)
-
-
-# ---- prepared datasets (workflow/rules/data.smk)
-DATASETS = SETTINGS["datasets"]
-IMAGENET = DATASETS["imagenet"]
-BERT_DATA = DATASETS["bert"]
-
-
-def dataprep_env(wildcards):
-    return [] if USE_CONDA else SOFTWARE.env_marker("dataprep")
-
-
-def sample_imagenet_options():
-    """The sample's options beyond the counts, only where not default (so existing data is not remade)."""
-    sample = IMAGENET["sample"]
-    options = " --photo-per-class" if sample["photo_per_class"] else ""
-    if list(sample["long_side"]) != [480, 640]:
-        options += " --long-side {} {}".format(*sample["long_side"])
-    return options
-
-
-def imagenet_raw_inputs():
-    """The converter's input arguments: the sample tree, or the user's raw ImageNet."""
-    if IMAGENET["source"] == "sample":
-        tree = "resources/sample/imagenet"
-        return {
-            "train_dir": f"{tree}/train",
-            "validation_dir": f"{tree}/validation",
-            "validation_labels": f"{tree}/validation_labels.txt",
-            "synsets": f"{tree}/synsets.txt",
-            "metadata": f"{tree}/metadata.txt",
-            "bounding_boxes": f"{tree}/bounding_boxes.csv",
-        }
-    keys = ("train_dir", "validation_dir", "validation_labels", "synsets", "metadata", "bounding_boxes")
-    return {k: IMAGENET[k] for k in keys if k in IMAGENET}
-
-
-def imagenet_arguments(wildcards, input):
-    raw = imagenet_raw_inputs()
-    args = [f"--{key.replace('_', '-')} {shlex.quote(str(path))}" for key, path in raw.items()]
-    args += [
-        f"--train-shards {IMAGENET['train_shards']}",
-        f"--validation-shards {IMAGENET['validation_shards']}",
-        f"--seed {DATASETS['seed']}",
-    ]
-    if IMAGENET["recordio"]:
-        args.append("--recordio")
-    return " ".join(args)
-
-
-from dlbench.harness.spec import default_max_predictions  # noqa: E402
-from dlbench.sample_wheels import VOCAB_IN_WHEEL, WIKI_IN_WHEEL  # noqa: E402
-
-BERT_SAMPLE_VOCAB = VOCAB_IN_WHEEL[1]
-BERT_SAMPLE_WIKI = WIKI_IN_WHEEL[1]
-
-
-def bert_inputs():
-    """The corpus files: gensim's Wikipedia excerpt (sample) or the user's text files and dumps."""
-    if BERT_DATA["source"] == "sample":
-        return [f"resources/sample/bert/{Path(BERT_SAMPLE_WIKI).name}"]
-    return list(BERT_DATA["inputs"])
-
-
-def _is_dump(path):
-    return any(str(path).endswith(ext) for ext in (".xml.bz2", ".xml.gz", ".xml", ".bz2"))
-
-
-def bert_dumps():
-    """Wikipedia dumps among the inputs, by the name of their text file (results/data/bert/text/<name>.txt)."""
-    return {Path(p).name.split(".")[0]: p for p in bert_inputs() if _is_dump(p)}
-
-
-def bert_text_files(wildcards=None):
-    """Text the shards are made of: plain text inputs as they are, dumps converted by `wikipedia_text`."""
-    names = {p: n for n, p in bert_dumps().items()}
-    return [BERT_TEXT_PATTERN.format(name=names[p]) if p in names else p for p in bert_inputs()]
-
-
-def bert_vocab(wildcards=None):
-    if "vocab" in BERT_DATA:
-        return BERT_DATA["vocab"]
-    return f"resources/sample/bert/{Path(BERT_SAMPLE_VOCAB).name}"
-
-
-def bert_shard_arguments(wildcards):
-    seq = int(wildcards.seq)
-    args = [
-        f"--max-seq-length {seq} --max-predictions {default_max_predictions(seq)}",
-        f"--dupe-factor {BERT_DATA['dupe_factor']} --seed {DATASETS['seed']} --shards {BERT_DATA['shards']}",
-        "--do-lower-case" if BERT_DATA["lower_case"] else "--no-do-lower-case",
-    ]
-    if BERT_DATA["whole_word_mask"]:
-        args.append("--whole-word-mask")
-    # the streaming settings, only when set: the shell command (and so the shards) of other studies unchanged
-    args += [
-        f"--{key.replace('_', '-')} {BERT_DATA[key]}"
-        for key in ("random_doc_block", "shuffle_buffer")
-        if key in BERT_DATA
-    ]
-    return " ".join(args)
-
-
-def bert_group_manifests(seq):
-    groups = min(BERT_DATA["jobs"], BERT_DATA["shards"])
-    return [f"{BERT_DIR_PATTERN.format(seq=seq)}/{layout.group_manifest(g, groups)}" for g in range(groups)]
