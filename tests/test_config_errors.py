@@ -32,7 +32,7 @@ def in_tmp_path(tmp_path, monkeypatch):
 
 
 def load(tmp_path: Path, text: str):
-    """The study written to study.yaml, loaded as common.smk does (Snakemake's parse, then dlbench's)."""
+    """The study written to study.yaml, loaded as the workflow does (Snakemake's parse, then dlbench's)."""
     path = tmp_path / "study.yaml"
     path.write_text(textwrap.dedent(text))
     try:

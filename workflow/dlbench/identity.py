@@ -169,8 +169,9 @@ def mlperf_log(config: str, repeat: int, runs_dir: str = RUNS_DIR) -> str:
     return f"{runs_dir}/{config}/rep{repeat}.mlperf.log"
 
 
-def dataset_dir(dataset: str, seq_length: int) -> str:
-    """The directory of a prepared dataset: ImageNet's, Llama's token shards, or BERT's at a sequence length."""
+def dataset_dir(dataset: str, seq_length: int | None) -> str:
+    """The directory of a prepared dataset: ImageNet's, Llama's token shards, or BERT's at a sequence length (a
+    BERT configuration always has one)."""
     if dataset == "llama":
         return LLAMA_DIR
     return IMAGENET_DIR if dataset == "imagenet" else BERT_DIR_PATTERN.format(seq=seq_length)

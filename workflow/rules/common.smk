@@ -1,12 +1,9 @@
-# Study loading and the helpers the rules share. Runs at parse time, in the core environment.
-import hashlib
-import json
-import os
-import shlex
+# The study and the values the rules read, made once while Snakemake parses the workflow (core environment). What the
+# Snakemake that plans does itself is dlbench.session's, each step called once below, in order; what the jobs run
+# comes from dlbench.plan (runs, searches), dlbench.data_plan (prepared data) and dlbench.software (which Python).
+# The input functions here only map a job's wildcards to those.
 import sys
-from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
 
 from snakemake.exceptions import WorkflowError
 from snakemake.settings.types import DeploymentMethod
@@ -16,113 +13,40 @@ from snakemake.settings.types import DeploymentMethod
 PACKAGE_DIR = str(Path(workflow.basedir, "workflow"))
 sys.path.insert(0, PACKAGE_DIR)
 
-from dlbench import identity, problems, retries, stale_lock  # noqa: E402
+from dlbench import identity, plan, retries, session  # noqa: E402
 from dlbench.identity import MLPERF_LOG_PATTERN, RUN_LOG_PATTERN, SEARCH_PATTERN, config_id_of  # noqa: E402
 from dlbench.identity import BERT_DIR_PATTERN, BERT_TEXT_PATTERN, IMAGENET_DIR, LLAMA_DIR  # noqa: E402
 from dlbench.identity import AGGREGATE_DIR, AGGREGATE_RECORDS, AGGREGATE_SUMMARY, AGGREGATE_ENVIRONMENT  # noqa: E402
 from dlbench.identity import PUBLISHED_MANIFEST, REPORTS_DIR  # noqa: E402
 from dlbench.identity import WILDCARDS as RUN_WILDCARDS  # noqa: E402
-from dlbench.study import ConfigError, dataset_of, settings_leaves  # noqa: E402
-from dlbench.venvs import env_prefix, MARKER  # noqa: E402
+from dlbench.data_plan import BERT_SAMPLE_VOCAB, BERT_SAMPLE_WIKI, DataPlan  # noqa: E402
 from dlbench.imports import expand_paths  # noqa: E402
-from dlbench import layout  # noqa: E402
-from dlbench.harness.lifeline import OWNER_ENV  # noqa: E402
-from dlbench.harness.spec import INTERPRETER_ENV, TELEMETRY_PYTHON_ENV, command_line  # noqa: E402
-from dlbench.configfile import StudyFile, StudyFileError, load_study_files, locate  # noqa: E402
-from dlbench import interpreters  # noqa: E402
+from dlbench.software import ShellWord, Software  # noqa: E402
+from dlbench.study import settings_leaves  # noqa: E402
+from dlbench.venvs import MARKER  # noqa: E402
 
 ENVS_DIR = Path(workflow.basedir, "envs")
-# The harness of a run dies with this Snakemake process, even when it is SIGKILLed (its shell would not):
-# dlbench.harness.lifeline watches the process named here. Jobs inherit the environment.
-os.environ[OWNER_ENV] = str(os.getpid())
-if not workflow.remote_exec and not workflow.subprocess_exec:
-    # A lock left by a killed Snakemake is removed here, so resuming is one plain command (dlbench.stale_lock).
-    ALIVE_FD, STALE_LOCK_REMOVED = stale_lock.hold(Path(".snakemake"))
-    if STALE_LOCK_REMOVED:
-        print("dlbench: removed the lock of a Snakemake that no longer runs (.snakemake/locks)", file=sys.stderr)
-    elif any(Path(".snakemake", "locks").glob("*.lock")) and (LIVE := stale_lock.holders(Path(".snakemake"))):
-        # Snakemake's own advice for a locked directory is `--unlock`: wrong while the lock's owner runs.
-        print(
-            f"dlbench: a Snakemake is running in this directory and holds its lock (.snakemake/locks): "
-            f"{'; '.join(LIVE)}. Where this one stops with \"Directory cannot be locked\", do not run "
-            "`snakemake --unlock` (two Snakemakes would write the same files): wait for that one to end, or "
-            "stop it, then run this command again",
-            file=sys.stderr,
-        )
-# A --configfile is a whole study: it replaces config.yaml rather than being merged into it
-# (merged, a study would silently inherit the default's axes, e.g. its precisions).
+# The Snakemake that plans the jobs, not a job's own (a local job's, a SLURM job's).
+PLANS = not workflow.remote_exec and not workflow.subprocess_exec
+session.mark_owner()
+if PLANS:
+    ALIVE_FD = session.claim_directory(Path(".snakemake"))
 if workflow.config_settings.configfiles:
-    config.clear()
-    config.update(workflow.config_settings.overwrite_config)
-# The study's files are read again by dlbench: a key given twice is an error, every problem names its line.
+    session.replace_config(config, workflow.config_settings.overwrite_config)
 STUDY_PATHS = workflow.config_settings.configfiles or [DEFAULT_CONFIGFILE]
-try:
-    STUDY = load_study_files(
-        config, STUDY_PATHS, Path(PACKAGE_DIR, "schemas", "config.schema.yaml"), ENVS_DIR, Path.cwd()
-    )
-except (ConfigError, StudyFileError) as error:
-    # A user error: say what and where, no traceback, before any job is built.
-    problems = str(error).replace("\n", "\n  ")
-    sys.exit(f"dlbench: invalid configuration:\n  {problems}")
-for warning in STUDY.warnings:
-    print(f"dlbench: warning: {warning}", file=sys.stderr)
-STUDY_FILES = [StudyFile(path) for path in STUDY_PATHS if Path(path).exists()]  # to place later problems
-
+STUDY, STUDY_FILES = session.read_study(
+    config, STUDY_PATHS, Path(PACKAGE_DIR, "schemas", "config.schema.yaml"), ENVS_DIR, Path.cwd()
+)
 SETTINGS = STUDY.config
-VENV_DIR = Path(SETTINGS["software"]["venv_dir"])
 # With --sdm conda, Snakemake activates envs/<framework>.yaml; otherwise the workflow builds it (uv).
 USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
 USE_APPTAINER = DeploymentMethod.APPTAINER in workflow.deployment_settings.deployment_method
-# Frameworks whose runs use a site's interpreter or a container image instead of an environment built here.
-SITE_PYTHON = SETTINGS["software"]["python"]
-CONTAINERS = SETTINGS["software"]["container"]
-INTERPRETERS = {}  # framework -> dlbench.interpreters.Interpreter, probed once by the Snakemake that plans
-if CONTAINERS and not USE_APPTAINER and not workflow.remote_exec:
-    names = ", ".join(f"software.container.{name}" for name in sorted(CONTAINERS))
-    sys.exit(
-        f"dlbench: invalid configuration:\n  {names}: an image runs only with --sdm apptainer (Snakemake's "
-        "own container support); without it these runs would use another build. Add --sdm apptainer, or "
-        "remove the entry"
-    )
-NO_GPU_SEEN = []  # device cuda, an interpreter that sees no GPU here: refused when the runs are local (onstart)
-if SITE_PYTHON and not workflow.remote_exec and not workflow.subprocess_exec:
-    try:
-        INTERPRETERS, NO_GPU_SEEN = interpreters.check(
-            SITE_PYTHON, STUDY.frameworks(), SETTINGS["platform"]["device"], PACKAGE_DIR
-        )
-    except ConfigError as error:
-        problems = "\n  ".join(locate(problem, STUDY_FILES) for problem in str(error).splitlines())
-        sys.exit(f"dlbench: invalid configuration:\n  {problems}")
-    NO_GPU_SEEN = [locate(problem, STUDY_FILES) for problem in NO_GPU_SEEN]
-    for framework, interpreter in INTERPRETERS.items():
-        print(f"dlbench: {framework} runs with {interpreter.python} ({interpreter.identity})", file=sys.stderr)
-# Frameworks without a study interpreter (those were asked above): this machine is asked instead.
-BUILT_FOR_CUDA = [fw for fw in STUDY.frameworks() if fw not in SITE_PYTHON]
-if (
-    SETTINGS["platform"]["device"] == "cuda"
-    and BUILT_FOR_CUDA
-    and not workflow.remote_exec
-    and not workflow.subprocess_exec
-):
-    if absent := interpreters.no_gpu_here():
-        NO_GPU_SEEN.append(
-            locate(
-                f"platform.device: cuda, but this machine has no GPU ({absent}): every run of "
-                f"{', '.join(BUILT_FOR_CUDA)} here would be unsupported",
-                STUDY_FILES,
-            )
-        )
-# Which executor runs the jobs is known only once they start (onstart): until then, say it.
-for problem in NO_GPU_SEEN:
-    print(
-        f"dlbench: warning: {problem}; refused when the runs are on this machine, not when they go to "
-        "other nodes (SLURM)",
-        file=sys.stderr,
-    )
+# software.python probed (framework -> dlbench.interpreters.Interpreter), device cuda that sees no GPU (onstart)
+INTERPRETERS, NO_GPU_SEEN = session.check_software(
+    STUDY, STUDY_FILES, PACKAGE_DIR, USE_APPTAINER, workflow.remote_exec, workflow.subprocess_exec
+)
 CORE_PYTHON = sys.executable
-# The telemetry sampler runs with the core python (psutil, nvidia-ml-py): jobs inherit it from the environment,
-# so a moved core environment does not change any run's command line.
-os.environ[TELEMETRY_PYTHON_ENV] = CORE_PYTHON
+session.export_core_python(CORE_PYTHON)
 # `threads:` of the rules that take the whole machine. Snakemake's maintenance commands (--unlock,
 # --cleanup-metadata, --list-*, --report) run no job and need no --cores; workflow.cores raises then.
 try:
@@ -131,80 +55,48 @@ try:
 except WorkflowError:
     ALL_CORES = 1
     MAINTENANCE_ONLY = True
-# A run log damaged after its run (its last line not a readable summary) is set aside as <log>.damaged, so its run
-# is redone (dlbench.problems); only by the Snakemake that runs jobs, not by a dry run or a maintenance command.
-if not workflow.remote_exec and not workflow.subprocess_exec and not MAINTENANCE_ONLY:
-    if workflow.output_settings.dryrun:
-        for path in problems.damaged_run_logs(identity.RUNS_DIR):
-            print(
-                f"dlbench: {path}: damaged (its last line is not a readable summary): a run redoes it", file=sys.stderr
-            )
-    else:
-        for line in problems.set_aside_damaged(identity.RUNS_DIR, [AGGREGATE_RECORDS, PUBLISHED_MANIFEST]):
-            print(f"dlbench: {line}", file=sys.stderr)
+if PLANS and not MAINTENANCE_ONLY:
+    session.set_aside_damaged_run_logs(
+        identity.RUNS_DIR, [AGGREGATE_RECORDS, PUBLISHED_MANIFEST], workflow.output_settings.dryrun
+    )
 # A timed run's SLURM time limit: its own timeout plus this, so the harness's limit strikes first.
 RUNTIME_MARGIN_MINUTES = 5
+SEARCH_PROBES = 12  # a search's SLURM time limit: this many probes, each within the configuration's timeout
+
+# ---- what the rules read
+VENV_DIR = Path(SETTINGS["software"]["venv_dir"])
+CONTAINERS = SETTINGS["software"]["container"]
+# Which Python each command runs dlbench with, and which environment a job waits for.
+SOFTWARE = Software(
+    package_dir=PACKAGE_DIR,
+    envs_dir=ENVS_DIR,
+    venv_dir=VENV_DIR,
+    core_python=CORE_PYTHON,
+    use_conda=USE_CONDA,
+    site_python=SETTINGS["software"]["python"],
+    containers=CONTAINERS,
+    runners=SETTINGS["runners"],
+    interpreters=INTERPRETERS,
+)
+env_spec = SOFTWARE.env_spec
+run_module = SOFTWARE.run_module  # shell words that run a dlbench module in an environment
+STUDY_ENV_MARKERS = SOFTWARE.study_env_markers(STUDY.frameworks())  # their package lists go into the report
+PLAN = plan.Plan(STUDY)  # the runs and batch-size searches
+gpu_gres = PLAN.gpu_gres
+SEARCH_RESULTS = PLAN.search_results()
+IMPORTS = {entry["name"]: entry for entry in SETTINGS["imports"]}
+IMPORT_RECORDS = [f"results/imports/{name}.jsonl" for name in IMPORTS]
+AGGREGATED_LIST = PLAN.aggregated_list(IMPORT_RECORDS)  # what the aggregate read, named for this study
+DATA = DataPlan(SETTINGS["datasets"])  # data preparation's inputs and arguments
 
 
-def env_spec(framework):
-    return Path(ENVS_DIR, f"{framework}.yaml")
-
-
-def env_marker(framework):
-    """The offline environment of a framework: input of every rule that runs its code."""
-    return str(Path(env_prefix(VENV_DIR, env_spec(framework)), MARKER))
-
-
-RUNNERS = SETTINGS["runners"]
-TELEMETRY = SETTINGS["telemetry"]
-
-
-def run_env(framework):
-    """The environment a framework's runs use: envs/<framework>.yaml, or a runner's `env` (core: dlbench's own)."""
-    return RUNNERS[framework]["env"] if framework in RUNNERS else framework
-
-
-def brings_own_python(framework):
-    """The framework's (or runner's) runs use an interpreter or image the study names, not a built environment."""
-    return framework in SITE_PYTHON or framework in CONTAINERS or "python" in RUNNERS.get(framework, {})
-
-
-def framework_python(framework):
-    """The Python of a framework's (or a runner's) environment: the study's interpreter, the image's `python`,
-    the workflow-built environment's, or conda's `python` with --sdm conda."""
-    if framework in RUNNERS and "python" in RUNNERS[framework]:
-        return RUNNERS[framework]["python"]
-    if framework in INTERPRETERS:
-        return INTERPRETERS[framework].python
-    if framework in SITE_PYTHON:
-        return SITE_PYTHON[framework]
-    if framework in CONTAINERS:
-        return "python"
-    env = run_env(framework)
-    if env == "core":
-        return CORE_PYTHON
-    return "python" if USE_CONDA else str(Path(env_prefix(VENV_DIR, env_spec(env)), "bin", "python"))
-
-
+# ---- input functions: a job's wildcards to its values
 def run_env_input(wildcards):
-    """A run waits for its offline environment to be built (nothing to wait for with conda, core or a python)."""
-    env = run_env(wildcards.framework)
-    if USE_CONDA or env == "core" or brings_own_python(wildcards.framework):
-        return []
-    return env_marker(env)
-
-
-def study_env_markers():
-    """The offline environments the study's runs use (their package lists go into the report)."""
-    if USE_CONDA:
-        return []
-    envs = {run_env(fw) for fw in STUDY.frameworks() if not brings_own_python(fw)} - {"core"}
-    return [env_marker(env) for env in sorted(envs)]
+    return SOFTWARE.run_env_input(wildcards.framework)
 
 
 def run_conda_env(wildcards):
-    """With --sdm conda: envs/<framework>.yaml, unless the study brings the framework's interpreter or image."""
-    return None if brings_own_python(wildcards.framework) else str(env_spec(run_env(wildcards.framework)))
+    return SOFTWARE.run_conda_env(wildcards.framework)
 
 
 def run_container(wildcards):
@@ -212,36 +104,13 @@ def run_container(wildcards):
     return CONTAINERS.get(wildcards.framework)
 
 
-def run_module(env, module):
-    """Shell words that run a dlbench module in an environment: "core" (this Snakemake's Python), a framework
-    or "dataprep" (envs/<name>.yaml: the offline venv, or conda's `python` with --sdm conda; the study's own
-    interpreter, whose build's identity (dlbench.interpreters) is in the words, so that a changed build reruns)."""
-    words = f"PYTHONPATH={shlex.quote(PACKAGE_DIR)} {shlex.quote(framework_python(env))} -m {module}"
-    if env in INTERPRETERS:
-        words = f"{INTERPRETER_ENV}={shlex.quote(INTERPRETERS[env].identity)} {words}"
-    return words
-
-
-class ShellWord:
-    """A path a rule's shell command takes as one word: formatted shell-quoted, so that spaces, quotes, `;` or
-    `$(...)` in it are never run. A shell template is left as it is, for Snakemake reruns a rule whose command
-    text changes; like a Path, Snakemake does not record this as a parameter."""
-
-    def __init__(self, value):
-        self.value = str(value)
-
-    def __str__(self):
-        return shlex.quote(self.value)
+def dataprep_env(wildcards):
+    return [] if USE_CONDA else SOFTWARE.env_marker("dataprep")
 
 
 def output_dir(wildcards, output):
     """The directory of a rule's first output (a tool's --out), taken from {output} rather than rebuilt."""
     return str(Path(output[0]).parent)
-
-
-# ---- imported logs (workflow/rules/imports.smk)
-IMPORTS = {entry["name"]: entry for entry in SETTINGS["imports"]}
-IMPORT_RECORDS = [f"results/imports/{name}.jsonl" for name in IMPORTS]
 
 
 def import_files(wildcards):
@@ -250,136 +119,29 @@ def import_files(wildcards):
 
 
 def configuration(wildcards):
-    """The configuration of a run (or of a batch-size search: its first configuration at batch_size max)."""
-    config_id = config_id_of(wildcards)
-    found = STUDY.configurations.get(config_id) or STUDY.searches().get(config_id) or found_configuration(config_id)
-    if found is None:
-        raise ValueError(f"{config_id} is not a configuration of this study")
-    return found
-
-
-# ---- batch_size: max (workflow/rules/search.smk)
-MEMORY_LIMIT_GB = SETTINGS["platform"].get("memory_limit_gb")
-SEARCH_PROBES = 12  # a search's SLURM time limit: this many probes, each within the configuration's timeout
-
-
-def found_size(search):
-    """The batch size a finished search found, None when it found none (it says why: oom, error, ...)."""
-    result = json.loads(Path(identity.search_path(search)).read_text())
-    return result["batch_size"] if result["status"] == "ok" else None
-
-
-def found_configuration(config_id):
-    """A configuration at the size its search found (bs96-...): the one at batch_size max, at that size."""
-    try:
-        at_max = STUDY.configurations.get(identity.with_batch_size(config_id, identity.MAX))
-    except identity.IdentityError:
-        return None
-    if at_max is None or not Path(identity.search_path(at_max.search_id)).exists():
-        return None
-    size = found_size(at_max.search_id)
-    found = replace(at_max, batch_size=size) if size is not None else None
-    return found if found is not None and found.config_id == config_id else None
-
-
-def search_results(wildcards=None):
-    """Every batch-size search of the study (their results go into the report's data)."""
-    return [identity.search_path(search) for search in STUDY.searches()]
-
-
-def aggregated_list():
-    """The aggregate's list of what it read, named by the hash of the files the study names before any search (run
-    logs, MLPerf logs, searches, imports): another study's aggregate, or one of another set of runs, lacks this
-    file, so the aggregate runs again, also where Snakemake's records (.snakemake/) are gone."""
-    known = sorted(STUDY.run_logs() + STUDY.mlperf_logs() + search_results() + IMPORT_RECORDS)
-    return f"{AGGREGATE_DIR}/inputs-{hashlib.sha256(chr(10).join(known).encode()).hexdigest()[:16]}.txt"
-
-
-def found_run_logs(wildcards):
-    """The runs of each batch_size max configuration at the size its search found, once the search is done (a
-    checkpoint); the study's other runs are known from the start (STUDY.run_logs). A search that found none (oom,
-    error) adds no run; its result is in the report."""
-    logs = []
-    for c in STUDY.configurations.values():
-        if c.is_max:
-            model, framework, topology, variant = c.search_id.split("/")
-            checkpoints.batch_search.get(model=model, framework=framework, topology=topology, variant=variant)
-            size = found_size(c.search_id)
-            if size is not None:
-                logs += replace(c, batch_size=size).run_logs()
-    return [log for log in dict.fromkeys(logs) if log not in STUDY.run_logs()]  # a size the study lists too
-
-
-def search_arguments(wildcards):
-    """The search's command line: how to probe (the configuration without batch size and steps, on one node),
-    its multiple and cap. A changed setting that affects memory changes it and reruns the search."""
-    c = replace(configuration(wildcards), topology=wildcards.topology)
-    search = {"search_id": c.config_id, "multiple": c.batch_size_multiple}
-    if c.max_batch_size:
-        search["max_batch_size"] = c.max_batch_size
-    return shlex.join(command_line(search | harness_options(c)))
-
-
-def run_arguments(wildcards):
-    """The harness command line of a run; a changed setting changes it and reruns only this run."""
-    c = configuration(wildcards)
-    if c.is_max:
-        raise ValueError(f"{c.config_id}: batch_size max runs at the size its search finds (bs<N>), not as bsmax")
-    return shlex.join(command_line(harness_options(c, wildcards.repeat)))
-
-
-def harness_options(c, repeat=None):
-    """The harness options of a configuration, in command-line order (spelled by spec.command_line): a run's,
-    or with no repeat its batch-size search's, whose probes choose their own batch size and steps. An option
-    whose setting is at its default (no strategy, no memory budget, no telemetry, no runner, throughput) is
-    left out, so that a run's command line changes only when a setting of that run does."""
-    run = repeat is not None
-    options = {"framework": c.framework, "model": c.model, "topology": c.topology}
-    if run:
-        options["batch_size"] = c.batch_size
-    options |= {"precision": c.precision, "compiler": bool(c.compiler)}
-    if isinstance(c.compiler, str):
-        options["compiler_mode"] = c.compiler
-    options["data"] = c.data
-    if c.is_bert:
-        options |= {"seq_length": c.seq_length, "optimizer": c.optimizer, "grad_clip": c.grad_clip}
-    elif c.is_llama:
-        options |= {"seq_length": c.seq_length, "activation_checkpointing": c.activation_checkpointing}
-    else:
-        options["image_size"] = c.image_size
-    if dataset_dir(c):
-        options["data_dir"] = dataset_dir(c)
-    # The strategy changes the memory a rank needs (FSDP shards the model): a search's probes run with it too.
-    if c.strategy != "auto":
-        options["strategy"] = c.strategy
-    if run:
-        options["warmup_steps"] = c.warmup_steps
-        if c.warmup_steps == "auto":  # the bound matters only to auto warm-up
-            options["max_warmup_steps"] = c.max_warmup_steps
-        options |= {"measured_steps": c.measured_steps, "repeat": repeat, "config_id": c.config_id}
-    options |= {"device": SETTINGS["platform"]["device"], "timeout_s": float(c.timeout_minutes * 60)}
-    if MEMORY_LIMIT_GB:  # the CPU memory budget of every rank (platform.memory_limit_gb)
-        options["memory_limit_gb"] = float(MEMORY_LIMIT_GB)
-    if run and TELEMETRY["enabled"]:
-        options["telemetry_ms"] = TELEMETRY["interval_ms"]
-    if c.framework in RUNNERS:  # a runner's definition, for the harness to run instead of a framework's ranks
-        options["runner"] = json.dumps(RUNNERS[c.framework], sort_keys=True)
-    if run and c.quality:
-        # time to quality: each run its own fixed seed (MLPerf's runs differ in seed; the olympic mean needs spread)
-        options |= {"quality": c.quality, "seed": int(repeat) - 1}
-    return options
-
-
-def dataset_dir(c):
-    """Where the prepared data of a `data: real` configuration lives (workflow/rules/data.smk)."""
-    name = dataset_of(c)
-    return identity.dataset_dir(name, c.seq_length) if name else None
+    return PLAN.configuration(config_id_of(wildcards))
 
 
 def dataset_ready(wildcards):
-    """A real-data run waits for its dataset to be prepared and verified."""
-    directory = dataset_dir(configuration(wildcards))
-    return [f"{directory}/verified.txt"] if directory else []
+    return plan.dataset_ready(configuration(wildcards))
+
+
+def search_arguments(wildcards):
+    return PLAN.search_arguments(config_id_of(wildcards), wildcards.topology)
+
+
+def run_arguments(wildcards):
+    return PLAN.run_arguments(config_id_of(wildcards), wildcards.repeat)
+
+
+def found_run_logs(wildcards):
+    return PLAN.found_run_logs(wait_for_search)
+
+
+def wait_for_search(search_id):
+    """Snakemake's checkpoint of a batch-size search: stops the input function until the search is done."""
+    model, framework, topology, variant = search_id.split("/")
+    checkpoints.batch_search.get(model=model, framework=framework, topology=topology, variant=variant)
 
 
 def max_attempts(wildcards):
@@ -389,166 +151,26 @@ def max_attempts(wildcards):
     return retries.max_attempts(workflow.remote_exec, settings.retries if settings else None)
 
 
-def gpu_gres(c):
-    """GPUs per node for a CUDA run's SLURM job: one per device (gres is per node)."""
-    if SETTINGS["platform"]["device"] != "cuda":
-        return ""
-    model = SETTINGS["platform"].get("gpu_model")
-    return f"gpu:{model}:{c.devices_per_node}" if model else f"gpu:{c.devices_per_node}"
-
-
-def print_problems():
-    """At the end of every run: one line per log or input that could not be read, and per file an import did not
-    read as a run (dlbench.problems), so a number the report lacks is never silently missing."""
-    lines = problems.problem_lines(AGGREGATE_RECORDS)
-    notes = problems.note_lines(f"results/imports/{name}.notes" for name in IMPORTS)
-    if lines:
-        print(
-            f"dlbench: {len(lines)} runs or logs ended in an error (the report lists them):",
-            file=sys.stderr,
-        )
-        for line in lines:
-            print(f"  {line}", file=sys.stderr)
-    for line in notes:
-        print(f"dlbench: import note: {line}", file=sys.stderr)
-
-
-def print_report_location():
-    if Path(PUBLISHED_MANIFEST).exists():
-        manifest = json.loads(Path(PUBLISHED_MANIFEST).read_text())
-        print(f"dlbench: report {manifest['version']}: {manifest['index']}")
-
-
+# ---- onstart, onsuccess, onerror (Snakefile)
 def refuse_cuda_without_a_gpu():
-    """Before any job (onstart): device cuda on a machine without a GPU, or with an interpreter that sees none
-    here, is an error when the runs are on this machine; under SLURM the GPUs are on the nodes (the warning
-    printed while planning stands)."""
-    if NO_GPU_SEEN and workflow.local_exec:
-        problems = "\n  ".join(NO_GPU_SEEN)
-        sys.exit(f"dlbench: invalid configuration:\n  {problems}")
+    session.refuse_cuda_without_a_gpu(NO_GPU_SEEN, workflow.local_exec)
 
 
 def refuse_to_republish_a_fixed_version():
-    """Before any job (onstart): a fixed report.version this study has published may be run again when nothing
-    changes, but not to publish new results (it is never overwritten): stop now rather than after every run.
-    Validation (dlbench.study) already refused a fixed version published by anything else."""
-    version = SETTINGS["report"]["version"]
-    if version == "auto" or not Path(REPORTS_DIR, version).exists():
-        return
+    session.refuse_to_republish(SETTINGS["report"]["version"], REPORTS_DIR, rules_to_run)
+
+
+def rules_to_run():
+    """The rules of the jobs this Snakemake runs; None in another Snakemake's DAG."""
     try:
-        to_run = {job.rule.name for job in workflow.dag.needrun_jobs()}
-    except AttributeError:  # another Snakemake's DAG: the report rule still refuses, after the runs
-        return
-    if to_run & {"benchmark_run", "batch_search", "import_logs", "aggregate"}:
-        sys.exit(
-            f"dlbench: invalid configuration:\n  report.version: {version!r} is published already "
-            f"({REPORTS_DIR}/{version}) and this run computes new results ({', '.join(sorted(to_run))}); "
-            "a published report is never overwritten: choose a new name, or auto"
-        )
+        return {job.rule.name for job in workflow.dag.needrun_jobs()}
+    except AttributeError:
+        return None
 
 
-# ---- prepared datasets (workflow/rules/data.smk)
-DATASETS = SETTINGS["datasets"]
-IMAGENET = DATASETS["imagenet"]
-BERT_DATA = DATASETS["bert"]
-DATAPREP_PYTHON = framework_python("dataprep")
+def print_problems():
+    session.print_problems(AGGREGATE_RECORDS, (f"results/imports/{name}.notes" for name in IMPORTS))
 
 
-def dataprep_env(wildcards=None):
-    return [] if USE_CONDA else env_marker("dataprep")
-
-
-def sample_imagenet_options():
-    """The sample's options beyond the counts, only where not default (so existing data is not remade)."""
-    sample = IMAGENET["sample"]
-    options = " --photo-per-class" if sample["photo_per_class"] else ""
-    if list(sample["long_side"]) != [480, 640]:
-        options += " --long-side {} {}".format(*sample["long_side"])
-    return options
-
-
-def imagenet_raw_inputs():
-    """The converter's input arguments: the sample tree, or the user's raw ImageNet."""
-    if IMAGENET["source"] == "sample":
-        tree = "resources/sample/imagenet"
-        return {
-            "train_dir": f"{tree}/train",
-            "validation_dir": f"{tree}/validation",
-            "validation_labels": f"{tree}/validation_labels.txt",
-            "synsets": f"{tree}/synsets.txt",
-            "metadata": f"{tree}/metadata.txt",
-            "bounding_boxes": f"{tree}/bounding_boxes.csv",
-        }
-    keys = ("train_dir", "validation_dir", "validation_labels", "synsets", "metadata", "bounding_boxes")
-    return {k: IMAGENET[k] for k in keys if k in IMAGENET}
-
-
-def imagenet_arguments(wildcards, input):
-    raw = imagenet_raw_inputs()
-    args = [f"--{key.replace('_', '-')} {shlex.quote(str(path))}" for key, path in raw.items()]
-    args += [
-        f"--train-shards {IMAGENET['train_shards']}",
-        f"--validation-shards {IMAGENET['validation_shards']}",
-        f"--seed {DATASETS['seed']}",
-    ]
-    if IMAGENET["recordio"]:
-        args.append("--recordio")
-    return " ".join(args)
-
-
-from dlbench.harness.spec import default_max_predictions  # noqa: E402
-from dlbench.sample_wheels import VOCAB_IN_WHEEL, WIKI_IN_WHEEL  # noqa: E402
-
-BERT_SAMPLE_VOCAB = VOCAB_IN_WHEEL[1]
-BERT_SAMPLE_WIKI = WIKI_IN_WHEEL[1]
-
-
-def bert_inputs():
-    """The corpus files: gensim's Wikipedia excerpt (sample) or the user's text files and dumps."""
-    if BERT_DATA["source"] == "sample":
-        return [f"resources/sample/bert/{Path(BERT_SAMPLE_WIKI).name}"]
-    return list(BERT_DATA["inputs"])
-
-
-def _is_dump(path):
-    return any(str(path).endswith(ext) for ext in (".xml.bz2", ".xml.gz", ".xml", ".bz2"))
-
-
-def bert_dumps():
-    """Wikipedia dumps among the inputs, by the name of their text file (results/data/bert/text/<name>.txt)."""
-    return {Path(p).name.split(".")[0]: p for p in bert_inputs() if _is_dump(p)}
-
-
-def bert_text_files(wildcards=None):
-    """Text the shards are made of: plain text inputs as they are, dumps converted by `wikipedia_text`."""
-    names = {p: n for n, p in bert_dumps().items()}
-    return [BERT_TEXT_PATTERN.format(name=names[p]) if p in names else p for p in bert_inputs()]
-
-
-def bert_vocab(wildcards=None):
-    if "vocab" in BERT_DATA:
-        return BERT_DATA["vocab"]
-    return f"resources/sample/bert/{Path(BERT_SAMPLE_VOCAB).name}"
-
-
-def bert_shard_arguments(wildcards):
-    seq = int(wildcards.seq)
-    args = [
-        f"--max-seq-length {seq} --max-predictions {default_max_predictions(seq)}",
-        f"--dupe-factor {BERT_DATA['dupe_factor']} --seed {DATASETS['seed']} --shards {BERT_DATA['shards']}",
-        "--do-lower-case" if BERT_DATA["lower_case"] else "--no-do-lower-case",
-    ]
-    if BERT_DATA["whole_word_mask"]:
-        args.append("--whole-word-mask")
-    # the streaming settings, only when set: the shell command (and so the shards) of other studies unchanged
-    args += [
-        f"--{key.replace('_', '-')} {BERT_DATA[key]}"
-        for key in ("random_doc_block", "shuffle_buffer")
-        if key in BERT_DATA
-    ]
-    return " ".join(args)
-
-
-def bert_group_manifests(seq):
-    groups = min(BERT_DATA["jobs"], BERT_DATA["shards"])
-    return [f"{BERT_DIR_PATTERN.format(seq=seq)}/{layout.group_manifest(g, groups)}" for g in range(groups)]
+def print_report_location():
+    session.print_report_location(PUBLISHED_MANIFEST)

@@ -5,11 +5,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir, "workflow")))
 
-from dlbench.configfile import StudyFile, StudyFileError  # noqa: E402
+from dlbench import session  # noqa: E402
 
 DEFAULT_CONFIGFILE = "config.yaml"
-if Path(DEFAULT_CONFIGFILE).exists():
-    try:
-        StudyFile(DEFAULT_CONFIGFILE)
-    except StudyFileError as error:
-        sys.exit(f"dlbench: invalid configuration:\n  {error}")
+session.check_default_configfile(DEFAULT_CONFIGFILE)

@@ -35,8 +35,7 @@ rule sample_imagenet_tree:
         run=run_module("dataprep", "dlbench.dataprep.sample_imagenet"),
         wheels=lambda wildcards, input: Path(input.wheels).parent,
         out=output_dir,
-        counts=lambda wildcards: "--classes {classes} --train-per-class {train_per_class}"
-        " --validation-per-class {validation_per_class}".format(**IMAGENET["sample"]) + sample_imagenet_options(),
+        counts=lambda wildcards: DATA.sample_imagenet_arguments(),
     shell:
         "{params.run} --wheels {params.wheels:q}"
         " --out {params.out:q} {params.counts} --workers {threads} > {log} 2>&1"
@@ -44,11 +43,7 @@ rule sample_imagenet_tree:
 
 rule imagenet_tfrecords:
     input:
-        raw=lambda wildcards: (
-            ["resources/sample/imagenet/sample.json"]
-            if IMAGENET["source"] == "sample"
-            else [p for p in imagenet_raw_inputs().values()]
-        ),
+        raw=lambda wildcards: DATA.imagenet_inputs(),
         env=dataprep_env,
     output:
         manifest=f"{IMAGENET_DIR}/manifest.json",
@@ -59,7 +54,7 @@ rule imagenet_tfrecords:
     threads: ALL_CORES
     params:
         run=run_module("dataprep", "dlbench.dataprep.imagenet"),
-        args=imagenet_arguments,
+        args=lambda wildcards: DATA.imagenet_arguments(),
         out=output_dir,
     shell:
         "{params.run} convert {params.args}" " --out {params.out:q} --workers {threads} > {log} 2>&1"
@@ -107,7 +102,7 @@ rule extract_bert_sample:
 
 rule wikipedia_text:
     input:
-        dump=lambda wildcards: bert_dumps()[wildcards.name],
+        dump=lambda wildcards: DATA.bert_dumps()[wildcards.name],
         env=dataprep_env,
     output:
         BERT_TEXT_PATTERN,
@@ -125,8 +120,8 @@ rule wikipedia_text:
 # One job per group of shards (`datasets.bert.jobs`; one SLURM job each on a cluster), then one manifest.
 rule bert_shard_group:
     input:
-        text=bert_text_files,
-        vocab=bert_vocab,
+        text=lambda wildcards: DATA.bert_text_files(),
+        vocab=lambda wildcards: DATA.bert_vocab(),
         env=dataprep_env,
     output:
         f"{BERT_DIR_PATTERN}/manifest.group-{{group}}-of-{{groups}}.json",
@@ -141,7 +136,7 @@ rule bert_shard_group:
     threads: ALL_CORES
     params:
         run=run_module("dataprep", "dlbench.dataprep.bert_shards"),
-        args=bert_shard_arguments,
+        args=lambda wildcards: DATA.bert_shard_arguments(int(wildcards.seq)),
         out=output_dir,
         shard_group=lambda wildcards: f"{int(wildcards.group)}/{int(wildcards.groups)}",
     shell:
@@ -152,7 +147,7 @@ rule bert_shard_group:
 
 rule bert_manifest:
     input:
-        groups=lambda wildcards: bert_group_manifests(wildcards.seq),
+        groups=lambda wildcards: DATA.bert_group_manifests(wildcards.seq),
         env=dataprep_env,
     output:
         f"{BERT_DIR_PATTERN}/manifest.json",
@@ -195,7 +190,7 @@ rule verify_bert:
 # Llama's packed token shards: a byte-level BPE trained on BERT's text, then flat token files (one job).
 rule llama_tokens:
     input:
-        text=bert_text_files,
+        text=lambda wildcards: DATA.bert_text_files(),
         env=dataprep_env,
     output:
         manifest=f"{LLAMA_DIR}/manifest.json",
@@ -206,7 +201,7 @@ rule llama_tokens:
     params:
         run=run_module("dataprep", "dlbench.dataprep.llama_tokens"),
         out=output_dir,
-        args=lambda wildcards: "--vocab-size {vocab_size} --shards {shards}".format(**DATASETS["llama"]),
+        args=lambda wildcards: DATA.llama_arguments(),
     shell:
         "{params.run} create --input {input.text:q} --out {params.out:q} {params.args} > {log} 2>&1"
 

@@ -1,5 +1,6 @@
 # Existing logs (other tools', or earlier dlbench runs) parsed into records by their format's parser
 # (dlbench.logformats); one job per `imports:` entry, so changing one entry re-parses only that one.
+import json
 
 
 rule import_logs:

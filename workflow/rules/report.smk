@@ -1,4 +1,5 @@
 # Parse every run log into one record, aggregate the repeats, publish a versioned report.
+from types import SimpleNamespace
 
 
 rule aggregate:
@@ -6,14 +7,14 @@ rule aggregate:
         logs=STUDY.run_logs(),
         mlperf=STUDY.mlperf_logs(),  # time to quality: MLPerf's format of those runs (rule mlperf_log)
         found=found_run_logs,
-        searches=search_results(),
+        searches=SEARCH_RESULTS,
         imports=IMPORT_RECORDS,
-        envs=study_env_markers(),
+        envs=STUDY_ENV_MARKERS,
     output:
         records=AGGREGATE_RECORDS,
         summary=AGGREGATE_SUMMARY,
         environment=AGGREGATE_ENVIRONMENT,
-        inputs=aggregated_list(),
+        inputs=AGGREGATED_LIST,
     log:
         "logs/aggregate.log",
     localrule: True

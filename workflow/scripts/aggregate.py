@@ -21,7 +21,7 @@ try:
         import_paths=list(snakemake.input.imports),
         search_paths=list(snakemake.input.searches),
     )
-    read = Path(snakemake.output.inputs)  # what this aggregate read; the name says for which study (common.smk)
+    read = Path(snakemake.output.inputs)  # what this aggregate read; the name says for which study (dlbench.plan)
     with nospace.writing(read):
         read.write_text("".join(f"{path}\n" for path in snakemake.input))
     for other in read.parent.glob("inputs-*.txt"):

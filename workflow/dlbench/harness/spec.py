@@ -111,7 +111,7 @@ class RunSpec:
 
 def command_line(options: Mapping[str, object]) -> list[str]:
     """The harness's command line for these options, in their order: the one spelling of every option, for the
-    ranks (RunSpec.to_args) and for the workflow's runs and batch-size searches (workflow/rules/common.smk).
+    ranks (RunSpec.to_args) and for the workflow's runs and batch-size searches (dlbench.plan).
     A field name is its option with `-` for `_`; a boolean is on|off; a float is written shortest where that
     loses nothing (600.0: 600), so the same setting always gives the same words."""
     words = []

@@ -1,0 +1,117 @@
+"""Which Python a rule's command runs dlbench with, and what a job waits for first (dlbench.software): each way a
+study brings its software, and the shell words run for real."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from dlbench.harness.spec import INTERPRETER_ENV
+from dlbench.interpreters import Interpreter
+from dlbench.software import ShellWord, Software
+from dlbench.venvs import MARKER, env_prefix
+
+ENVS = REPO / "envs"
+CORE = sys.executable
+SITE = {"pytorch": "/opt/site/bin/python"}
+IMAGES = {"jax": "docker://example/jax:1"}
+RUNNERS = {
+    "dle_resnet50": {"env": "pytorch", "command": ["main.py"]},
+    "tool": {"env": "core", "command": ["tool.py"]},
+    "own": {"env": "pytorch", "python": "/usr/local/bin/python3", "command": ["x.py"]},
+}
+FACTS = {"python_version": "3.11.9", "framework_version": "2.13.0", "cuda": None, "cudnn": None, "nccl": None}
+
+
+def software(
+    tmp_path: Path, use_conda: bool = False, interpreters: dict | None = None, package_dir: str = ""
+) -> Software:
+    return Software(
+        package_dir or str(REPO / "workflow"),
+        ENVS,
+        tmp_path / "venvs",
+        CORE,
+        use_conda,
+        SITE,
+        IMAGES,
+        RUNNERS,
+        interpreters or {},
+    )
+
+
+def built(tmp_path: Path, env: str) -> Path:
+    return env_prefix(tmp_path / "venvs", ENVS / f"{env}.yaml")
+
+
+def test_each_framework_runs_with_its_python(tmp_path):
+    plain = software(tmp_path)
+    assert plain.framework_python("tensorflow") == str(built(tmp_path, "tensorflow") / "bin" / "python")
+    assert plain.framework_python("dataprep") == str(built(tmp_path, "dataprep") / "bin" / "python")
+    assert plain.framework_python("core") == CORE
+    assert plain.framework_python("pytorch") == "/opt/site/bin/python"  # software.python, not probed (a job's)
+    assert plain.framework_python("jax") == "python"  # the image's
+    assert plain.framework_python("dle_resnet50") == str(built(tmp_path, "pytorch") / "bin" / "python")
+    assert plain.framework_python("tool") == CORE
+    assert plain.framework_python("own") == "/usr/local/bin/python3"
+    probed = software(tmp_path, interpreters={"pytorch": Interpreter("pytorch", "/opt/site/python3.11", FACTS)})
+    assert probed.framework_python("pytorch") == "/opt/site/python3.11"  # as probed (a command name: its path)
+    conda = software(tmp_path, use_conda=True)
+    assert conda.framework_python("tensorflow") == conda.framework_python("dle_resnet50") == "python"
+    assert conda.framework_python("core") == CORE and conda.framework_python("pytorch") == "/opt/site/bin/python"
+
+
+def test_what_a_run_waits_for(tmp_path):
+    plain = software(tmp_path)
+    marker = str(built(tmp_path, "tensorflow") / MARKER)
+    assert plain.env_marker("tensorflow") == marker
+    assert plain.run_env_input("tensorflow") == marker
+    assert plain.run_env_input("dle_resnet50") == str(built(tmp_path, "pytorch") / MARKER)  # its `env`
+    for own in ("pytorch", "jax", "tool", "own"):  # a study's interpreter or image, the core environment
+        assert plain.run_env_input(own) == []
+    assert software(tmp_path, use_conda=True).run_env_input("tensorflow") == []
+    frameworks = ["jax", "pytorch", "tensorflow", "dle_resnet50", "tool", "mxnet", "tensorflow"]
+    assert plain.study_env_markers(frameworks) == [
+        str(built(tmp_path, env) / MARKER) for env in ("mxnet", "pytorch", "tensorflow")
+    ]
+    assert software(tmp_path, use_conda=True).study_env_markers(frameworks) == []
+    assert plain.run_conda_env("tensorflow") == str(ENVS / "tensorflow.yaml")
+    assert plain.run_conda_env("dle_resnet50") == str(ENVS / "pytorch.yaml")
+    assert plain.run_conda_env("pytorch") is None and plain.run_conda_env("jax") is None
+    assert plain.env_spec("dataprep") == ENVS / "dataprep.yaml"
+
+
+def test_the_shell_words_run_as_one_command_whatever_the_paths(tmp_path):
+    """A workflow directory with a space, an interpreter's identity with `;`: one command, run for real."""
+    workflow = tmp_path / "my workflow"
+    workflow.symlink_to(REPO / "workflow")
+    (tmp_path / "study.yaml").write_text("study: x\nmatrix: {framework: [pytorch]}\n")
+    identity = Interpreter("pytorch", CORE, FACTS).identity
+    assert ";" in identity
+    words = software(
+        tmp_path, interpreters={"pytorch": Interpreter("pytorch", CORE, FACTS)}, package_dir=str(workflow)
+    ).run_module("pytorch", "dlbench.configfile")
+    assert words == f"{INTERPRETER_ENV}='{identity}' PYTHONPATH='{workflow}' {CORE} -m dlbench.configfile"
+    assert shlex.split(words)[:2] == [f"{INTERPRETER_ENV}={identity}", f"PYTHONPATH={workflow}"]
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    result = subprocess.run(
+        ["bash", "-c", f"{words} study.yaml"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert (result.returncode, result.stdout) == (0, "study.yaml: ok\n"), result.stderr
+    core = software(tmp_path).run_module("core", "dlbench.configfile")
+    assert core == f"PYTHONPATH={REPO / 'workflow'} {CORE} -m dlbench.configfile"
+
+
+@pytest.mark.parametrize("path", ["plain/dir", "with space", "it's", "a;rm -rf x", "$(touch pwned)"])
+def test_a_shell_word_is_one_word_never_run(tmp_path, path):
+    result = subprocess.run(
+        ["bash", "-c", f"printf '%s\\n' {ShellWord(path)}"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert result.stdout == f"{path}\n"
+    assert not (tmp_path / "pwned").exists()
+    assert ShellWord(Path(path)).value == str(Path(path))

@@ -1,0 +1,217 @@
+"""What the Snakemake that plans a study does itself, outside any job (core environment).
+
+While Snakemake parses the workflow, workflow/rules/configfile.smk and common.smk call these once each, in this
+order: config.yaml read by dlbench (`check_default_configfile`), the jobs tied to this process (`mark_owner`), a
+stale lock removed or a live one's owner named (`claim_directory`), a `--configfile` as the whole study
+(`replace_config`), the study read with its problems and warnings placed at their lines (`read_study`), the
+software it brings checked (`check_software`: images, interpreters probed, device cuda on a machine without a
+GPU), the core Python handed to the telemetry sampler (`export_core_python`) and damaged run logs set aside
+(`set_aside_damaged_run_logs`). Before any job (the Snakefile's onstart): `refuse_cuda_without_a_gpu`,
+`refuse_to_republish`. At its end (onsuccess, onerror): `print_problems`, `print_report_location`.
+
+Each takes plain values (the config, paths, booleans such as whether this is a job's own Snakemake), so that it
+runs and is tested without Snakemake. A user's mistake ends the process with `dlbench: invalid configuration:`
+and one line per problem (SystemExit: no traceback); what is only worth knowing goes to stderr as a
+`dlbench: ...` line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from . import interpreters, problems, stale_lock
+from .configfile import StudyFile, StudyFileError, load_study_files, locate
+from .harness.lifeline import OWNER_ENV
+from .harness.spec import TELEMETRY_PYTHON_ENV
+from .interpreters import Interpreter
+from .study import ConfigError, Study
+
+
+# ---- while parsing
+def check_default_configfile(path: str) -> None:
+    """Before Snakemake's `configfile:` loads config.yaml: a YAML mistake there is reported with its file, line
+    and column (dlbench.configfile), not as "Config file is not valid JSON or YAML"."""
+    if Path(path).exists():
+        try:
+            StudyFile(path)
+        except StudyFileError as error:
+            sys.exit(f"dlbench: invalid configuration:\n  {error}")
+
+
+def mark_owner() -> None:
+    """The harness of a run dies with this Snakemake process, even when it is SIGKILLed (its shell would not):
+    dlbench.harness.lifeline watches the process named here. Jobs inherit the environment."""
+    os.environ[OWNER_ENV] = str(os.getpid())
+
+
+def claim_directory(metadata_dir: Path) -> int | None:
+    """A lock left by a killed Snakemake is removed, so resuming is one plain command (dlbench.stale_lock); a live
+    one's owner is named. Returns the descriptor that marks this Snakemake alive (kept open until it exits)."""
+    alive_fd, stale_lock_removed = stale_lock.hold(metadata_dir)
+    if stale_lock_removed:
+        print("dlbench: removed the lock of a Snakemake that no longer runs (.snakemake/locks)", file=sys.stderr)
+    elif any(Path(metadata_dir, "locks").glob("*.lock")) and (live := stale_lock.holders(metadata_dir)):
+        # Snakemake's own advice for a locked directory is `--unlock`: wrong while the lock's owner runs.
+        print(
+            f"dlbench: a Snakemake is running in this directory and holds its lock (.snakemake/locks): "
+            f'{"; ".join(live)}. Where this one stops with "Directory cannot be locked", do not run '
+            "`snakemake --unlock` (two Snakemakes would write the same files): wait for that one to end, or "
+            "stop it, then run this command again",
+            file=sys.stderr,
+        )
+    return alive_fd
+
+
+def replace_config(config: dict[str, Any], overwrite_config: dict[str, Any]) -> None:
+    """A --configfile is a whole study: it replaces config.yaml rather than being merged into it (merged, a study
+    would silently inherit the default's axes, e.g. its precisions). `config` is Snakemake's, changed in place."""
+    config.clear()
+    config.update(overwrite_config)
+
+
+def read_study(
+    config: dict[str, Any], paths: list[str], schema_path: Path, envs_dir: Path, base_dir: Path
+) -> tuple[Study, list[StudyFile]]:
+    """The study's files read again by dlbench: a key given twice is an error, every problem names its line; a
+    user error says what and where, no traceback, before any job is built. Its warnings are printed. Returns the
+    study and its files (to place later problems)."""
+    try:
+        study = load_study_files(config, paths, schema_path, envs_dir, base_dir)
+    except (ConfigError, StudyFileError) as error:
+        lines = str(error).replace("\n", "\n  ")
+        sys.exit(f"dlbench: invalid configuration:\n  {lines}")
+    for warning in study.warnings:
+        print(f"dlbench: warning: {warning}", file=sys.stderr)
+    return study, [StudyFile(path) for path in paths if Path(path).exists()]
+
+
+def check_software(
+    study: Study,
+    study_files: list[StudyFile],
+    package_dir: str,
+    use_apptainer: bool,
+    remote_exec: bool,
+    subprocess_exec: bool,
+) -> tuple[dict[str, Interpreter], list[str]]:
+    """The interpreters and images the study brings (software.python, software.container), checked by the
+    Snakemake that plans (not a job's own): an image needs --sdm apptainer; each interpreter is probed
+    (dlbench.interpreters) and said; with device cuda, an interpreter, or this machine for the frameworks built
+    here, that sees no GPU is a warning now and refused at onstart when the runs are local
+    (`refuse_cuda_without_a_gpu`). Returns the interpreters by framework and those problems."""
+    settings = study.config
+    site_python = settings["software"]["python"]
+    containers = settings["software"]["container"]
+    device = settings["platform"]["device"]
+    found: dict[str, Interpreter] = {}  # probed once by the Snakemake that plans
+    if containers and not use_apptainer and not remote_exec:
+        names = ", ".join(f"software.container.{name}" for name in sorted(containers))
+        sys.exit(
+            f"dlbench: invalid configuration:\n  {names}: an image runs only with --sdm apptainer (Snakemake's "
+            "own container support); without it these runs would use another build. Add --sdm apptainer, or "
+            "remove the entry"
+        )
+    # device cuda, an interpreter that sees no GPU here: refused when the runs are local (onstart)
+    no_gpu_seen: list[str] = []
+    if site_python and not remote_exec and not subprocess_exec:
+        try:
+            found, no_gpu_seen = interpreters.check(site_python, study.frameworks(), device, package_dir)
+        except ConfigError as error:
+            lines = "\n  ".join(locate(problem, study_files) for problem in str(error).splitlines())
+            sys.exit(f"dlbench: invalid configuration:\n  {lines}")
+        no_gpu_seen = [locate(problem, study_files) for problem in no_gpu_seen]
+        for framework, interpreter in found.items():
+            print(f"dlbench: {framework} runs with {interpreter.python} ({interpreter.identity})", file=sys.stderr)
+    # Frameworks without a study interpreter (those were asked above): this machine is asked instead.
+    built_for_cuda = [fw for fw in study.frameworks() if fw not in site_python]
+    if device == "cuda" and built_for_cuda and not remote_exec and not subprocess_exec:
+        if absent := interpreters.no_gpu_here():
+            no_gpu_seen.append(
+                locate(
+                    f"platform.device: cuda, but this machine has no GPU ({absent}): every run of "
+                    f"{', '.join(built_for_cuda)} here would be unsupported",
+                    study_files,
+                )
+            )
+    # Which executor runs the jobs is known only once they start (onstart): until then, say it.
+    for problem in no_gpu_seen:
+        print(
+            f"dlbench: warning: {problem}; refused when the runs are on this machine, not when they go to "
+            "other nodes (SLURM)",
+            file=sys.stderr,
+        )
+    return found, no_gpu_seen
+
+
+def export_core_python(python: str) -> None:
+    """The telemetry sampler runs with the core python (psutil, nvidia-ml-py): jobs inherit it from the
+    environment, so a moved core environment does not change any run's command line."""
+    os.environ[TELEMETRY_PYTHON_ENV] = python
+
+
+def set_aside_damaged_run_logs(runs_dir: str | Path, dependants: Iterable[str | Path], dryrun: bool) -> None:
+    """A run log damaged after its run (its last line not a readable summary) is set aside as <log>.damaged, so
+    its run is redone (dlbench.problems); a dry run only says which. Only for the Snakemake that runs jobs, not
+    for a maintenance command (the caller knows)."""
+    if dryrun:
+        for path in problems.damaged_run_logs(runs_dir):
+            print(
+                f"dlbench: {path}: damaged (its last line is not a readable summary): a run redoes it", file=sys.stderr
+            )
+    else:
+        for line in problems.set_aside_damaged(runs_dir, dependants):
+            print(f"dlbench: {line}", file=sys.stderr)
+
+
+# ---- before any job (onstart)
+def refuse_cuda_without_a_gpu(no_gpu_seen: list[str], local_exec: bool) -> None:
+    """Device cuda on a machine without a GPU, or with an interpreter that sees none here, is an error when the
+    runs are on this machine; under SLURM the GPUs are on the nodes (the warning printed while planning stands)."""
+    if no_gpu_seen and local_exec:
+        lines = "\n  ".join(no_gpu_seen)
+        sys.exit(f"dlbench: invalid configuration:\n  {lines}")
+
+
+def refuse_to_republish(version: str, reports_dir: str, rules_to_run: Callable[[], set[str] | None]) -> None:
+    """A fixed report.version this study has published may be run again when nothing changes, but not to publish
+    new results (it is never overwritten): stop now rather than after every run. Validation (dlbench.study)
+    already refused a fixed version published by anything else. `rules_to_run`: the rules of the jobs this
+    Snakemake will run, None where it cannot tell (then the report rule still refuses, after the runs)."""
+    if version == "auto" or not Path(reports_dir, version).exists():
+        return
+    to_run = rules_to_run()
+    if to_run is None:
+        return
+    if to_run & {"benchmark_run", "batch_search", "import_logs", "aggregate"}:
+        sys.exit(
+            f"dlbench: invalid configuration:\n  report.version: {version!r} is published already "
+            f"({reports_dir}/{version}) and this run computes new results ({', '.join(sorted(to_run))}); "
+            "a published report is never overwritten: choose a new name, or auto"
+        )
+
+
+# ---- at its end (onsuccess, onerror)
+def print_problems(records_csv: str | Path, notes: Iterable[str | Path]) -> None:
+    """One line per log or input that could not be read, and per file an import did not read as a run
+    (dlbench.problems), so a number the report lacks is never silently missing."""
+    lines = problems.problem_lines(records_csv)
+    note_lines = problems.note_lines(notes)
+    if lines:
+        print(
+            f"dlbench: {len(lines)} runs or logs ended in an error (the report lists them):",
+            file=sys.stderr,
+        )
+        for line in lines:
+            print(f"  {line}", file=sys.stderr)
+    for line in note_lines:
+        print(f"dlbench: import note: {line}", file=sys.stderr)
+
+
+def print_report_location(manifest_path: str | Path) -> None:
+    if Path(manifest_path).exists():
+        manifest = json.loads(Path(manifest_path).read_text())
+        print(f"dlbench: report {manifest['version']}: {manifest['index']}")
