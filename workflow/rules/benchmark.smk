@@ -13,9 +13,9 @@ rule benchmark_run:
     wildcard_constraints:
         **RUN_WILDCARDS,
     conda:
-        run_conda_env
+        RUN_CONDA_ENV
     container:
-        run_container
+        RUN_CONTAINER
     # A timed run gets the whole machine: all cores, and the global `timed_run` resource
     # (profiles/default sets timed_run=1) so two timed runs never overlap. Under SLURM the profile's
     # set-threads gives the cores per node, shared by the run's tasks.

@@ -13,9 +13,9 @@ checkpoint batch_search:
     wildcard_constraints:
         **(RUN_WILDCARDS | {"variant": "bsmax-[A-Za-z0-9_.-]+"}),
     conda:
-        run_conda_env
+        RUN_CONDA_ENV
     container:
-        run_container
+        RUN_CONTAINER
     # Probes measure memory, not time, but they would disturb a timed run: the whole machine, like one.
     threads: ALL_CORES
     resources:
