@@ -5,6 +5,8 @@ small executable over a standard library of symbolic links, with a site-packages
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -80,3 +82,61 @@ def test_preflight_runs_when_yaml_is_in_the_interpreters_own_site_packages(node_
     assert result.returncode == 1, result.stderr
     assert result.stderr.startswith("dlbench: invalid configuration:\n"), result.stderr
     assert str(study) in result.stderr and "tab" in result.stderr, result.stderr
+
+
+def bootstrap_copy(tmp_path: Path, python: Path, *args: str) -> subprocess.CompletedProcess:
+    """bootstrap.sh in a copy of what it reads (envs/, workflow/scripts, the preflight module), with PATH's
+    apt-get replaced by one that only records that it was called (we may be root here)."""
+    repo = tmp_path / "repo"
+    shutil.copytree(REPO / "envs", repo / "envs")
+    shutil.copytree(REPO / "workflow" / "scripts", repo / "workflow" / "scripts")
+    (repo / "workflow" / "dlbench").mkdir()
+    shutil.copy(REPO / "workflow" / "dlbench" / "preflight.py", repo / "workflow" / "dlbench")
+    fake_bin = tmp_path / "fake-bin"
+    fake_bin.mkdir()
+    (fake_bin / "apt-get").write_text(f"#!/bin/sh\ntouch {tmp_path / 'apt-get-called'}\nexit 1\n")
+    (fake_bin / "apt-get").chmod(0o755)
+    return subprocess.run(
+        ["bash", repo / "workflow/scripts/bootstrap.sh", *args],
+        env=dict(os.environ, PYTHON=str(python), PATH=f"{fake_bin}:{os.environ['PATH']}"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.fixture(scope="module")
+def node_python_without_ensurepip(tmp_path_factory) -> Path:
+    """The node's interpreter of `node_python`, on Debian without python3.X-venv: no ensurepip."""
+    if not (Path(sys.base_prefix) / "bin" / f"python{sys.version_info[0]}.{sys.version_info[1]}").is_file():
+        pytest.skip("the base Python has no bin/pythonX.Y to copy")
+    python = plain_interpreter(tmp_path_factory.mktemp("node"), [CORE_SITE], without=("ensurepip",))
+    assert subprocess.run([python, "-m", "venv", tmp_path_factory.mktemp("venv") / "v"]).returncode != 0
+    return python
+
+
+@pytest.mark.slow  # 27 s on 2 cores: bootstrap's pip resolves the whole core list (all found installed)
+def test_without_ensurepip_pip_comes_from_the_wheelhouse(node_python_without_ensurepip, tmp_path):
+    house = tmp_path / "wheelhouse"
+    house.mkdir()
+    bundled = Path(sysconfig.get_paths()["stdlib"]) / "ensurepip" / "_bundled"
+    for wheel in bundled.glob("pip-*.whl"):
+        shutil.copy(wheel, house)
+    result = bootstrap_copy(
+        tmp_path, node_python_without_ensurepip, "--system-site-packages", "--wheelhouse", str(house)
+    )
+    assert not (tmp_path / "apt-get-called").exists(), result.stderr
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "has no ensurepip: .venv without it, pip from" in result.stderr
+    venv_python = tmp_path / "repo" / ".venv" / "bin" / "python"
+    assert subprocess.run([venv_python, "-m", "pip", "--version"], capture_output=True).returncode == 0
+
+
+def test_without_ensurepip_or_a_pip_wheel_the_command_is_named(node_python_without_ensurepip, tmp_path):
+    result = bootstrap_copy(tmp_path, node_python_without_ensurepip)
+    assert not (tmp_path / "apt-get-called").exists(), result.stderr
+    assert result.returncode == 1, result.stderr
+    xy = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    assert "has no ensurepip, so 'python -m venv' cannot put pip into .venv" in result.stderr, result.stderr
+    assert "--wheelhouse DIR" in result.stderr and f"apt-get install python{xy}-venv" in result.stderr
+    assert not (tmp_path / "repo" / ".venv").exists()
