@@ -58,15 +58,34 @@ $system_site && mode+=(--system-site-packages)
 venv_args=()
 $system_site && venv_args+=(--system-site-packages)
 
+# A setup script on a shared or lent node changes nothing outside this checkout: it installs no system package.
+# Without ensurepip (Debian and Ubuntu ship it apart, as python3.X-venv), .venv is made without pip and pip is
+# installed into it from the pip wheel in the wheelhouse, run as pip itself (python pip-*.whl/pip install ...).
 if [[ ! -x .venv/bin/python ]]; then
-    if ! "$python" -m venv "${venv_args[@]}" .venv 2>/dev/null; then
-        # Debian/Ubuntu ship venv separately; install it when we may.
-        if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+    if "$python" -c 'import ensurepip' 2>/dev/null; then
+        if ! "$python" -m venv "${venv_args[@]}" .venv; then
             rm -rf .venv
-            apt-get update -qq && apt-get install -y -qq "python3-venv" "python$("$python" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')-venv" >/dev/null || true
-            "$python" -m venv "${venv_args[@]}" .venv
-        else
-            echo "bootstrap: '$python -m venv' failed: install your distribution's python3-venv package" >&2
+            echo "bootstrap: '$python -m venv ${venv_args[*]} .venv' failed (its message above)" >&2
+            exit 1
+        fi
+    else
+        pip_wheel=""
+        if [[ -n "$wheelhouse" ]]; then
+            pip_wheel=$(find "$wheelhouse" -maxdepth 1 -name 'pip-*.whl' | sort -V | tail -n 1)
+        fi
+        if [[ -z "$pip_wheel" ]]; then
+            xy=$("$python" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
+            echo "bootstrap: '$python' has no ensurepip, so 'python -m venv' cannot put pip into .venv. Either" >&2
+            echo "  give a wheelhouse with a pip wheel: --wheelhouse DIR (workflow/scripts/wheelhouse.sh puts one" \
+                "there, or 'python3 -m pip download pip -d DIR' on a connected machine), or" >&2
+            echo "  have the node's administrator install ensurepip: apt-get install python$xy-venv" >&2
+            exit 1
+        fi
+        echo "bootstrap: '$python' has no ensurepip: .venv without it, pip from $pip_wheel" >&2
+        "$python" -m venv --without-pip "${venv_args[@]}" .venv
+        if ! .venv/bin/python "$pip_wheel/pip" install --quiet --disable-pip-version-check --no-index "$pip_wheel"; then
+            rm -rf .venv
+            echo "bootstrap: installing pip from $pip_wheel into .venv failed (pip's message above)" >&2
             exit 1
         fi
     fi
