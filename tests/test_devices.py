@@ -32,6 +32,8 @@ EXPECTED = {
     "NVIDIA H100 NVL": "H100 NVL",
     "NVIDIA H200": "H200 SXM",
     "NVIDIA H200 NVL": "H200 NVL",
+    "NVIDIA GH200 480GB": "GH200",  # Grace Hopper: not the H200 it contains the letters of
+    "NVIDIA GH200 144G HBM3e": "GH200",
     "NVIDIA L40S": "L40S",
     "NVIDIA B200": "B200",
 }
@@ -42,7 +44,6 @@ UNLISTED = [
     "Test CPU",
     "NVIDIA GeForce RTX 4090",
     "NVIDIA L40",
-    "NVIDIA GH200 480GB",
     "NVIDIA GB200",
     "NVIDIA A10G",
     "Tesla T4",
@@ -134,7 +135,7 @@ def test_volta_has_no_tf32_or_bf16():
     assert peak is None and "no bf16 peak" in reason
 
 
-@pytest.mark.parametrize("name", ["AMD EPYC 9B45", "NVIDIA GeForce RTX 4090", "NVIDIA GH200 480GB"])
+@pytest.mark.parametrize("name", ["AMD EPYC 9B45", "NVIDIA GeForce RTX 4090", "NVIDIA GB200"])
 def test_an_unknown_device_has_no_peak_and_says_why(name):
     assert devices.peak_tflops(name, "amp") == (None, f"no peak known for device {name!r}")
     assert devices.peak_tflops(name, "fp32", tf32=True)[0] is None
