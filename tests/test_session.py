@@ -324,3 +324,24 @@ def test_the_end_names_the_published_report(tmp_path, capsys):
     (tmp_path / "published.json").write_text(json.dumps({"version": "v2", "index": "results/reports/v2/index.html"}))
     session.print_report_location("published.json")
     assert capsys.readouterr().out == "dlbench: report v2: results/reports/v2/index.html\n"
+
+
+def test_a_large_study_says_its_size_before_snakemake_plans_it(tmp_path, capsys):
+    """About 10,000 runs take Snakemake minutes to plan: the study says how many and how long, once; a small one
+    says nothing."""
+    big = yaml.safe_load(MATRIX) | {"defaults": {"repeats": 35}}
+    big["matrix"] |= {"topology": ["1x1", "1x8", "2x8", "4x8"], "precision": ["fp32", "amp"], "batch_size": [8, 16]}
+    path = tmp_path / "big.yaml"
+    path.write_text(yaml.safe_dump(big))
+    study, _ = session.read_study(big, [str(path)], SCHEMA, REPO / "envs", tmp_path)
+    session.announce_size(study)
+    said = capsys.readouterr().err
+    assert "dlbench: study steps: 560 runs" not in said  # 4 x 2 x 2 x 35
+    big["matrix"]["framework"] = ["pytorch", "tensorflow", "mxnet", "jax"]
+    big["matrix"]["batch_size"] = [8, 16, 32, 64]
+    path.write_text(yaml.safe_dump(big))
+    study, _ = session.read_study(big, [str(path)], SCHEMA, REPO / "envs", tmp_path)
+    session.announce_size(study)
+    said = capsys.readouterr().err
+    assert said.count("dlbench: study steps: 4480 runs in 128 configurations;") == 1
+    assert "about 18 s at ~4 ms per job" in said

@@ -3,7 +3,8 @@
 While Snakemake parses the workflow, workflow/rules/configfile.smk and common.smk call these once each, in this
 order: config.yaml read by dlbench (`check_default_configfile`), the jobs tied to this process (`mark_owner`), a
 stale lock removed or a live one's owner named (`claim_directory`), a `--configfile` as the whole study
-(`replace_config`), the study read with its problems and warnings placed at their lines (`read_study`), the
+(`replace_config`), the study read with its problems and warnings placed at their lines (`read_study`), a large
+study's size said (`announce_size`), the
 software it brings checked (`check_software`: images, interpreters probed, device cuda on a machine without a
 GPU), the core Python handed to the telemetry sampler (`export_core_python`) and damaged run logs set aside
 (`set_aside_damaged_run_logs`). Before any job (the Snakefile's onstart): `refuse_cuda_without_a_gpu`,
@@ -88,6 +89,27 @@ def read_study(
     for warning in study.warnings:
         print(f"dlbench: warning: {warning}", file=sys.stderr)
     return study, [StudyFile(path) for path in paths if Path(path).exists()]
+
+
+# Snakemake plans every job before the first one starts (or before a dry run prints): about this long per job,
+# measured on a 2-core VM (benchmarks/workflow_overhead.py), so a study this large is told what it is waiting for.
+PLANNING_S_PER_JOB = 0.004
+LARGE_STUDY_RUNS = 1000
+
+
+def announce_size(study: Study) -> None:
+    """A large study says its size and the wait for Snakemake's plan before Snakemake starts building it."""
+    runs = len(study.run_logs())
+    if runs < LARGE_STUDY_RUNS:
+        return
+    searches = len(study.searches())
+    more = f" and {searches} batch-size searches" if searches else ""
+    print(
+        f"dlbench: study {study.name}: {runs} runs in {len(study.configurations)} configurations{more}; Snakemake "
+        f"plans them all before the first job starts (or a dry run prints), about {PLANNING_S_PER_JOB * runs:.0f} s "
+        f"at ~{PLANNING_S_PER_JOB * 1000:.0f} ms per job (to try a part first, narrow the matrix or exclude some)",
+        file=sys.stderr,
+    )
 
 
 def check_software(

@@ -37,6 +37,8 @@ STUDY_PATHS = workflow.config_settings.configfiles or [DEFAULT_CONFIGFILE]
 STUDY, STUDY_FILES = session.read_study(
     config, STUDY_PATHS, Path(PACKAGE_DIR, "schemas", "config.schema.yaml"), ENVS_DIR, Path.cwd()
 )
+if PLANS:
+    session.announce_size(STUDY)
 SETTINGS = STUDY.config
 # With --sdm conda, Snakemake activates envs/<framework>.yaml; otherwise the workflow builds it (uv).
 USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
