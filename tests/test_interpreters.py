@@ -162,6 +162,7 @@ def test_images_run_through_snakemakes_own_apptainer_support(tmp_path, torch_pyt
     assert len(runs) == 4  # 2 topologies x 2 repeats; aggregate and report run outside any image
     for args in runs:
         assert args[-4].endswith(".simg") and args[-2] == "-c"
+        assert "--nv" in args[: args.index(args[-4])]  # the image sees the node's GPUs (profiles/default)
         assert f" PYTHONPATH={REPO / 'workflow'} python -m dlbench.harness --framework pytorch " in args[-1]
     records = pd.read_csv(tmp_path / "results" / "reports" / "v1" / "records.csv")
     assert set(records["status"]) == {"ok"} and set(records["interpreter"]) == {str(torch_python)}
