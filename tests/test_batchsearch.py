@@ -226,19 +226,46 @@ def max_study(tmp_path: Path, budget: float = 0.5) -> Path:
 SEARCH = "results/search/bert_tiny/pytorch/1x1/bsmax-fp32-nocompile-synthetic-seq128-adam-noclip.json"
 
 
-def test_workflow_runs_the_search_as_a_checkpoint_and_reports_max(torch_python, tmp_path):
-    config = max_study(tmp_path)
-    result = snakemake(tmp_path, "--cores", "2", "--configfile", str(config))
+def plain_study(tmp_path: Path) -> Path:
+    """The checked-in small study at 1x1, one repeat: one ResNet-50 run, no search."""
+    plain = tiny_config(matrix={**tiny_config()["matrix"], "topology": ["1x1"]})
+    plain["defaults"]["repeats"] = 1
+    return write_config(tmp_path / "plain.yaml", plain)
+
+
+PLAIN_RUN = "results/runs/resnet50/pytorch/1x1/bs2-fp32-nocompile-synthetic-img32/rep1.jsonl"
+
+
+def published(workdir: Path) -> dict:
+    return json.loads((workdir / "results/report/published.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def two_studies(torch_python, tmp_path_factory) -> dict:
+    """One working directory, two studies in turn, each run once for the tests below: the plain study (report v1),
+    then the study with a search (its checkpoint, its runs and its report v2, although a report is there already).
+    The tests share it in file order: the first only reads it and dry-runs, the last changes it."""
+    workdir = tmp_path_factory.mktemp("two_studies")
+    plain_config, max_config = plain_study(workdir), max_study(workdir)
+    plain = snakemake(workdir, "--cores", "2", "--configfile", str(plain_config))
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    assert (workdir / PLAIN_RUN).exists() and published(workdir)["version"] == "v1"
+    searched = snakemake(workdir, "--cores", "2", "--configfile", str(max_config))
+    return {"workdir": workdir, "plain": plain_config, "max": max_config, "max_result": searched}
+
+
+def test_workflow_runs_the_search_as_a_checkpoint_and_reports_max(two_studies, tmp_path):
+    workdir, config, result = two_studies["workdir"], two_studies["max"], two_studies["max_result"]
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    search_result = json.loads((tmp_path / SEARCH).read_text())
+    search_result = json.loads((workdir / SEARCH).read_text())
     assert search_result["status"] == "ok"
     found = search_result["batch_size"]
     # The runs at the size found are ordinary runs of the study, their id carries the number.
-    run = tmp_path / SEARCH.replace("results/search", "results/runs").replace("bsmax", f"bs{found}").replace(
+    run = workdir / SEARCH.replace("results/search", "results/runs").replace("bsmax", f"bs{found}").replace(
         ".json", "/rep1.jsonl"
     )
     assert read_log(run)["summary"][-1]["status"] == "ok"
-    report = tmp_path / "results/reports/v1"
+    report = workdir / "results/reports/v2"  # v1 is the plain study's
     summary = pd.read_csv(report / "summary.csv").set_index("batch_size")
     assert summary.loc[found, "batch_label"] == f"max ({found})" and pd.isna(summary.loc[2, "batch_label"])
     records = pd.read_csv(report / "records.csv")
@@ -251,33 +278,22 @@ def test_workflow_runs_the_search_as_a_checkpoint_and_reports_max(torch_python, 
     assert "Batch-size searches (batch_size: max)" in markdown
     # Nothing changed: nothing runs. A memory budget changed: the search runs again (the runs are known once it
     # has run: the checkpoint; those whose command line changed then run again).
-    assert planned_jobs(tmp_path, config) == []
-    dry = snakemake(tmp_path, "-n", "--configfile", str(max_study(tmp_path, budget=0.6)))
+    assert planned_jobs(workdir, config) == []
+    dry = snakemake(workdir, "-n", "--configfile", str(max_study(tmp_path, budget=0.6)))
     assert dry.returncode == 0, dry.stderr[-3000:]
     assert "checkpoint batch_search:" in dry.stdout and f"output: {SEARCH}" in dry.stdout
 
 
-def published(workdir: Path) -> dict:
-    return json.loads((workdir / "results/report/published.json").read_text())
-
-
 @pytest.mark.slow
-def test_each_study_runs_what_it_has_not_run_whatever_the_directory_holds(torch_python, tmp_path):
-    """One working directory, studies in turn: a study with a checkpoint (the search) after another study's report,
-    and a study whose report and aggregate are present but whose run logs and .snakemake/ are not (results copied
-    from elsewhere), each runs what it has not run and publishes. About 2 min on an idle machine: three real runs of
-    studies, one with a search."""
-    plain = tiny_config(matrix={**tiny_config()["matrix"], "topology": ["1x1"]})
-    plain["defaults"]["repeats"] = 1
-    plain_config = write_config(tmp_path / "plain.yaml", plain)
-    plain_run = tmp_path / "results/runs/resnet50/pytorch/1x1/bs2-fp32-nocompile-synthetic-img32/rep1.jsonl"
+def test_each_study_runs_what_it_has_not_run_whatever_the_directory_holds(two_studies):
+    """One working directory, studies in turn: a study with a checkpoint (the search) after another study's report
+    (two_studies), and a study whose report and aggregate are present but whose run logs and .snakemake/ are not
+    (results copied from elsewhere), each runs what it has not run and publishes."""
+    tmp_path, plain_config, max_config = two_studies["workdir"], two_studies["plain"], two_studies["max"]
+    plain_run = tmp_path / PLAIN_RUN
 
-    result = snakemake(tmp_path, "--cores", "2", "--configfile", str(plain_config))
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert plain_run.exists() and published(tmp_path)["version"] == "v1"
-
-    # Another study with a checkpoint: its search, its runs, its report, although a report is there already.
-    result = snakemake(tmp_path, "--cores", "2", "--configfile", str(max_study(tmp_path)))
+    # The study with a checkpoint ran its search, its runs and its report, although a report was there already.
+    result = two_studies["max_result"]
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Nothing to be done" not in result.stdout + result.stderr
     found = json.loads((tmp_path / SEARCH).read_text())["batch_size"]
@@ -302,7 +318,7 @@ def test_each_study_runs_what_it_has_not_run_whatever_the_directory_holds(torch_
     # the search first), and the plain one runs it and publishes.
     for gone in (".snakemake", "results/runs"):
         shutil.rmtree(tmp_path / gone)
-    dry = snakemake(tmp_path, "-n", "--configfile", str(max_study(tmp_path)))
+    dry = snakemake(tmp_path, "-n", "--configfile", str(max_config))
     assert dry.returncode == 0, dry.stderr[-3000:]
     assert "checkpoint batch_search:" in dry.stdout and f"output: {SEARCH}" in dry.stdout
     result = snakemake(tmp_path, "--cores", "2", "--configfile", str(plain_config))

@@ -229,13 +229,30 @@ def test_the_failure_record_counts_the_tries_of_its_own_series(tmp_path):
     assert len(attempts.path.read_text().splitlines()) == 5
 
 
-@pytest.mark.slow
-def test_failed_report_keeps_the_published_state(tmp_path, torch_python):
+@pytest.fixture(scope="module")
+def finished_study(torch_python, tmp_path_factory) -> Path:
+    """A working directory where the small study at 1x1 (one run) has run to its report v1, run once for the module;
+    tests that change it work on a copy (copy_study)."""
+    workdir = tmp_path_factory.mktemp("finished_study")
     config = tiny_config()
     config["defaults"]["repeats"] = 1
     config["matrix"]["topology"] = ["1x1"]
-    path = write_config(tmp_path / "study.yaml", config)
-    assert snakemake(tmp_path, "--cores", "all", "--configfile", str(path)).returncode == 0
+    path = write_config(workdir / "study.yaml", config)
+    result = snakemake(workdir, "--cores", "all", "--configfile", str(path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    return workdir
+
+
+def copy_study(finished: Path, work: Path) -> Path:
+    """A copy of the finished study's directory (modification times kept, so Snakemake finds it up to date, and
+    relative links such as results/reports/latest kept as links) in `work`; its study.yaml."""
+    shutil.copytree(finished, work, symlinks=True, dirs_exist_ok=True)
+    return work / "study.yaml"
+
+
+@pytest.mark.slow
+def test_failed_report_keeps_the_published_state(tmp_path, finished_study):
+    path = copy_study(finished_study, tmp_path)
     reports = tmp_path / "results/reports"
     published = {p: p.read_bytes() for p in [reports / "latest.json", *sorted((reports / "v1").iterdir())]}
 
@@ -330,15 +347,11 @@ def test_odd_paths_never_reach_a_shell(tmp_path, torch_python):
 
 
 @pytest.mark.slow
-def test_a_damaged_run_log_is_set_aside_and_its_run_redone(tmp_path, torch_python):
+def test_a_damaged_run_log_is_set_aside_and_its_run_redone(tmp_path, finished_study):
     """A finished run's log cut inside its summary line (a truncated copy): the next run keeps it as
-    <log>.damaged and runs it again; a dry run only says so. Two real tiny runs and three Snakemake starts: 1 to 5
-    minutes, with the machine's load."""
-    config = tiny_config()
-    config["defaults"]["repeats"] = 1
-    config["matrix"]["topology"] = ["1x1"]
-    path = write_config(tmp_path / "study.yaml", config)
-    assert snakemake(tmp_path, "--cores", "all", "--configfile", str(path)).returncode == 0
+    <log>.damaged and runs it again; a dry run only says so. One real tiny run (besides finished_study's) and two
+    Snakemake starts."""
+    path = copy_study(finished_study, tmp_path)
     (log,) = (tmp_path / "results/runs").rglob("rep1.jsonl")
     whole = log.read_bytes()
     damaged = whole[: len(whole) - 20]
