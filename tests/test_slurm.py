@@ -55,14 +55,35 @@ def ranks_step_completed(job: str, world_size: int) -> bool:
     return len(ranks) == 1 and ranks[0][2] == "COMPLETED"
 
 
-@pytest.fixture(scope="module")
-def slurm_study(slurm_cluster, torch_python, tmp_path_factory):
-    work = tmp_path_factory.mktemp("slurm")
-    config = tiny_config()
+# Every timed run is submitted at once: SLURM's --exclusive still gives each its own node, one after another, and
+# the node never idles until Snakemake's next status check (the profile's timed_run=1 would hold each submission
+# back until the run before it is seen to end, up to tens of seconds later).
+ALL_RUNS_QUEUED = ("--resources", "timed_run=100")
+TF_MXNET_TEST = "test_tensorflow_and_mxnet_ranks_start_under_srun"
+
+
+def study_config(other_frameworks: bool, **overrides) -> dict:
+    """The small study (PyTorch 1x1 and 1x2), one repeat; with `other_frameworks`, TensorFlow and MXNet at 1x2
+    too (one study, one Snakemake run for all three frameworks)."""
+    config = tiny_config(**overrides)
     config["defaults"]["repeats"] = 1
-    result = slurm_snakemake(work, write_config(work / "study.yaml", config))
+    if other_frameworks:
+        config["include"] = [
+            {"framework": f, "model": "resnet50", "topology": "1x2", "batch_size": 2} for f in ("tensorflow", "mxnet")
+        ]
+    return config
+
+
+@pytest.fixture(scope="module")
+def slurm_study(request, slurm_cluster, torch_python, tmp_path_factory):
+    """The study through the SLURM profile: TensorFlow's and MXNet's runs join it only where their (slow) test is
+    selected, so that the fast tier stays PyTorch alone. (work, result, whether they joined)."""
+    other_frameworks = any(item.originalname == TF_MXNET_TEST for item in request.session.items)
+    work = tmp_path_factory.mktemp("slurm")
+    config = study_config(other_frameworks)
+    result = slurm_snakemake(work, write_config(work / "study.yaml", config), *ALL_RUNS_QUEUED)
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
-    return work, result
+    return work, result, other_frameworks
 
 
 def test_profile_resolves_from_the_repository_root():
@@ -72,18 +93,19 @@ def test_profile_resolves_from_the_repository_root():
 
 
 def test_study_completes_through_the_slurm_profile(slurm_study):
-    work, result = slurm_study
-    assert len(submitted(result)) == 2  # one SLURM job per run; aggregate and report run locally
+    work, result, other_frameworks = slurm_study
+    runs = 4 if other_frameworks else 2
+    assert len(submitted(result)) == runs  # one SLURM job per run; aggregate and report run locally
     assert "dlbench: report v1" in result.stdout + result.stderr
     records = pd.read_csv(work / "results/aggregate/records.csv")
-    assert set(records["status"]) == {"ok"}
+    assert set(records["status"]) == {"ok"} and len(records) == runs
     assert records["slurm_job_id"].notna().all()
     assert set(records["slurm_partition"]) == {"debug"} and set(records["slurm_nodelist"]) == {"localhost"}
 
 
 @pytest.mark.slow
 def test_two_device_run_is_one_job_with_two_tasks(slurm_study):
-    work, _ = slurm_study
+    work, _, _ = slurm_study
     lines = log_lines(work / RUN.format("1x2", 1))
     header, summary = lines[0], lines[-1]
     assert header["launcher"] == "srun" and header["threads_per_rank"] == 1
@@ -94,15 +116,12 @@ def test_two_device_run_is_one_job_with_two_tasks(slurm_study):
 
 
 @pytest.mark.slow
-def test_tensorflow_and_mxnet_ranks_start_under_srun(slurm_cluster, tmp_path):
+def test_tensorflow_and_mxnet_ranks_start_under_srun(slurm_study):
     """TensorFlow (SLURM cluster resolver) and MXNet (dist_sync kvstore) ranks from one srun step."""
-    config = tiny_config()
-    config["matrix"].update(framework=["tensorflow", "mxnet"], topology=["1x2"])
-    config["defaults"]["repeats"] = 1
-    result = slurm_snakemake(tmp_path, write_config(tmp_path / "frameworks.yaml", config))
-    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
+    work, _, other_frameworks = slurm_study
+    assert other_frameworks, "the study runs TensorFlow and MXNet where this test is selected"
     for framework in ("tensorflow", "mxnet"):
-        lines = log_lines(tmp_path / RUN.format("1x2", 1).replace("/pytorch/", f"/{framework}/"))
+        lines = log_lines(work / RUN.format("1x2", 1).replace("/pytorch/", f"/{framework}/"))
         header, summary = lines[0], lines[-1]
         assert summary["status"] == "ok", (framework, summary)
         assert header["launcher"] == "srun" and summary["world_size"] == 2
@@ -113,10 +132,10 @@ def test_tensorflow_and_mxnet_ranks_start_under_srun(slurm_cluster, tmp_path):
 
 @pytest.mark.slow
 def test_changing_one_configuration_submits_only_its_jobs(slurm_study):
-    work, _ = slurm_study
-    config = tiny_config(overrides=[{"match": {"topology": "1x2"}, "set": {"measured_steps": 3}}])
-    config["defaults"]["repeats"] = 1
-    result = slurm_snakemake(work, write_config(work / "changed.yaml", config))
+    work, _, other_frameworks = slurm_study
+    changed = [{"match": {"framework": "pytorch", "topology": "1x2"}, "set": {"measured_steps": 3}}]
+    config = study_config(other_frameworks, overrides=changed)
+    result = slurm_snakemake(work, write_config(work / "changed.yaml", config), *ALL_RUNS_QUEUED)
     assert result.returncode == 0, result.stderr[-3000:]
     logs = submitted(result)
     assert len(logs) == 1 and "resnet50_pytorch_1x2_" in logs[0]
