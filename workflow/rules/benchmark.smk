@@ -13,7 +13,7 @@ rule benchmark_run:
     wildcard_constraints:
         **RUN_WILDCARDS,
     conda:
-        RUN_CONDA_ENV
+        run_conda_env
     container:
         RUN_CONTAINER
     # A timed run gets the whole machine: all cores, and the global `timed_run` resource

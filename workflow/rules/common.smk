@@ -106,10 +106,9 @@ def run_container(wildcards):
     return CONTAINERS.get(wildcards.framework)
 
 
-# The runs' environment and image only where Snakemake deploys them: Snakemake asks a callable for every job (and
-# again each time it answered none), seconds in a study of thousands of runs; a rule without one asks nothing. The
-# software stack Snakemake records for reruns counts them only when it deploys them, so both mean the same.
-RUN_CONDA_ENV = run_conda_env if USE_CONDA else None
+# The runs' image only where the study names one: Snakemake asks a callable for every job (and again each time it
+# answered none), a second or more in a study of thousands of runs; a rule without one asks nothing. (The conda
+# environment stays a callable: `snakemake --lint` wants every rule to name one.)
 RUN_CONTAINER = run_container if CONTAINERS else None
 
 

@@ -13,7 +13,7 @@ checkpoint batch_search:
     wildcard_constraints:
         **(RUN_WILDCARDS | {"variant": "bsmax-[A-Za-z0-9_.-]+"}),
     conda:
-        RUN_CONDA_ENV
+        run_conda_env
     container:
         RUN_CONTAINER
     # Probes measure memory, not time, but they would disturb a timed run: the whole machine, like one.
