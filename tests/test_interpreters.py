@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -91,6 +92,40 @@ def test_an_interpreter_without_the_framework_is_refused_with_its_key_and_line(t
 def test_bad_software_entries_are_refused_before_any_job(tmp_path, software, expected):
     config = tiny_config(software=software)
     assert expected in refused(tmp_path, config)
+
+
+@pytest.mark.parametrize("own_interpreter", [True, False], ids=["software.python", "built environment"])
+def test_compiled_runs_without_a_c_compiler_are_named_before_any_job(tmp_path, torch_python, own_interpreter):
+    """torch.compile needs a C compiler and the Python headers on the node: with PATH a directory without gcc or
+    clang, the Python the compiled runs use (the study's, or the built environment's) is asked once, while
+    planning; a dry run says what is missing and which configurations it affects, a run is refused."""
+    empty = tmp_path / "bin"  # the few commands Snakemake and its SLURM plugin start, no compiler
+    empty.mkdir()
+    for command in ("which", "sh", "bash", "git"):
+        if found := shutil.which(command):
+            (empty / command).symlink_to(found)
+    config = byo_config(torch_python) if own_interpreter else tiny_config()
+    config["matrix"]["topology"] = ["1x1"]
+    config["matrix"]["compiler"] = [False, True]
+    study = write_config(tmp_path / "study.yaml", config)
+    result = snakemake(tmp_path, "-n", "--configfile", str(study), env={"PATH": str(empty)})
+    assert result.returncode == 0, result.stderr[-3000:]
+    key = "software.python.pytorch" if own_interpreter else "matrix.compiler"
+    # the built environment's Python, or before it is built the one uv builds it from
+    python = str(torch_python) if own_interpreter else "/"
+    assert result.stderr.count("needs a C compiler and the Python headers") == 1, result.stderr[-3000:]
+    assert "study.yaml, line " in result.stderr and f"{key}: torch.compile of {python}" in result.stderr
+    assert "no C compiler (gcc or clang not found on PATH): the 1 pytorch configurations with compiler on" in (
+        result.stderr
+    )
+    assert "-compile-" in result.stderr.split("configurations with compiler on would fail (")[1].split(")")[0]
+    assert "apt-get install gcc python3.X-dev" in result.stderr
+    run = snakemake(tmp_path, "--cores", "1", "--configfile", str(study), env={"PATH": str(empty)})
+    assert run.returncode == 1 and "invalid configuration" in run.stderr and "needs a C compiler" in run.stderr
+    assert not (tmp_path / "results").exists()  # refused before any job
+    # With a compiler on PATH (this machine's) nothing is said.
+    fine = snakemake(tmp_path, "-n", "--configfile", str(study))
+    assert fine.returncode == 0 and "needs a C compiler" not in fine.stderr
 
 
 @pytest.mark.slow

@@ -117,3 +117,37 @@ def no_gpu_here() -> str | None:
     if any(Path(device).exists() for device in GPU_DEVICE_FILES):
         return None
     return f"{nvml.reason}; no {' or '.join(GPU_DEVICE_FILES)}"
+
+
+# What torch.compile needs of the machine beyond PyTorch: inductor's Triton kernels (GPU) are built with a C
+# compiler (the CC variable, else gcc, else clang, as Triton looks for one) against the interpreter's Python.h.
+TOOLCHAIN_PROBE = """
+import json, os, shutil, sysconfig
+cc = os.environ.get("CC")
+found = shutil.which(cc) if cc else shutil.which("gcc") or shutil.which("clang")
+header = os.path.join(sysconfig.get_paths()["include"], "Python.h")
+print(json.dumps({"cc": cc, "compiler": found, "header": header, "has_header": os.path.isfile(header)}))
+"""
+TOOLCHAIN_HELP = (
+    "install them (Debian/Ubuntu: apt-get install gcc python3.X-dev; RHEL: dnf install gcc python3.X-devel; or "
+    "load a compiler module), set CC to a C compiler, or leave compiler off for pytorch in the study"
+)
+
+
+def missing_toolchain(python: str, timeout_s: float = PROBE_TIMEOUT_S) -> list[str]:
+    """What `python`'s torch.compile lacks here, asked of that interpreter with this PATH: a C compiler, the Python
+    headers; [] when it has both or cannot be asked (the probe of the framework reports that)."""
+    try:
+        result = subprocess.run(
+            [python, "-c", TOOLCHAIN_PROBE], capture_output=True, text=True, timeout=timeout_s, check=True
+        )
+        found = json.loads(result.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return []
+    missing = []
+    if not found["compiler"]:
+        what = f"CC={found['cc']}" if found["cc"] else "gcc or clang"
+        missing.append(f"no C compiler ({what} not found on PATH)")
+    if not found["has_header"]:
+        missing.append(f"no Python headers ({found['header']} does not exist)")
+    return missing

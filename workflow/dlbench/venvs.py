@@ -106,10 +106,34 @@ def resolve_find_links(setting: str | list[str] | None) -> list[str]:
     return [setting] if isinstance(setting, str) else list(setting)
 
 
+def uv_command() -> str:
+    """uv: the one on PATH, else the core environment's."""
+    return shutil.which("uv") or str(Path(sys.executable).parent / "uv")
+
+
+def base_python(spec_path: Path, venv_dir: Path) -> str | None:
+    """The Python the runs of `spec_path`'s environment use: the built environment's, else the interpreter uv
+    would build it from (its `python` version, no download); None when there is none here."""
+    built = env_prefix(venv_dir, spec_path) / "bin" / "python"
+    if built.exists():
+        return str(built)
+    version, _ = read_spec(spec_path)
+    env = dict(os.environ, UV_PYTHON_DOWNLOADS="never")
+    try:
+        found = subprocess.run(
+            [uv_command(), "python", "find", version], capture_output=True, text=True, env=env, timeout=60
+        )
+    except (OSError, subprocess.SubprocessError):
+        return shutil.which(f"python{version}")
+    if found.returncode != 0 or not found.stdout.strip():
+        return shutil.which(f"python{version}")
+    return found.stdout.strip()
+
+
 def build(spec_path: Path, prefix: Path, find_links: list[str]) -> dict:
     """Build the environment into `prefix` (atomically: a half-built env is never used)."""
     python, requirements = read_spec(spec_path)
-    uv = shutil.which("uv") or str(Path(sys.executable).parent / "uv")
+    uv = uv_command()
     tmp = prefix.with_name(prefix.name + ".building")
     shutil.rmtree(tmp, ignore_errors=True)
     # Offline: use an installed interpreter. Byte-compile at install: where PYTHONDONTWRITEBYTECODE is set
