@@ -177,6 +177,39 @@ def test_a_study_runs_with_its_own_interpreter_and_records_it(tmp_path, site_pyt
     assert runs == [str(log.relative_to(work))]
 
 
+@pytest.mark.parametrize("image_has_torch", [False, True], ids=["broken image", "image"])
+def test_an_image_is_probed_before_any_job(tmp_path, torch_python, image_has_torch):
+    """An image file (software.container) is asked through apptainer, with the runs' arguments, whether its python
+    runs dlbench's backend: one without PyTorch is refused with its key and line before any job. The stand-in
+    apptainer (tests/apptainer/) runs exec's command on this host with the "image's" python first on PATH."""
+    (tmp_path / "pytorch.sif").write_text("stand-in image\n")
+    config = tiny_config(software={"container": {"pytorch": "pytorch.sif"}})
+    study = write_config(tmp_path / "study.yaml", config)
+    calls = tmp_path / "apptainer-calls.jsonl"
+    image_bin = torch_python.parent if image_has_torch else Path(CORE_PYTHON).parent
+    env = {
+        "PATH": f"{REPO / 'tests' / 'apptainer'}:{os.environ['PATH']}",
+        "STANDIN_LOG": str(calls),
+        "STANDIN_IMAGE_BIN": str(image_bin),
+    }
+    result = snakemake(tmp_path, "-n", "--sdm", "apptainer", "--configfile", str(study), env=env)
+    probes = [json.loads(line) for line in calls.read_text().splitlines() if "dlbench.harness.probe" in line]
+    assert len(probes) == 1 and probes[0][:1] == ["exec"] and "--nv" in probes[0]  # the runs' arguments
+    assert probes[0][-4] == "pytorch.sif" and "--bind" in probes[0]
+    if image_has_torch:
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert "dlbench: pytorch runs in pytorch.sif (python_version=" in result.stderr
+    else:
+        assert result.returncode == 1, result.stderr[-3000:]
+        assert "study.yaml, line" in result.stderr and "software.container.pytorch: pytorch.sif's python: " in (
+            result.stderr
+        )
+        assert "cannot import dlbench's pytorch backend: ModuleNotFoundError: No module named 'torch'" in (
+            result.stderr
+        )
+        assert not (tmp_path / "results").exists()
+
+
 @pytest.mark.slow
 def test_images_run_through_snakemakes_own_apptainer_support(tmp_path, torch_python):
     """apptainer cannot be installed here: a stand-in (tests/apptainer/apptainer) answers Snakemake and runs the

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -38,20 +39,32 @@ class Interpreter:
 
 def probe(framework: str, python: str, package_dir: str | Path, timeout_s: float = PROBE_TIMEOUT_S) -> dict[str, Any]:
     """The probe's facts of `python` for `framework`; ConfigError (keyed software.python.<framework>) otherwise."""
-    where = f"software.python.{framework}"
+    command = [python, "-m", "dlbench.harness.probe", "--framework", framework]
+    return ask(f"software.python.{framework}", python, framework, command, package_dir, timeout_s)
+
+
+def probe_image(
+    framework: str, image: str, package_dir: str | Path, apptainer_args: str = "", timeout_s: float = PROBE_TIMEOUT_S
+) -> dict[str, Any]:
+    """The probe's facts of an image's `python` (software.container), run as the runs are (`apptainer exec` with
+    the workflow's apptainer arguments, the package directory bound); ConfigError otherwise."""
+    words = f"PYTHONPATH={shlex.quote(str(package_dir))} python -m dlbench.harness.probe --framework {framework}"
+    binds = ["--bind", str(package_dir)]
+    command = ["apptainer", "exec", *shlex.split(apptainer_args), *binds, image, "sh", "-c", words]
+    return ask(f"software.container.{framework}", f"{image}'s python", framework, command, package_dir, timeout_s)
+
+
+def ask(
+    where: str, python: str, framework: str, command: list[str], package_dir: str | Path, timeout_s: float
+) -> dict[str, Any]:
+    """Run a probe command and read its facts; ConfigError keyed `where` naming `python` otherwise."""
     env = dict(os.environ, PYTHONPATH=str(package_dir))
     try:
-        result = subprocess.run(
-            [python, "-m", "dlbench.harness.probe", "--framework", framework],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-        )
+        result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         raise ConfigError(f"{where}: {python} did not answer within {timeout_s:g} s (importing {framework})") from None
     except OSError as error:
-        raise ConfigError(f"{where}: {python} cannot be run: {error.strerror}") from None
+        raise ConfigError(f"{where}: {command[0]} cannot be run: {error.strerror}") from None
     lines = result.stdout.strip().splitlines()
     try:
         found = json.loads(lines[-1]) if lines else {}

@@ -119,6 +119,7 @@ def check_software(
     use_apptainer: bool,
     remote_exec: bool,
     subprocess_exec: bool,
+    apptainer_args: str = "",
 ) -> tuple[dict[str, Interpreter], list[str]]:
     """The interpreters and images the study brings (software.python, software.container), checked by the
     Snakemake that plans (not a job's own): an image needs --sdm apptainer; each interpreter is probed
@@ -137,6 +138,8 @@ def check_software(
             "own container support); without it these runs would use another build. Add --sdm apptainer, or "
             "remove the entry"
         )
+    if containers and use_apptainer and not remote_exec and not subprocess_exec:
+        check_images(study, study_files, package_dir, apptainer_args)
     # device cuda, an interpreter that sees no GPU here: refused when the runs are local (onstart)
     no_gpu_seen: list[str] = []
     if site_python and not remote_exec and not subprocess_exec:
@@ -169,6 +172,29 @@ def check_software(
             file=sys.stderr,
         )
     return found, no_gpu_seen
+
+
+def check_images(study: Study, study_files: list[StudyFile], package_dir: str, apptainer_args: str) -> None:
+    """Each image file the study's frameworks run in (software.container, a local .sif) asked, through apptainer
+    with the runs' arguments, whether its python runs dlbench's backend of the framework: a broken image is
+    refused before any job instead of failing every run. An image named by a URI (docker://, ...) is pulled by
+    Snakemake only after planning, and is not asked."""
+    containers = study.config["software"]["container"]
+    problems = []
+    for framework in sorted(set(study.frameworks()) & set(containers)):
+        image = containers[framework]
+        if "://" in image:
+            continue
+        try:
+            facts = interpreters.probe_image(framework, image, package_dir, apptainer_args)
+        except ConfigError as error:
+            problems.append(locate(str(error), study_files))
+            continue
+        identity = Interpreter(framework, image, facts).identity
+        print(f"dlbench: {framework} runs in {image} ({identity})", file=sys.stderr)
+    if problems:
+        lines = "\n  ".join(problems)
+        sys.exit(f"dlbench: invalid configuration:\n  {lines}")
 
 
 def compiler_problems(study: Study, found: dict[str, Interpreter], package_dir: str) -> list[str]:
