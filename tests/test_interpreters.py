@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -93,6 +94,40 @@ def test_bad_software_entries_are_refused_before_any_job(tmp_path, software, exp
     assert expected in refused(tmp_path, config)
 
 
+@pytest.mark.parametrize("own_interpreter", [True, False], ids=["software.python", "built environment"])
+def test_compiled_runs_without_a_c_compiler_are_named_before_any_job(tmp_path, torch_python, own_interpreter):
+    """torch.compile needs a C compiler and the Python headers on the node: with PATH a directory without gcc or
+    clang, the Python the compiled runs use (the study's, or the built environment's) is asked once, while
+    planning; a dry run says what is missing and which configurations it affects, a run is refused."""
+    empty = tmp_path / "bin"  # the few commands Snakemake and its SLURM plugin start, no compiler
+    empty.mkdir()
+    for command in ("which", "sh", "bash", "git"):
+        if found := shutil.which(command):
+            (empty / command).symlink_to(found)
+    config = byo_config(torch_python) if own_interpreter else tiny_config()
+    config["matrix"]["topology"] = ["1x1"]
+    config["matrix"]["compiler"] = [False, True]
+    study = write_config(tmp_path / "study.yaml", config)
+    result = snakemake(tmp_path, "-n", "--configfile", str(study), env={"PATH": str(empty)})
+    assert result.returncode == 0, result.stderr[-3000:]
+    key = "software.python.pytorch" if own_interpreter else "matrix.compiler"
+    # the built environment's Python, or before it is built the one uv builds it from
+    python = str(torch_python) if own_interpreter else "/"
+    assert result.stderr.count("needs a C compiler and the Python headers") == 1, result.stderr[-3000:]
+    assert "study.yaml, line " in result.stderr and f"{key}: torch.compile of {python}" in result.stderr
+    assert "no C compiler (gcc or clang not found on PATH): the 1 pytorch configurations with compiler on" in (
+        result.stderr
+    )
+    assert "-compile-" in result.stderr.split("configurations with compiler on would fail (")[1].split(")")[0]
+    assert "apt-get install gcc python3.X-dev" in result.stderr
+    run = snakemake(tmp_path, "--cores", "1", "--configfile", str(study), env={"PATH": str(empty)})
+    assert run.returncode == 1 and "invalid configuration" in run.stderr and "needs a C compiler" in run.stderr
+    assert not (tmp_path / "results").exists()  # refused before any job
+    # With a compiler on PATH (this machine's) nothing is said.
+    fine = snakemake(tmp_path, "-n", "--configfile", str(study))
+    assert fine.returncode == 0 and "needs a C compiler" not in fine.stderr
+
+
 @pytest.mark.slow
 def test_cuda_with_an_interpreter_that_sees_no_gpu_is_refused_here(tmp_path, torch_python):
     config = byo_config(torch_python, platform={"device": "cuda"})
@@ -140,6 +175,39 @@ def test_a_study_runs_with_its_own_interpreter_and_records_it(tmp_path, site_pyt
     other = write_config(work / "other.yaml", byo_config(torch_python))
     runs = [out for rule, out in planned_jobs(work, other) if rule == "benchmark_run"]
     assert runs == [str(log.relative_to(work))]
+
+
+@pytest.mark.parametrize("image_has_torch", [False, True], ids=["broken image", "image"])
+def test_an_image_is_probed_before_any_job(tmp_path, torch_python, image_has_torch):
+    """An image file (software.container) is asked through apptainer, with the runs' arguments, whether its python
+    runs dlbench's backend: one without PyTorch is refused with its key and line before any job. The stand-in
+    apptainer (tests/apptainer/) runs exec's command on this host with the "image's" python first on PATH."""
+    (tmp_path / "pytorch.sif").write_text("stand-in image\n")
+    config = tiny_config(software={"container": {"pytorch": "pytorch.sif"}})
+    study = write_config(tmp_path / "study.yaml", config)
+    calls = tmp_path / "apptainer-calls.jsonl"
+    image_bin = torch_python.parent if image_has_torch else Path(CORE_PYTHON).parent
+    env = {
+        "PATH": f"{REPO / 'tests' / 'apptainer'}:{os.environ['PATH']}",
+        "STANDIN_LOG": str(calls),
+        "STANDIN_IMAGE_BIN": str(image_bin),
+    }
+    result = snakemake(tmp_path, "-n", "--sdm", "apptainer", "--configfile", str(study), env=env)
+    probes = [json.loads(line) for line in calls.read_text().splitlines() if "dlbench.harness.probe" in line]
+    assert len(probes) == 1 and probes[0][:1] == ["exec"] and "--nv" in probes[0]  # the runs' arguments
+    assert probes[0][-4] == "pytorch.sif" and "--bind" in probes[0]
+    if image_has_torch:
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert "dlbench: pytorch runs in pytorch.sif (python_version=" in result.stderr
+    else:
+        assert result.returncode == 1, result.stderr[-3000:]
+        assert "study.yaml, line" in result.stderr and "software.container.pytorch: pytorch.sif's python: " in (
+            result.stderr
+        )
+        assert "cannot import dlbench's pytorch backend: ModuleNotFoundError: No module named 'torch'" in (
+            result.stderr
+        )
+        assert not (tmp_path / "results").exists()
 
 
 @pytest.mark.slow

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -348,6 +349,29 @@ def test_all_failed_still_renders(tmp_path):
         data = (out / png).read_bytes()
         assert data.startswith(PNG_MAGIC) and len(data) > 1024
     assert len(pd.read_parquet(out / "summary.parquet")) == 3
+
+
+def test_report_without_pyarrow(tmp_path, inputs):
+    """pyarrow is optional (a lean wheelhouse leaves it out): the report is written without the Parquet copies and
+    says so, in its notes and its list of data files."""
+    out = tmp_path / "report"
+    # A Python where pyarrow cannot be imported from the start (pandas included), as in a lean core environment.
+    script = (
+        "import sys; sys.modules['pyarrow'] = None\n"
+        "from dlbench.report import render_report\n"
+        "render_report(*sys.argv[1:4], sys.argv[4])\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO / "workflow")}
+    subprocess.run([sys.executable, "-c", script, *map(str, inputs), str(out)], check=True, env=env)
+    names = {p.name for p in out.iterdir()}
+    assert "records.csv" in names and "summary.csv" in names
+    assert not names & {"records.parquet", "summary.parquet"}
+    html = (out / "index.html").read_text(encoding="utf-8")
+    readme = (out / "README.md").read_text(encoding="utf-8")
+    assert "records.parquet" not in html.split('id="data"')[1]
+    assert "[records.csv](records.csv)" in readme and "(records.parquet)" not in readme
+    for text in (html, readme):
+        assert "pyarrow is not installed" in text
 
 
 def test_header_only_inputs_render(tmp_path, inputs):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -38,20 +39,32 @@ class Interpreter:
 
 def probe(framework: str, python: str, package_dir: str | Path, timeout_s: float = PROBE_TIMEOUT_S) -> dict[str, Any]:
     """The probe's facts of `python` for `framework`; ConfigError (keyed software.python.<framework>) otherwise."""
-    where = f"software.python.{framework}"
+    command = [python, "-m", "dlbench.harness.probe", "--framework", framework]
+    return ask(f"software.python.{framework}", python, framework, command, package_dir, timeout_s)
+
+
+def probe_image(
+    framework: str, image: str, package_dir: str | Path, apptainer_args: str = "", timeout_s: float = PROBE_TIMEOUT_S
+) -> dict[str, Any]:
+    """The probe's facts of an image's `python` (software.container), run as the runs are (`apptainer exec` with
+    the workflow's apptainer arguments, the package directory bound); ConfigError otherwise."""
+    words = f"PYTHONPATH={shlex.quote(str(package_dir))} python -m dlbench.harness.probe --framework {framework}"
+    binds = ["--bind", str(package_dir)]
+    command = ["apptainer", "exec", *shlex.split(apptainer_args), *binds, image, "sh", "-c", words]
+    return ask(f"software.container.{framework}", f"{image}'s python", framework, command, package_dir, timeout_s)
+
+
+def ask(
+    where: str, python: str, framework: str, command: list[str], package_dir: str | Path, timeout_s: float
+) -> dict[str, Any]:
+    """Run a probe command and read its facts; ConfigError keyed `where` naming `python` otherwise."""
     env = dict(os.environ, PYTHONPATH=str(package_dir))
     try:
-        result = subprocess.run(
-            [python, "-m", "dlbench.harness.probe", "--framework", framework],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-        )
+        result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         raise ConfigError(f"{where}: {python} did not answer within {timeout_s:g} s (importing {framework})") from None
     except OSError as error:
-        raise ConfigError(f"{where}: {python} cannot be run: {error.strerror}") from None
+        raise ConfigError(f"{where}: {command[0]} cannot be run: {error.strerror}") from None
     lines = result.stdout.strip().splitlines()
     try:
         found = json.loads(lines[-1]) if lines else {}
@@ -117,3 +130,37 @@ def no_gpu_here() -> str | None:
     if any(Path(device).exists() for device in GPU_DEVICE_FILES):
         return None
     return f"{nvml.reason}; no {' or '.join(GPU_DEVICE_FILES)}"
+
+
+# What torch.compile needs of the machine beyond PyTorch: inductor's Triton kernels (GPU) are built with a C
+# compiler (the CC variable, else gcc, else clang, as Triton looks for one) against the interpreter's Python.h.
+TOOLCHAIN_PROBE = """
+import json, os, shutil, sysconfig
+cc = os.environ.get("CC")
+found = shutil.which(cc) if cc else shutil.which("gcc") or shutil.which("clang")
+header = os.path.join(sysconfig.get_paths()["include"], "Python.h")
+print(json.dumps({"cc": cc, "compiler": found, "header": header, "has_header": os.path.isfile(header)}))
+"""
+TOOLCHAIN_HELP = (
+    "install them (Debian/Ubuntu: apt-get install gcc python3.X-dev; RHEL: dnf install gcc python3.X-devel; or "
+    "load a compiler module), set CC to a C compiler, or leave compiler off for pytorch in the study"
+)
+
+
+def missing_toolchain(python: str, timeout_s: float = PROBE_TIMEOUT_S) -> list[str]:
+    """What `python`'s torch.compile lacks here, asked of that interpreter with this PATH: a C compiler, the Python
+    headers; [] when it has both or cannot be asked (the probe of the framework reports that)."""
+    try:
+        result = subprocess.run(
+            [python, "-c", TOOLCHAIN_PROBE], capture_output=True, text=True, timeout=timeout_s, check=True
+        )
+        found = json.loads(result.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return []
+    missing = []
+    if not found["compiler"]:
+        what = f"CC={found['cc']}" if found["cc"] else "gcc or clang"
+        missing.append(f"no C compiler ({what} not found on PATH)")
+    if not found["has_header"]:
+        missing.append(f"no Python headers ({found['header']} does not exist)")
+    return missing

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from . import interpreters, problems, stale_lock
+from . import interpreters, problems, stale_lock, venvs
 from .configfile import StudyFile, StudyFileError, load_study_files, locate
 from .harness.lifeline import OWNER_ENV
 from .harness.spec import TELEMETRY_PYTHON_ENV
@@ -119,6 +119,7 @@ def check_software(
     use_apptainer: bool,
     remote_exec: bool,
     subprocess_exec: bool,
+    apptainer_args: str = "",
 ) -> tuple[dict[str, Interpreter], list[str]]:
     """The interpreters and images the study brings (software.python, software.container), checked by the
     Snakemake that plans (not a job's own): an image needs --sdm apptainer; each interpreter is probed
@@ -137,6 +138,8 @@ def check_software(
             "own container support); without it these runs would use another build. Add --sdm apptainer, or "
             "remove the entry"
         )
+    if containers and use_apptainer and not remote_exec and not subprocess_exec:
+        check_images(study, study_files, package_dir, apptainer_args)
     # device cuda, an interpreter that sees no GPU here: refused when the runs are local (onstart)
     no_gpu_seen: list[str] = []
     if site_python and not remote_exec and not subprocess_exec:
@@ -159,6 +162,8 @@ def check_software(
                     study_files,
                 )
             )
+    if not remote_exec and not subprocess_exec:  # the Snakemake that plans, not a job's own
+        no_gpu_seen += [locate(problem, study_files) for problem in compiler_problems(study, found, package_dir)]
     # Which executor runs the jobs is known only once they start (onstart): until then, say it.
     for problem in no_gpu_seen:
         print(
@@ -167,6 +172,59 @@ def check_software(
             file=sys.stderr,
         )
     return found, no_gpu_seen
+
+
+def check_images(study: Study, study_files: list[StudyFile], package_dir: str, apptainer_args: str) -> None:
+    """Each image file the study's frameworks run in (software.container, a local .sif) asked, through apptainer
+    with the runs' arguments, whether its python runs dlbench's backend of the framework: a broken image is
+    refused before any job instead of failing every run. An image named by a URI (docker://, ...) is pulled by
+    Snakemake only after planning, and is not asked."""
+    containers = study.config["software"]["container"]
+    problems = []
+    for framework in sorted(set(study.frameworks()) & set(containers)):
+        image = containers[framework]
+        if "://" in image:
+            continue
+        try:
+            facts = interpreters.probe_image(framework, image, package_dir, apptainer_args)
+        except ConfigError as error:
+            problems.append(locate(str(error), study_files))
+            continue
+        identity = Interpreter(framework, image, facts).identity
+        print(f"dlbench: {framework} runs in {image} ({identity})", file=sys.stderr)
+    if problems:
+        lines = "\n  ".join(problems)
+        sys.exit(f"dlbench: invalid configuration:\n  {lines}")
+
+
+def compiler_problems(study: Study, found: dict[str, Interpreter], package_dir: str) -> list[str]:
+    """What the Python of the study's compiled PyTorch runs lacks for torch.compile (a C compiler, the Python
+    headers), once, with the configurations it affects: the study's interpreter (software.python, probed), or the
+    one the workflow builds its environment from (envs/pytorch.yaml's python). An image (software.container)
+    and --sdm conda's environment are not asked here."""
+    compiled = sorted(c.config_id for c in study.configurations.values() if c.framework == "pytorch" and c.compiler)
+    settings = study.config["software"]
+    if not compiled or "pytorch" in settings["container"] or "pytorch" in study.config["runners"]:
+        return []
+    python: str | None
+    if "pytorch" in found:
+        python, key = found["pytorch"].python, "software.python.pytorch"
+    elif "pytorch" in settings["python"]:  # not probed (the runs go to other nodes): not asked either
+        return []
+    else:
+        spec = Path(package_dir).parent / "envs" / "pytorch.yaml"
+        python, key = venvs.base_python(spec, Path(settings["venv_dir"])), "matrix.compiler"
+    if python is None:
+        return []
+    missing = interpreters.missing_toolchain(python)
+    if not missing:
+        return []
+    shown = ", ".join(compiled[:3]) + (f" and {len(compiled) - 3} more" if len(compiled) > 3 else "")
+    return [
+        f"{key}: torch.compile of {python} needs a C compiler and the Python headers, and here it has "
+        f"{' and '.join(missing)}: the {len(compiled)} pytorch configurations with compiler on would fail "
+        f"({shown}); {interpreters.TOOLCHAIN_HELP}"
+    ]
 
 
 def export_core_python(python: str) -> None:

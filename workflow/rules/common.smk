@@ -45,7 +45,13 @@ USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_me
 USE_APPTAINER = DeploymentMethod.APPTAINER in workflow.deployment_settings.deployment_method
 # software.python probed (framework -> dlbench.interpreters.Interpreter), device cuda that sees no GPU (onstart)
 INTERPRETERS, NO_GPU_SEEN = session.check_software(
-    STUDY, STUDY_FILES, PACKAGE_DIR, USE_APPTAINER, workflow.remote_exec, workflow.subprocess_exec
+    STUDY,
+    STUDY_FILES,
+    PACKAGE_DIR,
+    USE_APPTAINER,
+    workflow.remote_exec,
+    workflow.subprocess_exec,
+    workflow.deployment_settings.apptainer_args or "",
 )
 CORE_PYTHON = sys.executable
 session.export_core_python(CORE_PYTHON)

@@ -4,6 +4,7 @@
 #   bash workflow/scripts/bootstrap.sh          the workflow's core environment
 #   bash workflow/scripts/bootstrap.sh --test   plus pytest and ruff
 #   --wheelhouse DIR         install from DIR alone (no index, no network); fill DIR with wheelhouse.sh
+#                            (an optional package of envs/core.yaml that DIR lacks is left out, and said)
 #   --system-site-packages   .venv sees the interpreter's site-packages, and a required package installed there
 #                            is taken at the version it has (the pins hold for everything else)
 # PYTHON=/path/to/python3 selects the interpreter.
@@ -109,8 +110,12 @@ print("\n".join(f"import site; site.addsitedir({p!r})" for p in own))')
     fi
 fi
 
-# envs/core.yaml is the one list of core packages (a conda file): take its pip entries.
-sed -n 's/^ *- \([A-Za-z0-9_.-]*==[^ ]*\)$/\1/p' envs/core.yaml > .venv/core-requirements.txt
+# envs/core.yaml is the one list of core packages (a conda file): take its pip entries. From a wheelhouse, an
+# optional one (`# optional`) that it lacks (wheelhouse.sh --lean) is left out, and said.
+from_house=()
+[[ -n "$wheelhouse" ]] && from_house=(--wheelhouse "$wheelhouse")
+.venv/bin/python workflow/scripts/wheelhouse.py --core-requirements envs/core.yaml "${from_house[@]}" \
+    > .venv/core-requirements.txt
 lists=(.venv/core-requirements.txt)
 if $system_site; then
     if $test; then

@@ -2,6 +2,8 @@
 
     python wheelhouse.py DIR --requirements FILE [FILE ...] [--python-version X.Y] [--platform TAG ...]
                          [--have FREEZE]
+    python wheelhouse.py --core-requirements envs/core.yaml [--lean | --wheelhouse DIR]
+                                                    envs/core.yaml's pip pins (both scripts), one a line
     python wheelhouse.py --relax-installed FILE ...     bootstrap.sh --system-site-packages, before pip install
     python wheelhouse.py --base-scripts FILE ...        and after it
 
@@ -45,6 +47,10 @@ FREEZE_URL = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)\s*@\s*(\S+)")
 MANYLINUX = re.compile(r"manylinux_2_(\d+)_(\w+)")
 MANYLINUX_LEGACY = {"manylinux1": 5, "manylinux2010": 12, "manylinux2014": 17}
 MUSLLINUX = re.compile(r"musllinux_1_(\d+)_(\w+)")
+# A pip entry of envs/core.yaml: `- name==version`, optionally followed by a comment; `# optional` marks a package
+# that the workflow can do without (wheelhouse.sh --lean leaves it out).
+CORE_PIN = re.compile(r"^ *- ([A-Za-z0-9_.-]+==[^ #]+) *(#.*)?$")
+OPTIONAL = "# optional"
 NO_MATCH = re.compile(r"No matching distribution found for ([^\n]+?)(?: \(from [^\n]*\))?$", re.MULTILINE)
 
 
@@ -92,6 +98,40 @@ def read_have(path: Path) -> dict[str, tuple[str, str]]:
             continue
         have[normalize(name)] = (name, version)
     return have
+
+
+def core_requirements(core_yaml: Path, lean: bool = False, wheelhouse: Path | None = None) -> list[str]:
+    """The pins of envs/core.yaml's pip list. lean: without the optional ones (`# optional`). wheelhouse: without
+    the optional ones that it holds no wheel of (a lean wheelhouse), each said on stderr."""
+    pins = []
+    for line in core_yaml.read_text().splitlines():
+        if not (m := CORE_PIN.match(line)):
+            continue
+        pin, comment = m[1], m[2] or ""
+        if comment.startswith(OPTIONAL):
+            name = normalize(pin.split("==")[0])
+            if lean:
+                continue
+            if wheelhouse is not None and not any(
+                normalize(wheel.name.split("-")[0]) == name for wheel in wheelhouse.glob("*.whl")
+            ):
+                why = comment.removeprefix(OPTIONAL).lstrip(": ")
+                print(
+                    f"bootstrap: optional {pin} is not in the wheelhouse {wheelhouse}: left out (what it adds: {why})",
+                    file=sys.stderr,
+                )
+                continue
+        pins.append(pin)
+    return pins
+
+
+def core_requirements_command(args: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="wheelhouse.py --core-requirements")
+    parser.add_argument("core_yaml", type=Path)
+    parser.add_argument("--lean", action="store_true")
+    parser.add_argument("--wheelhouse", type=Path)
+    parsed = parser.parse_args(args)
+    print("\n".join(core_requirements(parsed.core_yaml, parsed.lean, parsed.wheelhouse)))
 
 
 def relax(lines: list[str], names: set[str]) -> list[str]:
@@ -420,6 +460,8 @@ def main() -> None:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--resolve-child"]:
         sys.exit(resolve_child(sys.argv[2]))
+    if sys.argv[1:2] == ["--core-requirements"]:
+        sys.exit(core_requirements_command(sys.argv[2:]))
     if sys.argv[1:2] == ["--relax-installed"]:
         sys.exit(relax_installed([Path(file) for file in sys.argv[2:]]))
     if sys.argv[1:2] == ["--base-scripts"]:

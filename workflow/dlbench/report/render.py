@@ -35,6 +35,22 @@ from .tables import (
 TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "templates"
 TEMPLATE_NAME = "report.html.j2"
 DATA_FILES = ("records.csv", "summary.csv", "records.parquet", "summary.parquet", "environment.json")
+PARQUET_FILES = ("records.parquet", "summary.parquet")
+NO_PARQUET_NOTE = (
+    "records.parquet and summary.parquet were not written: pyarrow is not installed in the core environment "
+    "(it is optional; the CSV files hold the same data; bootstrap.sh without a lean wheelhouse installs it)"
+)
+
+
+def parquet_available() -> bool:
+    """Whether pandas can write Parquet here: pyarrow is optional in the core environment (envs/core.yaml)."""
+    try:
+        import pyarrow.parquet  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 LOCAL_LINK = re.compile(r'(src|href)="([A-Za-z0-9_.-]+)"')  # a link to a file beside index.html
 
 
@@ -154,7 +170,7 @@ def markdown(ctx: dict[str, Any]) -> str:
         lines += [rows_markdown(fw_rows), ""]
     if env["config_yaml"]:
         lines += ["### Study configuration", "", "```yaml", env["config_yaml"].rstrip(), "```", ""]
-    lines += ["## Data files", "", ", ".join(f"[{f}]({f})" for f in DATA_FILES), ""]
+    lines += ["## Data files", "", ", ".join(f"[{f}]({f})" for f in ctx["data_files"]), ""]
     return "\n".join(lines)
 
 
@@ -168,9 +184,9 @@ def render_report(
     baseline_label: str = "",
 ) -> None:
     """Write into out_dir (created; must not exist yet or be empty): index.html, README.md,
-    records.csv, summary.csv, records.parquet, summary.parquet, environment.json (copies),
-    throughput.png, speedup.png. `version` is only shown in the page header; `baseline`: the records of the
-    set this version is compared with (report.compare_to), named `baseline_label`."""
+    records.csv, summary.csv, records.parquet, summary.parquet (when pyarrow is installed; a note says when not),
+    environment.json (copies), throughput.png, speedup.png. `version` is only shown in the page header;
+    `baseline`: the records of the set this version is compared with (report.compare_to), named `baseline_label`."""
     records_csv, summary_csv = Path(records_csv), Path(summary_csv)
     environment_json, out_dir = Path(environment_json), Path(out_dir)
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
@@ -181,12 +197,15 @@ def render_report(
     env = load_environment(environment_json)
     out_dir.mkdir(parents=True, exist_ok=True)
 
-    # Raw copies (byte-identical) plus typed Parquet versions.
+    # Raw copies (byte-identical) plus typed Parquet versions where pyarrow is installed.
     shutil.copyfile(records_csv, out_dir / "records.csv")
     shutil.copyfile(summary_csv, out_dir / "summary.csv")
     shutil.copyfile(environment_json, out_dir / "environment.json")
-    records.to_parquet(out_dir / "records.parquet", index=False)
-    summary.to_parquet(out_dir / "summary.parquet", index=False)
+    parquet = parquet_available()
+    if parquet:
+        records.to_parquet(out_dir / "records.parquet", index=False)
+        summary.to_parquet(out_dir / "summary.parquet", index=False)
+    data_files = [f for f in DATA_FILES if parquet or f not in PARQUET_FILES]
 
     energy_plot = write_plots(summary, out_dir)
     level = confidence_level(env)
@@ -201,6 +220,8 @@ def render_report(
     extra_notes = env.get("notes") or []  # environment.json may carry notes of its own
     notes = caveats(records) + mfu_caveat(summary)
     notes += [str(n) for n in (extra_notes if isinstance(extra_notes, list) else [extra_notes])]
+    if not parquet:
+        notes.append(NO_PARQUET_NOTE)
     ctx: dict[str, Any] = {
         "title": f"{study} — training throughput report",
         "study": study,
@@ -223,7 +244,7 @@ def render_report(
         "quality_plots": quality_plots,
         "sections": build_sections(ReportInputs(records, summary, env, baseline, baseline_label)),
         "env": environment_view(env),
-        "data_files": DATA_FILES,
+        "data_files": data_files,
     }
 
     jenv = jinja2.Environment(
