@@ -8,7 +8,7 @@
 #
 # The wheelhouse is filled beforehand on a connected machine, for the node's Python, with only what the node lacks
 # (the node's `python3 -m pip list --format=freeze` as --have; docs/gpu.md, "On a GPU node"):
-#   bash workflow/scripts/wheelhouse.sh WHEELHOUSE --python-version 3.12 --have node-packages.txt --lean
+#   bash workflow/scripts/wheelhouse.sh WHEELHOUSE --python-version 3.12 --have node-packages.txt
 #
 # Stages, each estimated on one H100 (not yet measured on a GPU); none is over 5 minutes:
 #   setup                   core environment from the wheelhouse                           1-2 min

@@ -10,8 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "workflow" / "scripts"
 
@@ -25,10 +23,10 @@ def names(listing: str) -> set[str]:
     return {line.split("==")[0] for line in listing.splitlines() if line}
 
 
-def test_pyarrow_and_uv_are_optional():
+def test_pyarrow_is_optional():
     full = names(core_requirements().stdout)
-    assert {"snakemake", "pandas", "pyarrow", "matplotlib", "uv"} <= full
-    assert names(core_requirements("--lean").stdout) == full - {"pyarrow", "uv"}
+    assert {"snakemake", "pandas", "pyarrow", "matplotlib"} <= full
+    assert names(core_requirements("--lean").stdout) == full - {"pyarrow"}
 
 
 def test_bootstrap_leaves_out_what_a_lean_wheelhouse_lacks(tmp_path):
@@ -40,12 +38,11 @@ def test_bootstrap_leaves_out_what_a_lean_wheelhouse_lacks(tmp_path):
     assert f"optional pyarrow==26.0.1 is not in the wheelhouse {house}: left out" in lacking.stderr
     (house / "pyarrow-26.0.1-cp311-cp311-manylinux_2_28_x86_64.whl").touch()
     holding = core_requirements("--wheelhouse", str(house))
-    assert "pyarrow" in names(holding.stdout) and "pyarrow" not in holding.stderr
-    assert "uv" not in names(holding.stdout) and "optional uv==0.13.9 is not in the wheelhouse" in holding.stderr
+    assert "pyarrow" in names(holding.stdout) and not holding.stderr
 
 
 def test_wheelhouse_sh_lean_passes_no_optional_package(tmp_path):
-    """wheelhouse.sh --lean hands wheelhouse.py a requirement list without pyarrow and uv (a stand-in Python prints the
+    """wheelhouse.sh --lean hands wheelhouse.py a requirement list without pyarrow (a stand-in Python prints the
     lists instead of downloading)."""
     python = tmp_path / "python"
     python.write_text(
@@ -59,18 +56,4 @@ def test_wheelhouse_sh_lean_passes_no_optional_package(tmp_path):
     lean = subprocess.run(["bash", *run, "--lean"], env=env, capture_output=True, text=True, check=True)
     full = subprocess.run(["bash", *run], env=env, capture_output=True, text=True, check=True)
     assert "pyarrow" in names(full.stdout) and "snakemake" in names(full.stdout)
-    assert names(lean.stdout) == names(full.stdout) - {"pyarrow", "uv"}
-
-
-def test_building_an_environment_without_uv_says_what_to_do(tmp_path, monkeypatch):
-    """uv is optional (a lean wheelhouse leaves it out): an environment build without it names the way out."""
-    sys.path.insert(0, str(REPO / "workflow"))
-    from dlbench import venvs
-
-    monkeypatch.setenv("PATH", str(tmp_path))  # no uv on PATH
-    monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))  # nor beside the core environment's Python
-    spec = REPO / "envs" / "pytorch.yaml"
-    with pytest.raises(venvs.EnvSpecError, match="needs uv, which is not installed") as error:
-        venvs.build(spec, tmp_path / "pytorch", [])
-    assert "wheelhouse.sh --lean" in str(error.value) and "software.python" in str(error.value)
-    assert not (tmp_path / "pytorch").exists()
+    assert names(lean.stdout) == names(full.stdout) - {"pyarrow"}

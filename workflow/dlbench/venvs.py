@@ -106,17 +106,9 @@ def resolve_find_links(setting: str | list[str] | None) -> list[str]:
     return [setting] if isinstance(setting, str) else list(setting)
 
 
-NO_UV = (
-    "{spec}: building this environment needs uv, which is not installed (it is optional in envs/core.yaml: "
-    "`wheelhouse.sh --lean` leaves it out). Install it into the core environment (bootstrap.sh online, or from a "
-    "wheelhouse filled without --lean), or name the framework's own interpreter in software.python"
-)
-
-
-def uv_command() -> str | None:
-    """uv: the one on PATH, else the core environment's; None where neither is (uv is optional)."""
-    core = Path(sys.executable).parent / "uv"
-    return shutil.which("uv") or (str(core) if core.is_file() else None)
+def uv_command() -> str:
+    """uv: the one on PATH, else the core environment's."""
+    return shutil.which("uv") or str(Path(sys.executable).parent / "uv")
 
 
 def base_python(spec_path: Path, venv_dir: Path) -> str | None:
@@ -127,10 +119,10 @@ def base_python(spec_path: Path, venv_dir: Path) -> str | None:
         return str(built)
     version, _ = read_spec(spec_path)
     env = dict(os.environ, UV_PYTHON_DOWNLOADS="never")
-    if (uv := uv_command()) is None:
-        return shutil.which(f"python{version}")
     try:
-        found = subprocess.run([uv, "python", "find", version], capture_output=True, text=True, env=env, timeout=60)
+        found = subprocess.run(
+            [uv_command(), "python", "find", version], capture_output=True, text=True, env=env, timeout=60
+        )
     except (OSError, subprocess.SubprocessError):
         return shutil.which(f"python{version}")
     if found.returncode != 0 or not found.stdout.strip():
@@ -141,8 +133,7 @@ def base_python(spec_path: Path, venv_dir: Path) -> str | None:
 def build(spec_path: Path, prefix: Path, find_links: list[str]) -> dict:
     """Build the environment into `prefix` (atomically: a half-built env is never used)."""
     python, requirements = read_spec(spec_path)
-    if (uv := uv_command()) is None:
-        raise EnvSpecError(NO_UV.format(spec=spec_path))
+    uv = uv_command()
     tmp = prefix.with_name(prefix.name + ".building")
     shutil.rmtree(tmp, ignore_errors=True)
     # Offline: use an installed interpreter. Byte-compile at install: where PYTHONDONTWRITEBYTECODE is set
@@ -191,10 +182,7 @@ def main(argv: list[str] | None = None) -> None:
     if (prefix / MARKER).exists():
         print(f"{prefix} is up to date")
         return
-    try:
-        marker = build(args.spec, prefix, resolve_find_links(setting))
-    except EnvSpecError as error:
-        sys.exit(f"dlbench: {error}")
+    marker = build(args.spec, prefix, resolve_find_links(setting))
     print(f"built {prefix} in {marker['build_seconds']} s ({len(marker['packages'])} packages)")
 
 

@@ -7,8 +7,7 @@
 # stands for every older one (pip matches tags exactly). --have FILE: `pip list --format=freeze` taken on the
 # target; its packages are not downloaded unless the requirements need other versions of them, and
 # bootstrap.sh --system-site-packages takes them there. --lean: without the optional packages (`# optional` in
-# envs/core.yaml: pyarrow, the report's Parquet copies; uv, which builds framework environments), which
-# bootstrap.sh then leaves out.
+# envs/core.yaml: pyarrow, the report's Parquet copies), which bootstrap.sh then leaves out.
 # A dependency with only an sdist is built here when it is pure Python, and refused otherwise.
 # PYTHON=/path/to/python runs pip (>= 22.2); wheelhouse.py beside this script does the work.
 set -euo pipefail
@@ -28,7 +27,7 @@ for arg in "$@"; do
     fi
 done
 if [[ ${#args[@]} == 0 || "${args[0]}" == -* ]]; then
-    sed -n '2,14s/^# \{0,1\}//p' "$0" >&2
+    sed -n '2,13s/^# \{0,1\}//p' "$0" >&2
     exit 2
 fi
 
