@@ -33,7 +33,7 @@ def pins() -> dict[str, str]:
     """envs/core.yaml's pip list, as bootstrap.sh reads it."""
     text = (REPO / "envs" / "core.yaml").read_text()
     return dict(
-        pin.lower().split("==") for pin in re.findall(r"^ *- ([A-Za-z0-9_.-]*==[^ #]*) *(?:#.*)?$", text, re.MULTILINE)
+        pin.lower().split("==") for pin in re.findall(r"^ *- ([A-Za-z0-9_.-]*==[^\s#]*) *(?:#.*)?$", text, re.MULTILINE)
     )
 
 
