@@ -131,6 +131,7 @@ def check_software(
     containers = settings["software"]["container"]
     device = settings["platform"]["device"]
     found: dict[str, Interpreter] = {}  # probed once by the Snakemake that plans
+    plans = not remote_exec and not subprocess_exec  # the Snakemake that plans, not a job's own
     if containers and not use_apptainer and not remote_exec:
         names = ", ".join(f"software.container.{name}" for name in sorted(containers))
         sys.exit(
@@ -138,11 +139,11 @@ def check_software(
             "own container support); without it these runs would use another build. Add --sdm apptainer, or "
             "remove the entry"
         )
-    if containers and use_apptainer and not remote_exec and not subprocess_exec:
+    if containers and use_apptainer and plans:
         check_images(study, study_files, package_dir, apptainer_args)
     # device cuda, an interpreter that sees no GPU here: refused when the runs are local (onstart)
     no_gpu_seen: list[str] = []
-    if site_python and not remote_exec and not subprocess_exec:
+    if site_python and plans:
         try:
             found, no_gpu_seen = interpreters.check(site_python, study.frameworks(), device, package_dir)
         except ConfigError as error:
@@ -153,7 +154,7 @@ def check_software(
             print(f"dlbench: {framework} runs with {interpreter.python} ({interpreter.identity})", file=sys.stderr)
     # Frameworks without a study interpreter (those were asked above): this machine is asked instead.
     built_for_cuda = [fw for fw in study.frameworks() if fw not in site_python]
-    if device == "cuda" and built_for_cuda and not remote_exec and not subprocess_exec:
+    if device == "cuda" and built_for_cuda and plans:
         if absent := interpreters.no_gpu_here():
             no_gpu_seen.append(
                 locate(
@@ -162,7 +163,7 @@ def check_software(
                     study_files,
                 )
             )
-    if not remote_exec and not subprocess_exec:  # the Snakemake that plans, not a job's own
+    if plans:
         no_gpu_seen += [locate(problem, study_files) for problem in compiler_problems(study, found, package_dir)]
     # Which executor runs the jobs is known only once they start (onstart): until then, say it.
     for problem in no_gpu_seen:
