@@ -99,6 +99,7 @@ def _switch(name: str, kind: str, parts: tuple[str, str], words: tuple[str, str]
     )
 
 
+SEQ_LENGTH = 128  # the sequence length a study or a run log that says none trains at (BERT and Llama)
 STRATEGY_PREFIX = "via_"  # no other part starts so (optimizers are adam or lamb)
 
 
@@ -135,7 +136,7 @@ AXES: tuple[Axis, ...] = (
     ),
     Axis(
         "seq_length",
-        128,
+        SEQ_LENGTH,
         kinds=frozenset({"bert", "llama"}),
         option=True,
         values={"type": "integer", "minimum": 8, "maximum": 131072},
@@ -143,7 +144,7 @@ AXES: tuple[Axis, ...] = (
         "512; Llama: e.g. 2048, 8192)",
         spell=lambda v: f"seq{v}",
         read=_prefixed_int("seq"),
-        record=lambda v, _: v or 128,
+        record=lambda v, _: v or SEQ_LENGTH,
         label=_seq_label,
         legend="seq {}",
     ),
@@ -152,7 +153,7 @@ AXES: tuple[Axis, ...] = (
         None,
         kinds=frozenset({"bert"}),
         matrix=False,  # derived: masked positions per sequence at the sequence length
-        record=lambda v, values: v or default_max_predictions(values.get("seq_length") or 128),
+        record=lambda v, values: v or default_max_predictions(values.get("seq_length") or SEQ_LENGTH),
     ),
     Axis(
         "optimizer",

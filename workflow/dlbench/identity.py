@@ -32,8 +32,7 @@ from typing import Any
 
 from . import axes as registry
 
-DEFAULT_IMAGE_SIZE = registry.DEFAULTS["image_size"]  # ids mention the image size only when it differs
-DEFAULT_STRATEGY = registry.DEFAULTS["strategy"]  # ... and the strategy (harness/strategies.py) only when not auto
+DEFAULT_STRATEGY = registry.DEFAULTS["strategy"]  # the strategy (harness/strategies.py) a run log before the axis had
 RUNS_DIR = "results/runs"
 BERT_MODELS = ("bert_base", "bert_tiny")  # dimensions: harness/bert.py
 LLAMA_MODELS = ("llama_tiny", "llama3_1b", "llama3_8b")  # dimensions: harness/llama.py
