@@ -96,7 +96,8 @@ class Plan:
                 size = found_size(c.search_id)
                 if size is not None:
                     logs += replace(c, batch_size=size).run_logs()
-        return [log for log in dict.fromkeys(logs) if log not in self.study.run_logs()]  # a size the study lists too
+        listed = set(self.study.run_logs())  # a size the study lists too is one of its own runs already
+        return [log for log in dict.fromkeys(logs) if log not in listed]
 
     def search_arguments(self, config_id: str, topology: str) -> str:
         """The search's command line: how to probe (the configuration without batch size and steps, on one node),
