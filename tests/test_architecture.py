@@ -15,7 +15,6 @@ import yaml
 
 from conftest import REPO
 from dlbench import logformats
-from dlbench.harness.frameworks import NAMES as FRAMEWORKS
 from dlbench.logformats import external
 from dlbench.records import SCHEMA_PATH
 
@@ -170,13 +169,34 @@ def test_no_import_cycles_among_dlbench_modules():
 
 
 # ---------------------------------------------------------------- the plug points' test files
-RESNET_TESTS = {"pytorch": "test_harness.py"}  # the reference backend's ResNet path (ARCHITECTURE.md)
+# A plug point's contract is one suite parametrised over its registry (ARCHITECTURE.md, "Tests"); a test file of
+# one framework holds only what is particular to it.
+CONTRACTS = {
+    "framework": "test_contract_framework.py",
+    "log format": "test_contract_logformat.py",
+    "runner": "test_runner_definitions.py",
+}
 
 
-@pytest.mark.parametrize("name", FRAMEWORKS)
-def test_every_framework_has_the_test_files_architecture_md_names(name):
-    for test in (f"test_bert_{name}.py", f"test_realdata_{name}.py", RESNET_TESTS.get(name, f"test_{name}.py")):
-        assert (REPO / "tests" / test).exists(), test
+def test_every_plug_point_has_its_contract_suite():
+    for plug_point, name in CONTRACTS.items():
+        assert (REPO / "tests" / name).exists(), f"{plug_point}: tests/{name}"
+        assert f"`tests/{name}`" in (REPO / "ARCHITECTURE.md").read_text(), f"ARCHITECTURE.md names tests/{name}"
+
+
+def _test_names(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    return {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")}
+
+
+@pytest.mark.parametrize("plug_point", list(CONTRACTS))
+def test_no_other_test_file_repeats_a_contract(plug_point):
+    """What a contract asserts for every entry of its registry is not written again for one of them."""
+    contract_file = REPO / "tests" / CONTRACTS[plug_point]
+    contract = _test_names(contract_file)
+    for path in sorted((REPO / "tests").glob("test_*.py")):
+        if path != contract_file:
+            assert not contract & _test_names(path), f"{path.name} repeats {sorted(contract & _test_names(path))}"
 
 
 @pytest.mark.parametrize("name", list(external.FORMATS))

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import assert_ranks_counted, env_python, harness_env, ok_or_skip, read_log, run_harness
+from conftest import env_python, harness_env, ok_or_skip, read_log, run_harness
 from dlbench.harness import bert
 
 TINY = ["--seq-length", "64", "--batch-size", "2", "--warmup-steps", "1", "--measured-steps", "3", "--device", "cpu"]
@@ -164,33 +164,9 @@ def test_outputs_are_google_bert_s(mx_python, tmp_path):
 
 
 # ----------------------------------------------------------------------------- harness runs
-def test_throughput_in_sequences_per_second(mx_python, tmp_path):
-    log = tmp_path / "run.jsonl"
-    entries = run_mx(mx_python, log, "--topology", "1x1", *TINY)
-    summary, env = entries["summary"][-1], entries["environment"][0]
-    assert summary["status"] == "ok", summary
-    assert summary["unit"] == "sequences/s" and summary["samples"] == 2 * 3 and summary["world_size"] == 1
-    measured = [s["seconds"] for s in entries["step"] if s["phase"] == "measure"]
-    assert summary["throughput"] == pytest.approx(summary["samples"] / sum(measured), rel=1e-9)
-    assert summary["loss_final"] > 0
-    assert env["parameters"] == bert.parameter_count(bert.CONFIGS["bert_tiny"])
-    assert env["optimizer"].startswith("AdamWeightDecay") and env["grad_clip"] is False
-    assert env["seq_length"] == 64 and env["max_predictions"] == 10  # ceil(0.15 x 64)
-
-
 @pytest.mark.slow
-def test_two_ranks_through_the_dist_kvstore_with_clipping(mx_python, tmp_path):
-    """allreduce_grads, clip, update over dist_sync: both ranks run and count."""
-    log = tmp_path / "run.jsonl"
-    entries = run_mx(mx_python, log, "--topology", "1x2", "--grad-clip", "on", *TINY)
-    assert_ranks_counted(entries["summary"][-1], ranks=2, batch_size=2, steps=3)
-    env = entries["environment"][0]
-    assert env["distributed_backend"] == "kvstore dist_sync" and env["grad_clip"] is True
-    assert not (tmp_path / "run.jsonl.ranks").exists()
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize(("precision", "compiler"), [("amp", "off"), ("fp32", "on"), ("amp", "on")])
+# amp with compiler off: the framework contract's AMP case
+@pytest.mark.parametrize(("precision", "compiler"), [("fp32", "on"), ("amp", "on")])
 def test_amp_and_compiler(mx_python, tmp_path, precision, compiler):
     log = tmp_path / "run.jsonl"
     result = run_harness(
@@ -216,15 +192,6 @@ def test_amp_and_compiler(mx_python, tmp_path, precision, compiler):
     assert np.isfinite(entries["summary"][-1]["loss_final"])
 
 
-@pytest.mark.slow
-def test_lamb_with_clipping(mx_python, tmp_path):
-    log = tmp_path / "run.jsonl"
-    entries = run_mx(mx_python, log, "--topology", "1x1", "--optimizer", "lamb", "--grad-clip", "on", *TINY)
-    assert entries["summary"][-1]["status"] == "ok", entries["summary"]
-    env = entries["environment"][0]
-    assert env["optimizer"].startswith("LAMB") and env["grad_clip"] is True and env["clip_norm"] == 1.0
-
-
 def test_resnet50_refuses_a_bert_optimizer(mx_python, tmp_path):
     log = tmp_path / "run.jsonl"
     entries = run_mx(
@@ -248,34 +215,6 @@ def test_resnet50_refuses_a_bert_optimizer(mx_python, tmp_path):
     )
     summary = entries["summary"][-1]
     assert summary["status"] == "unsupported" and "BERT setting" in summary["error"]
-
-
-@pytest.mark.slow
-def test_out_of_memory_is_a_record(mx_python, tmp_path):
-    """Batch 512 at 128 tokens under a 2.5 GB address-space limit: the masked-LM logits alone are 1.25 GB."""
-    wrapper = tmp_path / "python-limited"
-    wrapper.write_text(f'#!/bin/sh\nulimit -v 2500000\nexec "{mx_python}" "$@"\n')
-    wrapper.chmod(0o755)
-    entries = run_mx(
-        wrapper,
-        tmp_path / "run.jsonl",
-        "--topology",
-        "1x1",
-        "--seq-length",
-        "128",
-        "--batch-size",
-        "512",
-        "--warmup-steps",
-        "1",
-        "--measured-steps",
-        "1",
-        "--device",
-        "cpu",
-    )
-    summary = entries["summary"][-1]
-    assert summary["status"] == "oom", summary
-    assert "Failed to allocate CPU Memory" in summary["error"]
-    assert "environment" in entries  # the setup fitted: the step itself failed
 
 
 # ----------------------------------------------------------------------------- the training step, directly

@@ -50,37 +50,6 @@ def test_env_has_jax_flax_and_optax_on_python_3_11(jax_python):
     assert out[:3] == ["0.10.2", "0.12.8", "0.2.8"] and out[3].strip() == "(3, 11)"
 
 
-def test_throughput_is_samples_over_measured_wall_time(jax_python, tmp_path):
-    log = tmp_path / "run.jsonl"
-    result, entries = run_jax(jax_python, log, "--topology", "1x1", *TINY)
-    summary, header, env = entries["summary"][0], entries["header"][0], entries["environment"][0]
-    measured = [s["seconds"] for s in entries["step"] if s["phase"] == "measure"]
-    assert summary["status"] == "ok", summary
-    assert len(measured) == 3 and len([s for s in entries["step"] if s["phase"] == "warmup"]) == 1
-    assert summary["samples"] == 2 * 3 and summary["unit"] == "images/s" and summary["world_size"] == 1
-    assert summary["throughput"] == pytest.approx(summary["samples"] / summary["elapsed_s"], rel=1e-12)
-    assert summary["throughput"] == pytest.approx(summary["samples"] / sum(measured), rel=1e-9)
-    assert 0 <= summary["loss_final"] < 20
-    assert env["framework"] == "jax" and env["framework_version"] == "0.10.2"
-    assert env["flax_version"] == "0.12.8" and env["optax_version"] == "0.2.8"
-    assert env["device_type"] == "cpu" and env["cuda"] is None and env["amp_dtype"] is None
-    assert env["compiler"] is None and "jax.jit" in env["jit"]
-    assert env["memory_format"] == "channels_last" and env["distributed_backend"] is None
-    assert env["threads"]["cpus"] == header["threads_per_rank"] == summary["ranks"][0]["threads"]
-    assert env["settings"]["summary"].startswith(f"XLA CPU, {header['threads_per_rank']} cores, jit whole step")
-    assert env["strategy_in_effect"] == {"summary": "none (one rank)"}
-    assert "images/s" in result.stderr
-
-
-def test_compiler_on_is_unsupported_with_the_reason(jax_python, tmp_path):
-    """JAX always compiles: `off` is the jitted step, `on` has nothing more to turn on."""
-    log = tmp_path / "run.jsonl"
-    run_harness(jax_python, log, "--topology", "1x1", "--compiler", "on", *TINY, framework="jax", model="resnet_tiny")
-    summary = read_log(log)["summary"][-1]
-    assert summary["status"] == "unsupported"
-    assert "JAX compiles every training step with XLA (jax.jit)" in summary["error"]
-
-
 def test_the_shipped_jax_study_is_the_default_s_shapes_beside_pytorch():
     """workflow/studies/jax.yaml (JAX is not in the default study: its compiles would add too much): JAX and PyTorch
     on the default study's configurations, compiler off only."""
@@ -97,37 +66,12 @@ def test_the_shipped_jax_study_is_the_default_s_shapes_beside_pytorch():
 
 
 @pytest.mark.slow
-def test_two_ranks_run_data_parallel_through_jax_distributed(jax_python, tmp_path):
-    """1x2 on one CPU: two processes joined by jax.distributed (Gloo), shard_map with the gradients' pmean."""
-    log = tmp_path / "run.jsonl"
-    _, entries = run_jax(jax_python, log, "--topology", "1x2", *TINY)
-    summary, header, env = entries["summary"][-1], entries["header"][0], entries["environment"][0]
-    assert_ranks_counted(summary, ranks=2, batch_size=2, steps=3)
-    assert env["distributed_backend"] == "jax.distributed (gloo)" and env["world_size"] == 2
-    in_effect = env["strategy_in_effect"]
-    assert (in_effect["processes"], in_effect["devices"], in_effect["mesh"]) == (2, 2, {"data": 2})
-    assert in_effect["collectives"] == "gloo (CPU)" and "lax.pmean" in in_effect["step"]
-    assert [r["threads"] for r in summary["ranks"]] == [len(share) for share in header["cpu_shares"]]
-    assert not (tmp_path / "run.jsonl.ranks").exists()
-
-
-@pytest.mark.slow
 def test_gspmd_strategy_partitions_the_global_step(jax_python, tmp_path):
     log = tmp_path / "run.jsonl"
     _, entries = run_jax(jax_python, log, "--topology", "1x2", "--strategy", "gspmd", *TINY)
     assert_ranks_counted(entries["summary"][-1], ranks=2, batch_size=2, steps=3)
     in_effect = entries["environment"][0]["strategy_in_effect"]
     assert "SPMD partitioner" in in_effect["step"] and in_effect["mesh"] == {"data": 2}
-
-
-@pytest.mark.slow
-def test_amp_is_bfloat16_compute_with_float32_parameters(jax_python, tmp_path):
-    log = tmp_path / "run.jsonl"
-    _, entries = run_jax(jax_python, log, "--topology", "1x1", "--precision", "amp", *TINY)
-    summary, env = entries["summary"][-1], entries["environment"][0]
-    assert summary["status"] == "ok" and summary["loss_final"] == summary["loss_final"]  # not NaN
-    assert env["amp_dtype"] == "bfloat16" and env["loss_scaling"] is False
-    assert env["settings"]["compute_dtype"] == "bfloat16"
 
 
 @pytest.mark.slow
@@ -143,19 +87,14 @@ def test_two_nodes_join_through_the_coordinator(jax_python, tmp_path):
 
 
 @pytest.mark.slow
-def test_out_of_memory_is_xla_resource_exhausted(jax_python, tmp_path):
-    """Under the rank's CPU memory budget (RLIMIT_AS, memory_limit_gb) a batch that cannot fit (BERT-Tiny's masked-LM
-    logits alone 6.6 GB at batch 512): XLA's own allocation failure, RESOURCE_EXHAUSTED, is recorded as oom; the
-    same run with a small batch fits."""
+def test_a_batch_that_fits_runs_under_the_memory_budget(jax_python, tmp_path):
+    """The rank's CPU memory budget (RLIMIT_AS, memory_limit_gb) that makes batch 512 fail (the framework contract's
+    out-of-memory case) leaves a small batch room to run."""
     args = ["--topology", "1x1", "--seq-length", "128", "--warmup-steps", "1", "--measured-steps", "1"]
-    args += ["--device", "cpu", "--memory-limit-gb", "1"]
-    log = tmp_path / "oom.jsonl"
-    run_harness(jax_python, log, *args, "--batch-size", "512", framework="jax", model="bert_tiny")
-    summary = read_log(log)["summary"][-1]
-    assert summary["status"] == "oom", summary
-    assert "RESOURCE_EXHAUSTED" in summary["error"] and summary["memory"]["memory_limit_gb"] == 1
-    _, entries = run_jax(jax_python, tmp_path / "fits.jsonl", *args, "--batch-size", "2", model="bert_tiny")
+    args += ["--device", "cpu", "--memory-limit-gb", "1", "--batch-size", "2"]
+    _, entries = run_jax(jax_python, tmp_path / "fits.jsonl", *args, model="bert_tiny")
     assert entries["summary"][-1]["status"] == "ok"
+    assert entries["summary"][-1]["memory"]["memory_limit_gb"] == 1
 
 
 TORCH_REFERENCE = """

@@ -12,7 +12,6 @@ import pytest
 from dlbench import logformats
 from dlbench.logformats import dllogger
 from dlbench.logformats.external_log_fixtures import SCRIPTS, write_dllogger
-from dlbench.records import LogError
 
 
 @pytest.fixture
@@ -150,17 +149,13 @@ def test_interrupted_and_garbled_logs_are_error_records_naming_file_and_line(tmp
 
     (tmp_path / "none.log").write_text("no DLL records here\n")
     assert "no throughput" in dllogger.parse(tmp_path / "none.log")["error"]
-    assert "unreadable log" in dllogger.parse(tmp_path / "missing.log")["error"]
 
 
 def test_rule_labels_are_checked(tmp_path):
     path = write_dllogger(tmp_path / "a.log", values=[100.0] * 3)
     assert "leaves none" in dllogger.parse(path, {"skip_steps": 3})["error"]
     assert "statistic 'median'" in dllogger.parse(path, {"statistic": "median"})["error"]
-    with pytest.raises(LogError, match="unknown label"):
-        dllogger.parse(path, {"skip_step": 8})
-    with pytest.raises(LogError, match="topology '8' is not"):
-        dllogger.parse(path, {"topology": "8"})
+    # an unknown label, a topology that is not one: tests/test_contract_logformat.py, for every format
 
 
 def test_text_pairs_with_units_none_and_lists():

@@ -6,13 +6,12 @@ and harness runs."""
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import pytest
 from test_realdata_mxnet import expected_labels, records  # noqa: F401 - the records' fixture, shared
 
-from conftest import assert_ranks_counted, env_python, read_log, run_harness, run_python
+from conftest import env_python, run_python
 
 pytestmark = pytest.mark.slow  # the fast tier reads real shards in PyTorch (test_realdata_pytorch)
 
@@ -104,33 +103,3 @@ def test_bert_batches_are_the_records(facts):
     assert b["structure"] == b["reference"]  # bert.synthetic_batch's names, shapes and dtypes
     assert len(b["matches"]) == 20 and all(b["matches"])
     assert b["description"].startswith("h5py NVIDIA HDF5")
-
-
-RUNS = {"resnet_tiny": ["--image-size", "32"], "bert_tiny": ["--seq-length", "128"]}
-
-
-def harness(python: Path, log: Path, model: str, topology: str, data_dir: Path) -> dict[str, list[dict]]:
-    args = ["--topology", topology, "--batch-size", "4", "--warmup-steps", "1", "--measured-steps", "3"]
-    args += ["--device", "cpu", "--data", "real", "--data-dir", str(data_dir), *RUNS[model]]
-    result = run_harness(python, log, *args, framework="jax", model=model, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    entries = read_log(log)
-    assert entries["summary"][-1]["status"] == "ok", (entries["summary"][-1], result.stderr[-3000:])
-    return entries
-
-
-@pytest.mark.parametrize("model", ["resnet_tiny", "bert_tiny"])
-def test_harness_real_data_1x1(jax_python, real_data, tmp_path, model):
-    data_dir = real_data["imagenet" if model == "resnet_tiny" else "bert128"]
-    entries = harness(jax_python, tmp_path / "run.jsonl", model, "1x1", data_dir)
-    assert_ranks_counted(entries["summary"][-1], 1, 4, 3)
-    pipeline = entries["environment"][0]["input_pipeline"]
-    assert pipeline.startswith("DALI 2.4" if model == "resnet_tiny" else "h5py NVIDIA HDF5"), pipeline
-    losses = [s["loss"] for s in entries["step"] if "loss" in s]
-    assert losses and all(math.isfinite(v) for v in losses)
-
-
-def test_harness_real_data_1x2(jax_python, real_data, tmp_path):
-    entries = harness(jax_python, tmp_path / "run.jsonl", "resnet_tiny", "1x2", real_data["imagenet"])
-    assert_ranks_counted(entries["summary"][-1], 2, 4, 3)
-    assert "shard 0 of 2" in entries["environment"][0]["input_pipeline"]

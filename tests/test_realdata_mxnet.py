@@ -6,12 +6,11 @@ workflow's own TFRecord reader, dlbench.dataprep.tfrecord, in the dataprep envir
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import pytest
 
-from conftest import assert_ranks_counted, env_python, read_log, run_harness, run_python
+from conftest import env_python, run_python
 
 pytestmark = (
     pytest.mark.slow
@@ -207,60 +206,3 @@ def test_bert_batches_are_the_records(facts):
     for info in b["ranks"]:  # "once": every batch row is a record of the rank's own shard, none read twice
         assert info["seen"] == info["records"] // 4 * 4 and info["once"]
     assert b["description"].startswith("h5py NVIDIA HDF5")
-
-
-# ---- harness runs
-
-RUNS = {
-    "resnet50": ["--image-size", "32"],
-    "bert_tiny": ["--seq-length", "128"],
-}
-
-
-def harness(python: Path, log: Path, model: str, topology: str, data_dir: Path) -> dict[str, list[dict]]:
-    result = run_harness(
-        python,
-        log,
-        "--topology",
-        topology,
-        "--batch-size",
-        "4",
-        "--warmup-steps",
-        "1",
-        "--measured-steps",
-        "3",
-        "--device",
-        "cpu",
-        "--data",
-        "real",
-        "--data-dir",
-        str(data_dir),
-        *RUNS[model],
-        framework="mxnet",
-        model=model,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    entries = read_log(log)
-    assert entries["summary"][-1]["status"] == "ok", (entries["summary"][-1], result.stderr[-3000:])
-    return entries
-
-
-@pytest.mark.parametrize("model", ["resnet50", "bert_tiny"])
-def test_harness_real_data_1x1(mx_python, real_data, tmp_path, model):
-    data_dir = real_data["imagenet" if model == "resnet50" else "bert128"]
-    entries = harness(mx_python, tmp_path / "run.jsonl", model, "1x1", data_dir)
-    summary = entries["summary"][-1]
-    assert_ranks_counted(summary, 1, 4, 3)
-    pipeline = entries["environment"][0]["input_pipeline"]
-    assert pipeline.startswith("DALI 2.4" if model == "resnet50" else "h5py NVIDIA HDF5"), pipeline
-    losses = [s["loss"] for s in entries["step"] if "loss" in s]
-    assert losses and all(math.isfinite(v) for v in losses)
-
-
-@pytest.mark.slow
-def test_harness_real_data_1x2(mx_python, real_data, tmp_path):
-    entries = harness(mx_python, tmp_path / "run.jsonl", "resnet50", "1x2", real_data["imagenet"])
-    assert_ranks_counted(entries["summary"][-1], 2, 4, 3)
-    pipeline = entries["environment"][0]["input_pipeline"]
-    assert "shard 0 of 2" in pipeline and "1 thread," in pipeline, pipeline

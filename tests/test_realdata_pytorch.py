@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import assert_ranks_counted, env_python, read_log, run_harness, run_python
+from conftest import env_python, read_log, run_harness, run_python
 
 IMAGES_PER_CLASS = 8  # the real_data fixture's --train-per-class
 
@@ -239,56 +239,6 @@ def run_real(python: Path, log: Path, model: str, data_dir: Path, *args: str) ->
     entries = read_log(log)
     assert entries["summary"][-1]["status"] == "ok", (entries["summary"][-1], result.stderr[-3000:])
     return entries
-
-
-def test_harness_resnet50_real_one_rank(torch_python, real_data, tmp_path):
-    entries = run_real(
-        torch_python,
-        tmp_path / "rn.jsonl",
-        "resnet50",
-        real_data["imagenet"],
-        "--topology",
-        "1x1",
-        "--image-size",
-        "32",
-    )
-    env, summary = entries["environment"][0], entries["summary"][-1]
-    assert env["input_pipeline"].startswith("DALI 2.4.0 fn.readers.tfrecord") and "CPU decode" in env["input_pipeline"]
-    assert summary["samples"] == 12 and summary["loss_final"] > 0
-    assert entries["header"][0]["config"]["data"] == "real"
-
-
-def test_harness_bert_tiny_real_one_rank(torch_python, real_data, tmp_path):
-    entries = run_real(
-        torch_python,
-        tmp_path / "bt.jsonl",
-        "bert_tiny",
-        real_data["bert128"],
-        "--topology",
-        "1x1",
-        "--seq-length",
-        "128",
-    )
-    env, summary = entries["environment"][0], entries["summary"][-1]
-    assert env["input_pipeline"].startswith("h5py") and env["seq_length"] == 128 and env["max_predictions"] == 20
-    assert summary["samples"] == 12 and summary["loss_final"] > 0
-
-
-@pytest.mark.slow
-def test_harness_resnet50_real_two_ranks(torch_python, real_data, tmp_path):
-    """Two ranks (gloo DDP), each reading its half of the records through its own DALI pipeline."""
-    entries = run_real(
-        torch_python,
-        tmp_path / "rn2.jsonl",
-        "resnet50",
-        real_data["imagenet"],
-        "--topology",
-        "1x2",
-        "--image-size",
-        "32",
-    )
-    assert_ranks_counted(entries["summary"][-1], ranks=2, batch_size=4, steps=3)
-    assert entries["environment"][0]["input_pipeline"].startswith("DALI")
 
 
 def test_harness_bert_real_needs_matching_shards(torch_python, real_data, tmp_path):

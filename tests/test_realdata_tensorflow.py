@@ -4,15 +4,12 @@ shards, BERT shards at 128 tokens / 20 masked positions), checked against the re
 
 from __future__ import annotations
 
-import json
-import subprocess
-import textwrap
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from conftest import assert_ranks_counted, env_python, harness_env, read_log
+from conftest import env_python, run_json
 
 pytestmark = (
     pytest.mark.slow
@@ -137,90 +134,10 @@ FACTS = """
 """
 
 
-RUNS = {  # harness runs on the real shards: name -> (model, topology, arguments)
-    "resnet50-1x1": ("resnet50", "1x1", ["--image-size", "32"]),
-    "bert_tiny-1x1": ("bert_tiny", "1x1", ["--seq-length", "128"]),
-    "bert_tiny-1x2": ("bert_tiny", "1x2", ["--seq-length", "128"]),
-}
-
-
-class Processes:
-    """This file's TensorFlow processes, started together (most of their time is TensorFlow's start-up and
-    tracing, single-threaded), their output in files; `result(name)` waits for one."""
-
-    def __init__(self, root: Path) -> None:
-        self.root, self.started, self.results = root, {}, {}
-
-    def start(self, name: str, cmd: list[str]) -> None:
-        with open(self.root / f"{name}.out", "w") as out, open(self.root / f"{name}.err", "w") as err:
-            self.started[name] = subprocess.Popen(cmd, env=harness_env(), stdout=out, stderr=err, text=True)
-
-    def result(self, name: str) -> subprocess.CompletedProcess:
-        if name not in self.results:
-            process = self.started[name]
-            process.wait(timeout=600)
-            self.results[name] = subprocess.CompletedProcess(
-                process.args,
-                process.returncode,
-                (self.root / f"{name}.out").read_text(),
-                (self.root / f"{name}.err").read_text(),
-            )
-        return self.results[name]
-
-    def stop(self) -> None:
-        for process in self.started.values():
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-
-
 @pytest.fixture(scope="module")
-def processes(tf_python: Path, real_data: dict[str, Path], tmp_path_factory):
-    processes = Processes(tmp_path_factory.mktemp("tf_real"))
-    processes.start(
-        "facts",
-        [
-            str(tf_python),
-            "-c",
-            textwrap.dedent(FACTS),
-            str(real_data["imagenet"]),
-            str(real_data["bert128"]),
-            str(real_data["tree"]),
-        ],
-    )
-    for name, (model, topology, args) in RUNS.items():
-        data_dir = real_data["imagenet" if model == "resnet50" else "bert128"]
-        processes.start(
-            name,
-            [
-                str(tf_python),
-                "-m",
-                "dlbench.harness",
-                "--framework",
-                "tensorflow",
-                "--model",
-                model,
-                "--log",
-                str(processes.root / f"{name}.jsonl"),
-                "--topology",
-                topology,
-                "--data",
-                "real",
-                "--data-dir",
-                str(data_dir),
-                *STEPS,
-                *args,
-            ],
-        )
-    yield processes
-    processes.stop()
-
-
-@pytest.fixture(scope="module")
-def facts(processes: Processes) -> dict:
-    result = processes.result("facts")
-    assert result.returncode == 0, result.stderr[-4000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
+def facts(tf_python: Path, real_data: dict[str, Path]) -> dict:
+    """FACTS, run once in one TensorFlow process."""
+    return run_json(tf_python, FACTS, str(real_data["imagenet"]), str(real_data["bert128"]), str(real_data["tree"]))
 
 
 def test_imagenet_labels_match_the_records_synsets(facts):
@@ -288,22 +205,3 @@ def test_backend_steps_take_batches_from_the_pipeline_without_retracing(facts):
     assert all(0 < loss < 100 for loss in backend["losses"]), backend
     assert backend["input_pipeline"].startswith("tf.data TFRecordDataset")
     assert "--data-dir" in backend["no data dir"]
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", RUNS)
-def test_harness_run_on_real_data(processes, name):
-    """resnet50 and bert_tiny on the real shards end ok, 1x1 and 1x2, every rank counted; the environment line
-    names the input pipeline and this rank's share of the shards."""
-    result = processes.result(name)
-    assert result.returncode == 0, result.stderr[-3000:]
-    entries = read_log(processes.root / f"{name}.jsonl")
-    summary = entries["summary"][-1]
-    ranks = int(RUNS[name][1].split("x")[1])
-    assert_ranks_counted(summary, ranks, 4, 3)
-    assert summary["unit"] == ("images/s" if name.startswith("resnet50") else "sequences/s")
-    environment = entries["environment"][0]
-    assert environment["input_pipeline"].startswith("tf.data TFRecordDataset"), environment
-    share = "1 of 2 files" if ranks > 1 else "(2 files"
-    assert share in environment["input_pipeline"], environment["input_pipeline"]
-    assert len([e for e in entries["step"] if e["phase"] == "measure"]) == 3

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import assert_ranks_counted, env_python, ok_or_skip, read_log, run_harness, run_python
+from conftest import env_python, read_log, run_harness, run_python
 
 TINY = ["--image-size", "32", "--batch-size", "2", "--warmup-steps", "1", "--measured-steps", "3", "--device", "cpu"]
 
@@ -177,33 +177,6 @@ def test_load_torch_state_rejects_a_state_that_does_not_fit(tf_python):
 # ---- the harness with the TensorFlow backend
 
 
-def test_throughput_is_samples_over_measured_wall_time(tf_python, tmp_path):
-    log = tmp_path / "run.jsonl"
-    result = run_harness(tf_python, log, "--topology", "1x1", *TINY, framework="tensorflow")
-    assert result.returncode == 0, result.stderr[-4000:]
-    entries = read_log(log)
-    summary = entries["summary"][-1]
-    assert summary["status"] == "ok", summary
-    measured = [s["seconds"] for s in entries["step"] if s["phase"] == "measure"]
-    assert len(measured) == 3 and len([s for s in entries["step"] if s["phase"] == "warmup"]) == 1
-    assert summary["samples"] == 2 * 3
-    assert summary["throughput"] == pytest.approx(summary["samples"] / summary["elapsed_s"], rel=1e-12)
-    assert summary["throughput"] == pytest.approx(summary["samples"] / sum(measured), rel=1e-9)
-    assert summary["unit"] == "images/s" and "images/s" in result.stderr
-    assert np.isfinite(summary["loss_final"])
-    env = entries["environment"][0]
-    assert env["framework"] == "tensorflow" and env["framework_version"].startswith("2.21.0")
-    assert env["parameters"] == 25_557_032
-    assert env["device_type"] == "cpu" and env["world_size"] == 1 and env["distributed_backend"] is None
-    assert env["xla"] == "off" and env["compiler"] is None and env["amp_dtype"] is None
-    assert env["threads"]["intra_op"] == entries["header"][0]["threads_per_rank"]
-    # oneDNN on (TensorFlow turns it on by itself only on AVX-512 VNNI/BF16 or AMX CPUs), read back from TensorFlow
-    settings = env["settings"]
-    assert settings["onednn"] is True and settings["TF_ENABLE_ONEDNN_OPTS"] == "1"
-    assert settings["intra_op_threads"] == env["threads"]["intra_op"] and settings["summary"].startswith("oneDNN on,")
-    assert settings["optimizer"] == "SGD fused" and settings["summary"].endswith(", SGD fused")
-
-
 def test_fused_sgd_is_pytorchs_update(tf_python, pytorch_python):
     """resnet.FusedSGD (TensorFlow's fused momentum kernel) makes torch.optim.SGD's updates: momentum, coupled
     weight decay, a learning rate changed between steps (time to quality's schedule)."""
@@ -243,65 +216,6 @@ def test_fused_sgd_is_pytorchs_update(tf_python, pytorch_python):
     )
     assert np.abs(np.array(tf_out) - np.array(start)).max() > 0.1  # it moved
     np.testing.assert_allclose(tf_out, torch_out, rtol=1e-6, atol=1e-6)
-
-
-@pytest.mark.slow
-def test_two_ranks_really_run_and_are_counted(tf_python, tmp_path):
-    log = tmp_path / "run.jsonl"
-    result = run_harness(tf_python, log, "--topology", "1x2", *TINY, framework="tensorflow")
-    assert result.returncode == 0, result.stderr[-4000:]
-    entries = read_log(log)
-    summary, header = entries["summary"][-1], entries["header"][0]
-    assert_ranks_counted(summary, ranks=2, batch_size=2, steps=3)  # both ranks' samples count
-    assert summary["throughput"] == pytest.approx(summary["samples"] / summary["elapsed_s"], rel=1e-12)
-    env = entries["environment"][0]
-    assert env["distributed_backend"] == "MultiWorkerMirroredStrategy (ring)"
-    assert len(header["cpu_shares"]) == 2 and env["threads"]["intra_op"] == header["threads_per_rank"]
-    assert not (tmp_path / "run.jsonl.ranks").exists()
-
-
-@pytest.mark.slow
-def test_amp_runs_in_bfloat16_on_cpu(tf_python, tmp_path):
-    log = tmp_path / "run.jsonl"
-    result = run_harness(tf_python, log, "--topology", "1x1", "--precision", "amp", *TINY, framework="tensorflow")
-    env = ok_or_skip(read_log(log), result.stderr)
-    assert env["amp_dtype"] == "bfloat16" and env["amp_policy"] == "mixed_bfloat16"
-    assert env["loss_scaling"] is False  # loss scaling is for float16 (GPU) only
-
-
-@pytest.mark.slow
-def test_compiler_on_uses_xla(tf_python, tmp_path):
-    log = tmp_path / "run.jsonl"
-    result = run_harness(tf_python, log, "--topology", "1x1", "--compiler", "on", *TINY, framework="tensorflow")
-    env = ok_or_skip(read_log(log), result.stderr)
-    assert env["compiler"] == "xla" and env["xla"] == "on"
-
-
-@pytest.mark.slow
-def test_out_of_memory_is_a_record(tf_python, tmp_path):
-    """A batch far larger than the machine's memory: a real allocation failure, classified oom."""
-    log = tmp_path / "run.jsonl"
-    result = run_harness(
-        tf_python,
-        log,
-        "--topology",
-        "1x1",
-        "--image-size",
-        "224",
-        "--batch-size",
-        "400000",
-        "--warmup-steps",
-        "1",
-        "--measured-steps",
-        "1",
-        "--device",
-        "cpu",
-        framework="tensorflow",
-    )
-    assert result.returncode == 0
-    summary = read_log(log)["summary"][-1]
-    assert summary["status"] == "oom", summary
-    assert "ResourceExhaustedError" in summary["error"] and "OOM when allocating" in summary["error"]
 
 
 def test_cuda_without_a_gpu_is_unsupported(tf_python, tmp_path):

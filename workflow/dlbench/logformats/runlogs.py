@@ -30,13 +30,13 @@ THROUGHPUT_DEFINITION = "samples of the measured steps / their wall time (dlbenc
 
 def _read_lines(path: Path) -> dict[str, Any]:
     header, environment, summary, measured, window, telemetry, evals = None, {}, None, [], None, [], []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
-            if not line.strip():
+    with open(path, "rb") as f:  # bytes: a damaged line names its number instead of failing to decode the file
+        for number, raw in enumerate(f, start=1):
+            if not raw.strip():
                 continue
             try:
-                entry = json.loads(line)
-            except ValueError as exc:
+                entry = json.loads(raw.decode("utf-8"))
+            except ValueError as exc:  # UnicodeDecodeError is a ValueError
                 raise LogError(f"{path}:{number}: not JSON ({exc})") from None
             kind = entry.get("type")
             if kind == "header":
