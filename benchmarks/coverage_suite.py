@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/coverage_suite.py                    # HEAD, the full suite (CI's command)
     .venv/bin/python benchmarks/coverage_suite.py --rev b4a88c6 -- -m "not slow"
-    .venv/bin/python benchmarks/coverage_suite.py --compare A.json B.json   # modules that lost covered lines
+    .venv/bin/python benchmarks/coverage_suite.py --compare A-lines.json B-lines.json --revs A B   # lost lines
 
 Every Python process the suite starts counts: pytest's workers, Snakemake, the harness in the framework
 environments, SLURM's jobs. They all run on the interpreter the virtual environments were made from, so for the
@@ -11,7 +11,8 @@ process that has COVERAGE_PROCESS_START set (coverage.py's own subprocess hook) 
 coverage on its path (a framework environment's packages are not touched). It is removed afterwards; the script
 refuses to run where a sitecustomize.py already exists. A process that exits through os._exit (a rank killed by a
 test) or a test that copies the package elsewhere is not counted: the figures are a lower bound, the same way before
-and after. Results: benchmarks/results/coverage_suite-<rev>.json, a row per module (statements, covered lines).
+and after. Results: benchmarks/results/coverage_suite-<rev>.json, a row per module (statements, covered lines), and
+the covered line numbers per module in coverage_suite-<rev>-lines.json (for --compare).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -54,7 +56,7 @@ def covered_by_module(data_file: Path, source: Path, python: Path) -> dict[str, 
     }
 
 
-def measure(rev: str, pytest_args: list[str]) -> None:
+def measure(rev: str, pytest_args: list[str], label: str) -> None:
     record = resultfile.Recorder(__file__)
     stdlib = Path(sysconfig.get_paths(vars={"base": sys.base_prefix, "installed_base": sys.base_prefix})["stdlib"])
     hook = stdlib / "sitecustomize.py"
@@ -79,6 +81,8 @@ def measure(rev: str, pytest_args: list[str]) -> None:
         data_file.parent.mkdir()
         rc = work / "coveragerc"
         rc.write_text(f"[run]\nparallel = True\nsource = {source}\ndata_file = {data_file}\n")
+        # SIGTERM ends the run through the finally below, so the interpreter is never left with the hook.
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(f"coverage_suite: stopped by signal {signum}"))
         hook.write_text(SITECUSTOMIZE.format(lib=str(lib)))
         started = time.perf_counter()
         try:
@@ -103,39 +107,61 @@ def measure(rev: str, pytest_args: list[str]) -> None:
     rows.append(["all", statements, covered])
     print(f"coverage_suite: {commit}: {covered}/{statements} lines ({covered / statements:.1%}), pytest exit "
           f"{done.returncode} in {seconds:.0f} s")  # fmt: skip
+    variant = f"{commit}-{label}" if label else commit
+    lines_file = resultfile.RESULTS / f"coverage_suite-{variant}-lines.json"
+    lines_file.write_text(json.dumps({name: lines["executed"] for name, lines in sorted(modules.items())}) + "\n")
     record.write(
         [resultfile.table(f"Lines of workflow/dlbench the suite runs at {commit}", ["module", "statements",
                                                                                      "covered"], rows)],
         notes=[f"pytest {' '.join(pytest_args) or '(CI: the full suite)'}: exit {done.returncode} in {seconds:.0f} s "
                "(under coverage; not a CI timing)"],
-        variant=commit,
+        variant=variant,
     )  # fmt: skip
 
 
-def compare(before: Path, after: Path) -> int:
-    """Modules whose covered-line count fell from BEFORE to AFTER (results files of this script); exit 1 if any."""
-
-    def counts(path: Path) -> dict[str, int]:
-        table = json.loads(path.read_text())["tables"][0]
-        return {row[0]: row[2] for row in table["rows"]}
-
-    old, new = counts(before), counts(after)
-    lost = [(name, old[name], new.get(name, 0)) for name in old if new.get(name, 0) < old[name] and name != "all"]
-    for name, was, now in lost:
-        print(f"{name}: {was} -> {now} covered lines")
-    print(f"all: {old.get('all')} -> {new.get('all')} covered lines; {len(lost)} module(s) lost covered lines")
+def compare(before: Path, after: Path, same_source: set[str]) -> int:
+    """Modules that lost covered lines from BEFORE to AFTER (the -lines.json files of two runs); exit 1 if any.
+    A module in `same_source` (its text the same at both commits) must cover every line it covered before; any
+    other module, at least as many lines."""
+    old, new = json.loads(before.read_text()), json.loads(after.read_text())
+    lost = []
+    for name, lines in old.items():
+        now = new.get(name, [])
+        missing = sorted(set(lines) - set(now)) if name in same_source else []
+        if missing or len(now) < len(lines):
+            lost.append(name)
+            print(f"{name}: {len(lines)} -> {len(now)} covered lines" + (f"; no longer run: {missing}" * bool(missing)))
+    total_old, total_new = sum(map(len, old.values())), sum(map(len, new.values()))
+    print(f"all: {total_old} -> {total_new} covered lines; {len(lost)} module(s) lost covered lines")
     return 1 if lost else 0
+
+
+def unchanged_modules(rev_a: str, rev_b: str) -> set[str]:
+    """Modules of workflow/dlbench whose text is the same at both commits."""
+    changed = subprocess.run(["git", "diff", "--name-only", rev_a, rev_b, "--", "workflow/dlbench"], cwd=REPO,
+                             text=True, capture_output=True, check=True).stdout.split()  # fmt: skip
+    every = subprocess.run(["git", "ls-files", "workflow/dlbench"], cwd=REPO, text=True, capture_output=True,
+                           check=True).stdout.split()  # fmt: skip
+    return {str(Path(p).relative_to("workflow/dlbench")) for p in every if p.endswith(".py") and p not in changed}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rev", default="HEAD", help="the commit to measure (default HEAD)")
-    parser.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"))
+    parser.add_argument(
+        "--compare",
+        nargs=2,
+        type=Path,
+        metavar=("BEFORE", "AFTER"),
+        help="two -lines.json files; with --revs, line sets where a module's text did not change",
+    )
+    parser.add_argument("--revs", nargs=2, metavar=("REV_BEFORE", "REV_AFTER"), help="the commits of --compare")
+    parser.add_argument("--label", default="", help="a name for the results files besides the commit (a subset)")
     parser.add_argument("pytest_args", nargs="*", help="after --: pytest's arguments (default: CI's full suite)")
     args = parser.parse_args()
     if args.compare:
-        sys.exit(compare(*args.compare))
-    measure(args.rev, args.pytest_args)
+        sys.exit(compare(*args.compare, unchanged_modules(*args.revs) if args.revs else set()))
+    measure(args.rev, args.pytest_args, args.label)
 
 
 if __name__ == "__main__":

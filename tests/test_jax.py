@@ -86,17 +86,6 @@ def test_two_nodes_join_through_the_coordinator(jax_python, tmp_path):
     assert env["strategy_in_effect"]["processes"] == 2
 
 
-@pytest.mark.slow
-def test_a_batch_that_fits_runs_under_the_memory_budget(jax_python, tmp_path):
-    """The rank's CPU memory budget (RLIMIT_AS, memory_limit_gb) that makes batch 512 fail (the framework contract's
-    out-of-memory case) leaves a small batch room to run."""
-    args = ["--topology", "1x1", "--seq-length", "128", "--warmup-steps", "1", "--measured-steps", "1"]
-    args += ["--device", "cpu", "--memory-limit-gb", "1", "--batch-size", "2"]
-    _, entries = run_jax(jax_python, tmp_path / "fits.jsonl", *args, model="bert_tiny")
-    assert entries["summary"][-1]["status"] == "ok"
-    assert entries["summary"][-1]["memory"]["memory_limit_gb"] == 1
-
-
 TORCH_REFERENCE = """
 import sys
 import numpy as np
