@@ -18,6 +18,13 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 
+# The harness gives each rank all its cores, as a benchmark should; the suite runs tests side by side (pytest-xdist)
+# on cores it shares. OpenMP threads that spin while they wait (the runtimes' default) then take the cores the
+# other tests' processes need: two PyTorch BERT-Tiny runs side by side took 52-75 s spinning and 8 s passive on
+# 2 cores. Every process the tests start (the harness, Snakemake's jobs, SLURM's jobs) inherits this; the tests
+# assert behaviour, never speed.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 from dlbench.venvs import MARKER, env_prefix  # noqa: E402
 
 # The workflow's own default location, so the suite and `snakemake --cores all` share one build.
