@@ -264,16 +264,22 @@ def planned_jobs(workdir: Path, configfile: Path, snakefile: Path = REPO / "Snak
     return jobs
 
 
-TEST_STUDY = REPO / ".test" / "config.yaml"
+CASES_DIR = REPO / ".test"  # the named end-to-end cases: .test/config_<name>/config.yaml
 
 
-def tiny_config(venv_dir: Path = VENV_DIR, **overrides) -> dict:
-    """The checked-in small study (.test/config.yaml: ResNet-50 at 32x32, a few steps, trains for real in
-    seconds), with the tests' environment directory and `overrides` as top-level keys."""
-    config = yaml.safe_load(TEST_STUDY.read_text())
+def case_config(name: str, venv_dir: Path = VENV_DIR, **overrides) -> dict:
+    """A checked-in end-to-end case (.test/config_<name>/config.yaml), with the tests' environment directory and
+    `overrides` as top-level keys. tests/test_cases.py checks that a test runs each case."""
+    config = yaml.safe_load((CASES_DIR / f"config_{name}" / "config.yaml").read_text())
     config["software"]["venv_dir"] = str(venv_dir)
     config.update(overrides)
     return config
+
+
+def tiny_config(venv_dir: Path = VENV_DIR, **overrides) -> dict:
+    """The small study (.test/config_basic/config.yaml: ResNet-50 at 32x32, a few steps, trains for real in
+    seconds), with the tests' environment directory and `overrides` as top-level keys."""
+    return case_config("basic", venv_dir, **overrides)
 
 
 def run_tool(python: Path | str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:

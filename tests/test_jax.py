@@ -15,6 +15,7 @@ import yaml
 from conftest import (
     REPO,
     assert_ranks_counted,
+    case_config,
     env_python,
     free_port,
     harness_env,
@@ -22,7 +23,6 @@ from conftest import (
     run_harness,
     run_two_nodes_by_hand,
     snakemake,
-    tiny_config,
     write_config,
 )
 from dlbench.study import load_study
@@ -165,22 +165,7 @@ def test_same_weights_give_the_pytorch_loss_and_gradients(jax_python, torch_pyth
 def test_a_study_with_jax_runs_through_snakemake_to_the_report(jax_python, tmp_path):
     """JAX in a study as any framework: its runs (1x1, 1x2; compiler on recorded as unsupported), the records, the
     summary's speedup and the report."""
-    # bert_tiny at 16 tokens: a JAX run of it takes about two thirds of resnet_tiny's time here; the harness runs of
-    # resnet_tiny are the tests above.
-    config = tiny_config(
-        defaults={"repeats": 1, "warmup_steps": 1, "measured_steps": 2, "image_size": 32, "timeout_minutes": 10},
-        matrix={
-            "framework": ["jax"],
-            "model": ["bert_tiny"],
-            "seq_length": [16],
-            "topology": ["1x1", "1x2"],
-            "precision": ["fp32"],
-            "compiler": [False, True],  # YAML's off and on
-            "data": ["synthetic"],
-            "batch_size": [2],
-        },
-        exclude=[{"compiler": True, "topology": "1x2"}],
-    )
+    config = case_config("jax")
     result = snakemake(tmp_path, "--cores", "2", "--configfile", str(write_config(tmp_path / "study.yaml", config)))
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     report = tmp_path / "results" / "reports" / "v1"

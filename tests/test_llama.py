@@ -15,7 +15,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import env_python, harness_env, read_log, run_checks, run_harness, run_tool, snakemake, write_config
+from conftest import (
+    case_config,
+    env_python,
+    harness_env,
+    read_log,
+    run_checks,
+    run_harness,
+    run_tool,
+    snakemake,
+    write_config,
+)
 from dlbench import layout, logformats
 from dlbench.harness import flops, llama
 
@@ -319,22 +329,7 @@ def test_bad_token_data_is_a_clear_error_before_timing(tmp_path, token_data):
 def test_study_through_snakemake_to_the_report(tmp_path):
     """llama_tiny on synthetic tokens and the workflow's token shards, and TensorFlow's unsupported record: the
     report shows tokens/s, TFLOP/s and the MFU column, blank with the reason on a CPU (no peak is known)."""
-    config = {
-        "study": "llm-test",
-        "software": {"venv_dir": str(Path(__file__).resolve().parents[1] / ".venvs")},
-        "platform": {"device": "cpu"},
-        "defaults": {"repeats": 1, "warmup_steps": 1, "measured_steps": 3, "timeout_minutes": 10},
-        "datasets": {"llama": {"vocab_size": 2048, "shards": 2}},
-        "matrix": {
-            "framework": ["pytorch"],
-            "model": ["llama_tiny"],
-            "topology": ["1x1"],
-            "data": ["synthetic", "real"],
-            "seq_length": [64],
-            "batch_size": [2],
-        },
-        "include": [{"framework": "tensorflow", "model": "llama_tiny", "topology": "1x1", "batch_size": 2}],
-    }
+    config = case_config("llm")
     result = snakemake(tmp_path, "--cores", "2", "--configfile", str(write_config(tmp_path / "llm.yaml", config)))
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     report = tmp_path / "results/reports/v1"
