@@ -15,8 +15,8 @@ import yaml
 
 from conftest import REPO
 from dlbench import logformats
+from dlbench.collect.records import SCHEMA_PATH
 from dlbench.logformats import external
-from dlbench.records import SCHEMA_PATH
 
 
 def test_registry_and_the_schemas_source_enum_agree():
@@ -82,7 +82,13 @@ OPTIONAL = {  # imported only inside the functions that need them
     "h5py": ("bert_hdf5.py",),
     "horovod": ("backends/mxnet/backend.py",),
 }
-DLBENCH_OUTSIDE_THE_HARNESS = {"dlbench", "dlbench.axes", "dlbench.identity", "dlbench.layout"}
+DLBENCH_OUTSIDE_THE_HARNESS = {
+    "dlbench",
+    "dlbench.vocabulary",
+    "dlbench.vocabulary.axes",
+    "dlbench.vocabulary.identity",
+    "dlbench.vocabulary.layout",
+}
 
 
 def module_name(path: Path) -> str:

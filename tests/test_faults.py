@@ -23,7 +23,7 @@ import pandas as pd
 import pytest
 
 from conftest import REPO, VENV_DIR, harness_env, local_env, snakemake, tiny_config, write_config
-from dlbench.run_log_fixtures import write_run_log
+from dlbench.logformats.run_log_fixtures import write_run_log
 
 
 def harness_processes(workdir: Path) -> dict[int, tuple[int, str]]:
@@ -334,7 +334,7 @@ def test_odd_paths_never_reach_a_shell(tmp_path, torch_python):
     commands = [
         shlex.split(line)
         for line in dry.stdout.splitlines()
-        if "dlbench.dataprep.imagenet convert" in line or "dlbench.venvs build" in line
+        if "dlbench.dataprep.imagenet convert" in line or "dlbench.plan.venvs build" in line
     ]
     convert = next(c for c in commands if "convert" in c)
     assert convert[convert.index("--train-dir") + 1] == str(raw / "train")
