@@ -27,7 +27,7 @@ import rounds  # noqa: E402
 
 from dlbench import logformats  # noqa: E402
 from dlbench.harness.spec import TELEMETRY_PYTHON_ENV  # noqa: E402
-from dlbench.plan.venvs import env_prefix  # noqa: E402
+from dlbench.venvs import env_prefix  # noqa: E402
 
 # The PyTorch environment of the current envs/pytorch.yaml (older builds may sit beside it in .venvs/).
 TORCH_PYTHON = env_prefix(REPO / ".venvs", REPO / "envs" / "pytorch.yaml") / "bin" / "python"

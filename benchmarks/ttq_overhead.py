@@ -36,7 +36,7 @@ sys.path.insert(0, str(REPO / "workflow"))
 import resultfile  # noqa: E402 - benchmarks/, next to this script
 import rounds  # noqa: E402
 
-from dlbench.plan.venvs import env_prefix  # noqa: E402
+from dlbench.venvs import env_prefix  # noqa: E402
 
 STUDY = REPO / "workflow/studies/time-to-quality-cpu.yaml"
 
@@ -55,7 +55,7 @@ def tool(python: str, *args: str) -> None:
 def make_data(root: Path) -> Path:
     """A learnable ImageNet sample (10 classes, each from its own photo; 40 train and 10 held-out images each)."""
     wheels, tree, dataprep = root / "wheels", root / "tree", env_python("dataprep")
-    tool(sys.executable, "dlbench.plan.sample_wheels", "--dest", str(wheels), "--manifest", str(wheels / "w.json"))
+    tool(sys.executable, "dlbench.sample_wheels", "--dest", str(wheels), "--manifest", str(wheels / "w.json"))
     tool(
         dataprep,
         "dlbench.dataprep.sample_imagenet",

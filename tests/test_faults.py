@@ -334,7 +334,7 @@ def test_odd_paths_never_reach_a_shell(tmp_path, torch_python):
     commands = [
         shlex.split(line)
         for line in dry.stdout.splitlines()
-        if "dlbench.dataprep.imagenet convert" in line or "dlbench.plan.venvs build" in line
+        if "dlbench.dataprep.imagenet convert" in line or "dlbench.venvs build" in line
     ]
     convert = next(c for c in commands if "convert" in c)
     assert convert[convert.index("--train-dir") + 1] == str(raw / "train")

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from conftest import REPO, planned_jobs, snakemake, write_config
-from dlbench import logformats
-from dlbench.collect import aggregate, imports
+from dlbench import imports, logformats
+from dlbench.collect import aggregate
 from dlbench.collect.records import FIELDS
 from dlbench.logformats.run_log_fixtures import write_run_log
 from dlbench.plan.study import ConfigError, load_study

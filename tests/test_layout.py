@@ -1,4 +1,4 @@
-"""The shard layout (workflow/dlbench/vocabulary/layout.py): the names the converters write their shards, index files
+"""The shard layout (workflow/dlbench/layout.py): the names the converters write their shards, index files
 and manifests by and the harness finds them by (harness/datasets.py), importable with the standard library alone
 (the harness imports it inside framework environments)."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from conftest import run_env
+from dlbench import layout
 from dlbench.harness import datasets
-from dlbench.vocabulary import layout
 
 
 def test_shard_names_parse_back_and_listings_skip_other_files(tmp_path):
@@ -67,8 +67,5 @@ def test_shard_names_parse_back_and_listings_skip_other_files(tmp_path):
 
 
 def test_the_layout_and_the_harness_readers_need_only_the_standard_library():
-    code = (
-        "import sys; sys.modules['numpy'] = None; import dlbench.vocabulary.layout, dlbench.harness.datasets; "
-        "print('ok')"
-    )
+    code = "import sys; sys.modules['numpy'] = None; import dlbench.layout, dlbench.harness.datasets; print('ok')"
     assert run_env(sys.executable, "-S", "-c", code).stdout.strip() == "ok"

@@ -16,9 +16,8 @@ import pandas as pd
 import pytest
 
 from conftest import env_python, harness_env, read_log, run_checks, run_harness, run_tool, snakemake, write_config
-from dlbench import logformats
+from dlbench import layout, logformats
 from dlbench.harness import flops, llama
-from dlbench.vocabulary import layout
 
 TINY = ["--batch-size", "2", "--seq-length", "32", "--warmup-steps", "1", "--measured-steps", "3", "--device", "cpu"]
 
@@ -228,8 +227,8 @@ def token_data(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("llama_data")
     wheels, sample = root / "wheels", root / "sample"
     dataprep = env_python("dataprep")
-    run_tool(sys.executable, "dlbench.plan.sample_wheels", "--dest", str(wheels), "--manifest", str(wheels / "w.json"))
-    run_tool(sys.executable, "dlbench.plan.sample_wheels", "--dest", str(wheels), "--bert-sample", str(sample))
+    run_tool(sys.executable, "dlbench.sample_wheels", "--dest", str(wheels), "--manifest", str(wheels / "w.json"))
+    run_tool(sys.executable, "dlbench.sample_wheels", "--dest", str(wheels), "--bert-sample", str(sample))
     dump = next(sample.glob("*.bz2"))
     run_tool(dataprep, "dlbench.dataprep.wikitext", "--input", str(dump), "--output", str(sample / "wiki.txt"))
     for name in ("tokens", "again"):

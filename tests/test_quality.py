@@ -74,7 +74,7 @@ def learnable(tmp_path_factory) -> Path:
     photo (--photo-per-class), 40 training and 10 held-out images per class, small images (fast to decode)."""
     root = tmp_path_factory.mktemp("learnable")
     wheels, tree, dataprep = root / "wheels", root / "tree", env_python("dataprep")
-    run_tool(sys.executable, "dlbench.plan.sample_wheels", "--dest", str(wheels), "--manifest", str(wheels / "w.json"))
+    run_tool(sys.executable, "dlbench.sample_wheels", "--dest", str(wheels), "--manifest", str(wheels / "w.json"))
     run_tool(
         dataprep,
         "dlbench.dataprep.sample_imagenet",

@@ -15,7 +15,7 @@ from conftest import REPO
 from dlbench.harness.spec import INTERPRETER_ENV
 from dlbench.plan.interpreters import Interpreter
 from dlbench.plan.software import ShellWord, Software
-from dlbench.plan.venvs import MARKER, env_prefix
+from dlbench.venvs import MARKER, env_prefix
 
 ENVS = REPO / "envs"
 CORE = sys.executable

@@ -22,10 +22,10 @@ from dlbench.vocabulary.identity import AGGREGATE_SUMMARY, AGGREGATE_ENVIRONMENT
 from dlbench.vocabulary.identity import PUBLISHED_MANIFEST, REPORTS_DIR  # noqa: E402
 from dlbench.vocabulary.identity import WILDCARDS as RUN_WILDCARDS  # noqa: E402
 from dlbench.plan.data_plan import BERT_SAMPLE_VOCAB, BERT_SAMPLE_WIKI, DataPlan  # noqa: E402
-from dlbench.collect.imports import expand_paths  # noqa: E402
+from dlbench.imports import expand_paths  # noqa: E402
 from dlbench.plan.software import ShellWord, Software  # noqa: E402
 from dlbench.plan.study import settings_leaves  # noqa: E402
-from dlbench.plan.venvs import MARKER  # noqa: E402
+from dlbench.venvs import MARKER  # noqa: E402
 
 ENVS_DIR = Path(workflow.basedir, "envs")
 # The Snakemake that plans the jobs, not a job's own (a local job's, a SLURM job's).

@@ -13,7 +13,7 @@ rule download_sample_wheels:
     conda:
         "../../envs/core.yaml"
     params:
-        run=run_module("core", "dlbench.plan.sample_wheels"),
+        run=run_module("core", "dlbench.sample_wheels"),
         dest=output_dir,
     shell:
         "{params.run} --dest {params.dest:q} --manifest {output:q} > {log:q} 2>&1"
@@ -74,7 +74,7 @@ rule verify_imagenet:
     threads: ALL_CORES
     params:
         run=run_module("dataprep", "dlbench.dataprep.imagenet"),
-        snapshot=run_module("dataprep", "dlbench.vocabulary.layout"),
+        snapshot=run_module("dataprep", "dlbench.layout"),
         data=lambda wildcards, input: Path(input.manifest).parent,
     shell:
         "{params.run} verify {params.data:q} --workers {threads} > {log} 2>&1"
@@ -93,7 +93,7 @@ rule extract_bert_sample:
     conda:
         "../../envs/core.yaml"
     params:
-        run=run_module("core", "dlbench.plan.sample_wheels"),
+        run=run_module("core", "dlbench.sample_wheels"),
         wheels=lambda wildcards, input: Path(input[0]).parent,
         out=output_dir,
     shell:
@@ -180,7 +180,7 @@ rule verify_bert:
         "../../envs/dataprep.yaml"
     params:
         run=run_module("dataprep", "dlbench.dataprep.bert_shards"),
-        snapshot=run_module("dataprep", "dlbench.vocabulary.layout"),
+        snapshot=run_module("dataprep", "dlbench.layout"),
         out=output_dir,
     shell:
         "{params.run} verify --out {params.out:q} > {log} 2>&1"
@@ -219,7 +219,7 @@ rule verify_llama:
         "../../envs/dataprep.yaml"
     params:
         run=run_module("dataprep", "dlbench.dataprep.llama_tokens"),
-        snapshot=run_module("dataprep", "dlbench.vocabulary.layout"),
+        snapshot=run_module("dataprep", "dlbench.layout"),
         out=output_dir,
     shell:
         "{params.run} verify --out {params.out:q} > {log} 2>&1"

@@ -21,7 +21,7 @@ rule build_framework_env:
             else SETTINGS["software"]["find_links"]
         ),
         # in '...' below: the schema refuses a "'" in it
-        run=run_module("core", "dlbench.plan.venvs"),
+        run=run_module("core", "dlbench.venvs"),
         venv_dir=ShellWord(VENV_DIR),
     shell:
         "{params.run} build --spec {params.spec} --venv-dir {params.venv_dir}"

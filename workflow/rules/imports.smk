@@ -17,7 +17,7 @@ rule import_logs:
     conda:
         "../../envs/core.yaml"
     params:
-        run=run_module("core", "dlbench.collect.imports"),
+        run=run_module("core", "dlbench.imports"),
         entry=lambda wildcards: json.dumps(IMPORTS[wildcards.name], sort_keys=True),
     shell:
         "{params.run} --entry {params.entry:q} --out {output.records:q} > {log:q} 2>&1"

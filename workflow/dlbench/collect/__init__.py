@@ -2,8 +2,6 @@
 the runs).
 
     records          the run record, one row of records.csv, whatever log format it came from
-    imports          existing logs read as records beside the study's own runs (`python -m
-                     dlbench.collect.imports`, rule import_logs)
     mlperf_writer    the MLPerf log of a time-to-quality run (rule mlperf_log)
     aggregate        per configuration: median and dispersion, speedup, scaling efficiency, MFU
     stats            intervals, steady state, comparison tests and plausibility flags on records
@@ -11,6 +9,7 @@ the runs).
     compare          two result sets compared, configuration by configuration (`python -m
                      dlbench.collect.compare A B`)
 
-It reads the shared vocabulary (dlbench.vocabulary), the log formats and the harness's definitions; nothing of
-dlbench.plan or dlbench.report (tests/test_architecture.py).
+Existing logs read as records beside the study's own runs (rule import_logs) are dlbench.imports, at the
+package's top. It reads the shared vocabulary (dlbench.vocabulary), the log formats and the harness's
+definitions; nothing of dlbench.plan or dlbench.report (tests/test_architecture.py).
 """

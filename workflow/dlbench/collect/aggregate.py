@@ -25,13 +25,13 @@ import pandas as pd
 
 from .. import __version__, logformats
 from ..harness import nospace
+from ..imports import read_records
 from ..logformats import mlperf
 from ..logformats.runlogs import read_header
 from ..vocabulary import identity
 from ..vocabulary.axes import INPUTS
 from ..vocabulary.devices import describe, peak_for_run
 from . import stats
-from .imports import read_records
 from .records import FIELDS
 
 CONFIG_COLUMNS = [

@@ -1,5 +1,5 @@
 """Llama's real data: text -> a byte-level BPE trained on it -> packed token shards (the Llama layout of
-dlbench/vocabulary/layout.py).
+dlbench/layout.py).
 
     python -m dlbench.dataprep.llama_tokens create --input wiki.txt [...] --out DIR --vocab-size 8192 --shards 4
     python -m dlbench.dataprep.llama_tokens verify --out DIR
@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from ..vocabulary.layout import MANIFEST, TOKEN_DTYPES, TOKENIZER, token_dtype, token_shard, token_shards
+from ..layout import MANIFEST, TOKEN_DTYPES, TOKENIZER, token_dtype, token_shard, token_shards
 from .files import temporary, write_json
 
 EOT = "<|end_of_text|>"

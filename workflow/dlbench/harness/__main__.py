@@ -31,8 +31,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from .. import __version__
-from ..vocabulary import layout
+from .. import __version__, layout
 from . import lifeline, nodes, nospace, runner, strategies, sysinfo
 from .runlog import LOG_SCHEMA_VERSION, append_line, failure_summary, last_line_type, partial_path, utc_now
 from .spec import TELEMETRY_PYTHON_ENV, RunSpec, Unsupported, parser, spec_from_args

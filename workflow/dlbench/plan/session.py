@@ -25,9 +25,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from .. import venvs
 from ..harness.lifeline import OWNER_ENV
 from ..harness.spec import TELEMETRY_PYTHON_ENV
-from . import interpreters, problems, stale_lock, venvs
+from . import interpreters, problems, stale_lock
 from .configfile import StudyFile, StudyFileError, load_study_files, locate
 from .interpreters import Interpreter
 from .study import ConfigError, Study

@@ -3,7 +3,7 @@
 A framework's runs use, in this order: a runner's own `python`, the study's interpreter (`software.python`,
 probed by dlbench.plan.interpreters, its build's identity then part of the command line), the image's `python`
 (`software.container`, with --sdm apptainer), or an environment: the one the workflow builds from
-envs/<name>.yaml (dlbench.plan.venvs, under `software.venv_dir`), conda's `python` with --sdm conda, or for `core`
+envs/<name>.yaml (dlbench.venvs, under `software.venv_dir`), conda's `python` with --sdm conda, or for `core`
 (a runner's `env: core`, dlbench's own tools) the Python of this Snakemake. workflow/rules/common.smk makes one
 `Software` of the study's settings and the rules read it through short input functions.
 """
@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ..harness.spec import INTERPRETER_ENV
+from ..venvs import MARKER, env_prefix
 from .interpreters import Interpreter
-from .venvs import MARKER, env_prefix
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,7 @@ from typing import Any
 
 import yaml
 
-from .. import logformats
-from ..collect import imports
+from .. import imports, logformats
 from ..collect.references import load_references
 from ..harness import quality
 from ..harness import runner as runner_module

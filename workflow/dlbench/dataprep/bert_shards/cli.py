@@ -12,8 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+from dlbench import layout
 from dlbench.dataprep.files import write_json
-from dlbench.vocabulary import layout
 
 from .build import run
 from .manifest import make_manifest, merge_manifest, parse_group

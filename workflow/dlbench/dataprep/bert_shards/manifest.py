@@ -8,8 +8,8 @@ import json
 import re
 from pathlib import Path
 
+from dlbench import layout
 from dlbench.dataprep.files import write_json
-from dlbench.vocabulary import layout
 
 from .params import HDF5_DTYPES, INT_FEATURES_L, INT_FEATURES_P, MANIFEST_FORMAT, STAT_KEYS, InputError, Params
 from .tokens import Vocab

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
+from dlbench import layout
 from dlbench.dataprep import tfrecord as tfr
 from dlbench.dataprep.files import check_file
-from dlbench.vocabulary import layout
 
 from .params import HDF5_DTYPES, INT_FEATURES_L, INT_FEATURES_P, InputError
 

@@ -12,8 +12,8 @@ from typing import BinaryIO
 import numpy as np
 from isal import isal_zlib
 
+from dlbench import layout
 from dlbench.dataprep.files import sha256_file, temporary
-from dlbench.vocabulary import layout
 
 from .encode import example_encoder
 from .instances import Batch

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dlbench.vocabulary import layout
+from dlbench import layout
 
 SPLITS = layout.IMAGENET_SPLITS
 IMAGE_SUFFIXES = {".jpeg", ".jpg", ".png"}

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
 
+from dlbench import layout
 from dlbench.dataprep import recordio
 from dlbench.dataprep import tfrecord as tfr
 from dlbench.dataprep.files import sha256_file, temporary, write_json
-from dlbench.vocabulary import layout
 
 from .examples import class_entries, example_head
 from .images import BadImage, prepare_image

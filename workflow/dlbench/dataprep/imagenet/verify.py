@@ -10,10 +10,10 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
 
+from dlbench import layout
 from dlbench.dataprep import recordio
 from dlbench.dataprep import tfrecord as tfr
 from dlbench.dataprep.files import check_file, sha256_file
-from dlbench.vocabulary import layout
 
 from .inputs import SPLITS
 from .shards import MANIFEST

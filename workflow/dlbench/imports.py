@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .. import logformats
-from .records import LogError
+from . import logformats
+from .collect.records import LogError
 
 # Labels that are whole numbers wherever they come from (a path pattern gives text).
 INTEGER_LABELS = (
@@ -158,7 +158,7 @@ def read_records(paths: list[str | Path]) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m dlbench.collect.imports", description="Parse one import entry's logs.")
+    p = argparse.ArgumentParser(prog="python -m dlbench.imports", description="Parse one import entry's logs.")
     p.add_argument("--entry", required=True, help="the import entry as JSON (name, format, paths, labels, ...)")
     p.add_argument("--out", required=True, type=Path, help="records as JSON lines")
     args = p.parse_args(argv)

