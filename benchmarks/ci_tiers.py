@@ -50,7 +50,7 @@ def main() -> None:
         assert code == 0, tail
         rows.append(["stage 1: bootstrap.sh --test (fresh .venv)", round(setup), "–", "–"])
         rows.append(["stage 1: .ci/lint, clean", round(lint), "exit 0", "<= 120 s with the setup"])
-        stats = clone / "workflow" / "dlbench" / "stats.py"
+        stats = clone / "workflow" / "dlbench" / "collect" / "stats.py"
         clean = stats.read_text()
         stats.write_text(clean + PLANTED)
         planted, code, tail = timed(["bash", ".ci/lint"], clone)

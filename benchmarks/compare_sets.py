@@ -1,4 +1,4 @@
-"""Compare two 10,000-run result sets with `python -m dlbench.compare`'s code path (target <= 30 s).
+"""Compare two 10,000-run result sets with `python -m dlbench.collect.compare`'s code path (target <= 30 s).
 
     .venv/bin/python benchmarks/compare_sets.py [--runs 10000] [--resamples 2000]
 Both sets are records.csv files: ~1,430 configurations x 7 repeats at 2% noise; in B every 10th configuration is
@@ -23,8 +23,8 @@ import resultfile
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow"))
 
-from dlbench import compare  # noqa: E402
-from dlbench.identity import config_id  # noqa: E402
+from dlbench.collect import compare  # noqa: E402
+from dlbench.vocabulary.identity import config_id  # noqa: E402
 
 REPEATS = 7
 

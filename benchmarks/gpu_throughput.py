@@ -8,11 +8,11 @@ published figures in workflow/references/published.yaml and the peaks in workflo
 Each configuration runs as a study would run it: `python -m dlbench.harness` (its own processes, 20 warm-up and
 100 measured steps, synthetic data, 1x1), `--repeats` times; the table gives the median of the repeats, MFU, the
 peak device memory, and the published figures for that framework, model and precision with our median ÷ theirs
-(hardware differs where the device column says so). MFU's peak is the table's (dlbench.devices) for the device the
-runs name and the math they used (AMP: its dtype; fp32: TF32 when on), as the report's; a device the table lacks
-has no MFU. `--peak-gflops` (with `--peak-source`) overrides it with one peak for every configuration, labelled as
-an override in the table and the notes. One configuration with a batch far beyond the GPU's memory must end `oom`
-with CUDA's message: the failure path, checked for real.
+(hardware differs where the device column says so). MFU's peak is the table's (dlbench.vocabulary.devices) for the
+device the runs name and the math they used (AMP: its dtype; fp32: TF32 when on), as the report's; a device the
+table lacks has no MFU. `--peak-gflops` (with `--peak-source`) overrides it with one peak for every configuration,
+labelled as an override in the table and the notes. One configuration with a batch far beyond the GPU's memory must
+end `oom` with CUDA's message: the failure path, checked for real.
 Writes benchmarks/results/gpu_throughput-compiler-<off|on>.json (figures.py renders it into the docs).
 """
 
@@ -30,7 +30,8 @@ from pathlib import Path
 import pandas as pd
 import resultfile
 
-from dlbench import devices, references
+from dlbench.collect import references
+from dlbench.vocabulary import devices
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,7 @@ def run_harness(
 
 
 def versus_published(config: Config, compiler: str, median: float, figures: pd.DataFrame) -> str:
-    """The published figures this configuration matches (dlbench.references' matching: every key a figure gives;
+    """The published figures this configuration matches (dlbench.collect.references' matching: every key a figure gives;
     any GPU, the device says which), each with ours ÷ theirs."""
     ours = pd.DataFrame(
         [
@@ -130,7 +131,7 @@ def peak_of(
     config: Config, environment: dict, override_gflops: float | None, override_source: str | None
 ) -> tuple[float | None, str]:
     """(peak TFLOP/s, its label) MFU divides by: the override where given, else the device table's for the device
-    and math the run's environment line names (dlbench.devices)."""
+    and math the run's environment line names (dlbench.vocabulary.devices)."""
     if override_gflops is not None:
         return override_gflops / 1e3, f"override (--peak-gflops): {override_source}"
     math = devices.run_math(config.precision, environment)

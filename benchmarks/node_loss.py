@@ -32,9 +32,9 @@ from pathlib import Path
 import yaml
 from resultfile import REPO, Recorder, table
 
-from dlbench import identity
+from dlbench.collect.records import LogError
 from dlbench.logformats.runlogs import read_run
-from dlbench.records import LogError
+from dlbench.vocabulary import identity
 
 CLUSTER = REPO / "tests" / "slurm" / "slurm-local.sh"
 NODE = "dlb-n2"

@@ -33,9 +33,9 @@ import resultfile  # noqa: E402
 from report_pipeline import make_logs  # noqa: E402
 
 from dlbench import logformats  # noqa: E402
-from dlbench.aggregate import summarise  # noqa: E402
+from dlbench.collect.aggregate import summarise  # noqa: E402
+from dlbench.collect.records import FIELDS  # noqa: E402
 from dlbench.logformats import external_log_fixtures, mlperf  # noqa: E402
-from dlbench.records import FIELDS  # noqa: E402
 
 REFERENCE = ROOT.parent / "shared/reference/external-logs"
 TOPOLOGIES = ["1x1", "1x8", "2x8", "4x8"]

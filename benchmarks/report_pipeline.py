@@ -17,9 +17,9 @@ import resultfile
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow"))
 
-from dlbench.aggregate import write_all  # noqa: E402
+from dlbench.collect.aggregate import write_all  # noqa: E402
+from dlbench.logformats.run_log_fixtures import write_run_log  # noqa: E402
 from dlbench.report import publish_report  # noqa: E402
-from dlbench.run_log_fixtures import write_run_log  # noqa: E402
 
 
 def make_logs(root: Path, runs: int) -> list[str]:

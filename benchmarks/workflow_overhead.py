@@ -6,7 +6,7 @@ Targets: <= 10 s for ~2,000 runs, <= 30 s for ~10,000. The baseline is the same 
 study (Snakemake's fixed start-up cost), measured in the same invocation.
 
 Every Snakemake start asks each run log whether it ends in a summary (a log damaged after its run is redone:
-dlbench.problems). With the ~2,000 runs' logs present (fixture logs of 10 measured steps), the scan is timed in
+dlbench.plan.problems). With the ~2,000 runs' logs present (fixture logs of 10 measured steps), the scan is timed in
 this process beside the least any scan of those files does, one os.stat each; and the dry run again with the
 logs there.
 
@@ -29,9 +29,9 @@ from pathlib import Path
 import resultfile
 import yaml
 
-from dlbench.problems import damaged_run_logs
-from dlbench.run_log_fixtures import write_run_log
-from dlbench.study import load_study
+from dlbench.logformats.run_log_fixtures import write_run_log
+from dlbench.plan.problems import damaged_run_logs
+from dlbench.plan.study import load_study
 
 REPO = Path(__file__).resolve().parents[1]
 NO_SLURM = dict(os.environ, SLURM_CONF=str(REPO / "tests" / "slurm" / "no-controller.conf"))

@@ -8,10 +8,10 @@ import math
 import pandas as pd
 import pytest
 
-from dlbench.aggregate import summarise, write_all
+from dlbench.collect.aggregate import summarise, write_all
 from dlbench.harness.runlog import TAIL_BLOCK, last_line_type
+from dlbench.logformats.run_log_fixtures import write_run_log
 from dlbench.logformats.runlogs import parse as parse_run_log
-from dlbench.run_log_fixtures import write_run_log
 
 
 def logs_for(tmp_path, topology, throughputs, **kwargs):

@@ -1,6 +1,7 @@
 """The structure the code promises: one registry of log formats, agreeing with the record schema; an
 ARCHITECTURE.md whose map names files that exist; the harness's import boundary as ARCHITECTURE.md writes it,
-and no import cycles among dlbench's modules."""
+no import cycles among dlbench's modules, and the package's layout by stage: only the entry points at its top, and
+imports between the stage packages in one direction."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ import yaml
 
 from conftest import REPO
 from dlbench import logformats
+from dlbench.collect.records import SCHEMA_PATH
 from dlbench.logformats import external
-from dlbench.records import SCHEMA_PATH
 
 
 def test_registry_and_the_schemas_source_enum_agree():
@@ -82,7 +83,13 @@ OPTIONAL = {  # imported only inside the functions that need them
     "h5py": ("bert_hdf5.py",),
     "horovod": ("backends/mxnet/backend.py",),
 }
-DLBENCH_OUTSIDE_THE_HARNESS = {"dlbench", "dlbench.axes", "dlbench.identity", "dlbench.layout"}
+DLBENCH_OUTSIDE_THE_HARNESS = {
+    "dlbench",
+    "dlbench.vocabulary",
+    "dlbench.vocabulary.axes",
+    "dlbench.vocabulary.identity",
+    "dlbench.layout",
+}
 
 
 def module_name(path: Path) -> str:
@@ -166,6 +173,76 @@ def test_no_import_cycles_among_dlbench_modules():
     for name in sorted(graph):
         visit(name, [])
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(cycle) for cycle in cycles)
+
+
+# ---------------------------------------------------------------- the layout by stage
+# ARCHITECTURE.md, "Data flow": the modules are grouped by the stage they serve. At the top stand only the entry
+# points named outside the code: the tool's version, preflight (bootstrap.sh's startup line imports
+# dlbench.preflight in existing installations) and the modules the rules' shell commands run by name
+# (`python -m dlbench.<name>`): Snakemake records every job's command in the results directory, so moving one
+# would rerun its jobs, and everything after them, in every existing study.
+RULE_COMMANDS = {"venvs.py", "layout.py", "sample_wheels.py", "imports.py"}
+TOP_LEVEL = {"__init__.py", "preflight.py", *RULE_COMMANDS}
+STAGES = ("vocabulary", "plan", "collect")
+# What a stage package imports nothing of, not even inside a function.
+NOT_IMPORTED = {
+    "vocabulary": ("plan", "collect", "report"),
+    "collect": ("plan", "report"),
+    "report": ("plan",),
+}
+
+
+def in_package(name: str, package: str) -> bool:
+    return name == f"dlbench.{package}" or name.startswith(f"dlbench.{package}.")
+
+
+def test_only_the_entry_points_stand_at_the_packages_top():
+    at_top = {path.name for path in PACKAGE.glob("*.py")}
+    assert at_top == TOP_LEVEL, f"modules at the top of workflow/dlbench/ that belong to a stage: {at_top - TOP_LEVEL}"
+
+
+def test_the_modules_at_the_top_for_the_rules_are_the_ones_the_rules_run():
+    """A module kept at the top for a rule's command is run by one (`run_module(..., "dlbench.<name>")`), and
+    every module a rule runs by name is at the top (a stage's module would change the recorded command)."""
+    rules = "".join(path.read_text() for path in (REPO / "workflow" / "rules").glob("*.smk"))
+    run = set(re.findall(r'run_module\([^)]*"dlbench\.([\w.]+)"\)', rules))
+    modules = {name for name in run if "." not in name and (PACKAGE / f"{name}.py").exists()}  # not a package's
+    assert {f"{name}.py" for name in modules} == RULE_COMMANDS
+    assert all(name.split(".")[0] in ("harness", "dataprep") or name in modules for name in run), run
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_every_stage_package_says_what_it_holds(stage):
+    """Each stage package's docstring names every module the package holds; the package re-exports nothing."""
+    init = PACKAGE / stage / "__init__.py"
+    tree = ast.parse(init.read_text())
+    docstring = ast.get_docstring(tree)
+    assert docstring, f"{stage}/__init__.py has no docstring"
+    assert all(isinstance(node, ast.Expr) for node in tree.body), f"{stage}/__init__.py holds more than its docstring"
+    missing = [path.stem for path in sorted(init.parent.glob("*.py")) if path.stem != "__init__"]
+    missing = [name for name in missing if not re.search(rf"\b{name}\b", docstring)]
+    assert not missing, f"{stage}/__init__.py does not name {missing}"
+
+
+@pytest.mark.parametrize("stage", list(NOT_IMPORTED))
+def test_imports_between_the_stage_packages_point_one_way(stage):
+    """vocabulary imports nothing of plan, collect or report; collect nothing of plan or report; report nothing
+    of plan (ARCHITECTURE.md, "Data flow")."""
+    modules = {name: path for name, path in MODULES.items() if in_package(name, stage)}
+    assert modules, stage
+    problems = [
+        f"{name} imports {imported}"
+        for name, path in sorted(modules.items())
+        for imported, _ in imports_of(path)
+        if any(in_package(imported, other) for other in NOT_IMPORTED[stage])
+    ]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_stage_rules_see_the_imports_they_forbid():
+    """The check above reads resolved imports: a plan module's import of collect is seen (plan may import it)."""
+    seen = {imported for imported, _ in imports_of(MODULES["dlbench.plan.study"])}
+    assert "dlbench.imports" in seen and "dlbench.vocabulary.identity" in seen
 
 
 # ---------------------------------------------------------------- the plug points' test files

@@ -1,5 +1,5 @@
-"""The axis registry (dlbench.axes) is the one declaration of each axis: the schema, the typed configurations,
-the ids, the records, the aggregate, the log formats and the report agree with it."""
+"""The axis registry (dlbench.vocabulary.axes) is the one declaration of each axis: the schema, the typed
+configurations, the ids, the records, the aggregate, the log formats and the report agree with it."""
 
 from __future__ import annotations
 
@@ -9,13 +9,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dlbench import axes, identity, records, study
-from dlbench.aggregate import BASELINE_KEY, CONFIG_COLUMNS
+from dlbench.collect import records
+from dlbench.collect.aggregate import BASELINE_KEY, CONFIG_COLUMNS
+from dlbench.collect.references import MATCH_KEYS
 from dlbench.harness.spec import RunSpec, parser
 from dlbench.logformats.common import AXIS_LABELS
-from dlbench.references import MATCH_KEYS
+from dlbench.plan import study
 from dlbench.report.format import input_label
 from dlbench.report.tables import INPUT_KEYS
+from dlbench.vocabulary import axes, identity
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
@@ -25,7 +27,7 @@ SAMPLE_MODEL = {"resnet": "resnet50", "bert": "bert_base", "llama": "llama_tiny"
 def test_the_schema_states_the_registry_s_defaults_and_declares_no_model_axis_itself():
     raw = yaml.safe_load(SCHEMA.read_text())
     assert not set(raw["properties"]["matrix"]["properties"]) & set(axes.MODEL_MATRIX), (
-        "a model axis is declared in dlbench.axes and added to the schema there (with_model_axes)"
+        "a model axis is declared in dlbench.vocabulary.axes and added to the schema there (with_model_axes)"
     )
     schema = study.load_schema(SCHEMA)
     matrix = schema["properties"]["matrix"]["properties"]

@@ -28,8 +28,8 @@ from conftest import (
 sys.path.insert(0, str(REPO / "workflow"))
 from test_contract_framework import CASES  # noqa: E402 - the frameworks' memory budgets
 
-from dlbench.configfile import load_study_files  # noqa: E402
 from dlbench.harness.batchsearch import search  # noqa: E402
+from dlbench.plan.configfile import load_study_files  # noqa: E402
 
 # BERT-Tiny at 128 tokens: its masked-LM logits alone take 2.4 MB a sequence. Probes try multiples of 32.
 PROBE = ["--model", "bert_tiny", "--topology", "1x1", "--seq-length", "128", "--device", "cpu"]

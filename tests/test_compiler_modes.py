@@ -6,8 +6,8 @@ import pytest
 import yaml
 
 from conftest import REPO, env_python, planned_jobs, read_log, run_harness, snakemake, tiny_config, write_config
-from dlbench import identity
-from dlbench.study import ConfigError, load_study
+from dlbench.plan.study import ConfigError, load_study
+from dlbench.vocabulary import identity
 
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 

@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from conftest import REPO, snakemake, write_config
-from dlbench.study import ConfigError, load_study, settings_leaves
+from dlbench.plan.study import ConfigError, load_study, settings_leaves
 
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 ENVS = REPO / "envs"

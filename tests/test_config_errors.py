@@ -11,9 +11,9 @@ import yaml
 
 from conftest import REPO, snakemake
 from dlbench import preflight
-from dlbench.configfile import StudyFileError, load_study_files
-from dlbench.configfile import main as check_file
-from dlbench.study import ConfigError
+from dlbench.plan.configfile import StudyFileError, load_study_files
+from dlbench.plan.configfile import main as check_file
+from dlbench.plan.study import ConfigError
 
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 MATRIX = """\
@@ -247,7 +247,7 @@ def test_merge_keys_are_yaml_and_duplicate_keys_still_errors(tmp_path):
 
 
 def test_check_command_places_a_syntax_error(tmp_path, capsys):
-    """Snakemake reads a --configfile before any workflow code: `python -m dlbench.configfile FILE` shows where."""
+    """Snakemake reads a --configfile before any workflow code: `python -m dlbench.plan.configfile FILE` shows where."""
     bad = tmp_path / "my.yaml"
     bad.write_text(MATRIX.replace("[pytorch]", "[pytorch"))
     assert check_file([str(bad)]) == 1

@@ -31,7 +31,7 @@ import dlbench
 from conftest import REPO, assert_ranks_counted, env_python, ok_or_skip, read_log, run_harness
 from dlbench.harness import bert
 from dlbench.harness.frameworks import NAMES
-from dlbench.identity import THROUGHPUT_UNITS
+from dlbench.vocabulary.identity import THROUGHPUT_UNITS
 
 STEPS = ["--warmup-steps", "1", "--measured-steps", "3", "--device", "cpu"]
 RESNET = ["--image-size", "32", "--batch-size", "2", *STEPS]

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from dlbench.collect.records import FIELDS, LogError
 from dlbench.logformats import FORMATS
 from dlbench.logformats.external_log_fixtures import write_dllogger, write_mllog, write_oneflow, write_tf_cnn
-from dlbench.records import FIELDS, LogError
 
 ONEFLOW_TIMES = {i: 1_597_933_942.0 + i * 0.25 for i in range(0, 141, 20)}
 

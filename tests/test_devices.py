@@ -1,5 +1,6 @@
-"""GPU peaks for MFU (dlbench.devices, workflow/references/device_peaks.yaml): every device name maps to exactly one
-entry, the run's math picks the peak, an unknown device has no MFU, and MFU reaches the summary and the report."""
+"""GPU peaks for MFU (dlbench.vocabulary.devices, workflow/references/device_peaks.yaml): every device name maps to
+exactly one entry, the run's math picks the peak, an unknown device has no MFU, and MFU reaches the summary and the
+report."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dlbench import devices
-from dlbench.aggregate import summarise, write_all
+from dlbench.collect.aggregate import summarise, write_all
+from dlbench.logformats.run_log_fixtures import write_run_log
 from dlbench.logformats.runlogs import parse as parse_run_log
 from dlbench.report import render_report
-from dlbench.run_log_fixtures import write_run_log
+from dlbench.vocabulary import devices
 
 # The names frameworks report (torch.cuda.get_device_name; TensorFlow's device details give the same) -> the entry.
 EXPECTED = {

@@ -23,7 +23,7 @@ import pandas as pd
 import pytest
 
 from conftest import REPO, VENV_DIR, harness_env, local_env, snakemake, tiny_config, write_config
-from dlbench.run_log_fixtures import write_run_log
+from dlbench.logformats.run_log_fixtures import write_run_log
 
 
 def harness_processes(workdir: Path) -> dict[int, tuple[int, str]]:

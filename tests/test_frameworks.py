@@ -14,12 +14,12 @@ import pytest
 import yaml
 
 from conftest import REPO, env_python, run_json
-from dlbench import interpreters
 from dlbench.harness import spec
 from dlbench.harness.backends.base import BackendBase
 from dlbench.harness.frameworks import BACKEND_MODULES, NAMES, OPTIONAL_MODULES, REGISTRY
+from dlbench.plan import interpreters
+from dlbench.plan.study import ConfigError, load_study
 from dlbench.report.notes import caveats
-from dlbench.study import ConfigError, load_study
 
 BACKENDS = REPO / "workflow" / "dlbench" / "harness" / "backends"
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"

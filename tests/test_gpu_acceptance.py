@@ -13,9 +13,9 @@ import pandas as pd
 import yaml
 
 from conftest import REPO
-from dlbench import aggregate
-from dlbench.run_log_fixtures import write_run_log
-from dlbench.study import load_study
+from dlbench.collect import aggregate
+from dlbench.logformats.run_log_fixtures import write_run_log
+from dlbench.plan.study import load_study
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 import gpu_acceptance  # noqa: E402

@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from conftest import REPO, local_env, snakemake, tiny_config, write_config
-from dlbench.interpreters import no_gpu_here
-from dlbench.study import load_study
+from dlbench.plan.interpreters import no_gpu_here
+from dlbench.plan.study import load_study
 
 GPU_STUDY = REPO / "workflow" / "studies" / "gpu.yaml"
 

@@ -1,4 +1,4 @@
-"""Run identity (dlbench.identity): every id the study makes parses back to the same axes."""
+"""Run identity (dlbench.vocabulary.identity): every id the study makes parses back to the same axes."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from conftest import REPO
-from dlbench import identity
-from dlbench.study import load_study
+from dlbench.plan.study import load_study
+from dlbench.vocabulary import identity
 
 AXES = (
     "model",

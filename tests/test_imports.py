@@ -11,11 +11,12 @@ import pandas as pd
 import pytest
 
 from conftest import REPO, planned_jobs, snakemake, write_config
-from dlbench import aggregate, imports, logformats
-from dlbench.records import FIELDS
+from dlbench import imports, logformats
+from dlbench.collect import aggregate
+from dlbench.collect.records import FIELDS
+from dlbench.logformats.run_log_fixtures import write_run_log
+from dlbench.plan.study import ConfigError, load_study
 from dlbench.report import notes, sections
-from dlbench.run_log_fixtures import write_run_log
-from dlbench.study import ConfigError, load_study
 
 SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
 

@@ -16,8 +16,8 @@ import pytest
 from conftest import REPO, build_env, harness_env, planned_jobs, read_log, snakemake, tiny_config, write_config
 
 sys.path.insert(0, str(REPO / "workflow"))
-from dlbench import interpreters  # noqa: E402
-from dlbench.study import ConfigError  # noqa: E402
+from dlbench.plan import interpreters  # noqa: E402
+from dlbench.plan.study import ConfigError  # noqa: E402
 
 CORE_PYTHON = sys.executable  # has no deep-learning framework
 

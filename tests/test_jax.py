@@ -25,7 +25,7 @@ from conftest import (
     snakemake,
     write_config,
 )
-from dlbench.study import load_study
+from dlbench.plan.study import load_study
 
 TINY = ["--image-size", "32", "--batch-size", "2", "--warmup-steps", "1", "--measured-steps", "3", "--device", "cpu"]
 

@@ -1,5 +1,5 @@
-"""The shard layout (workflow/dlbench/layout.py): the names the converters write their shards, index files and
-manifests by and the harness finds them by (harness/datasets.py), importable with the standard library alone
+"""The shard layout (workflow/dlbench/layout.py): the names the converters write their shards, index files
+and manifests by and the harness finds them by (harness/datasets.py), importable with the standard library alone
 (the harness imports it inside framework environments)."""
 
 from __future__ import annotations

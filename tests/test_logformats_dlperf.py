@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from dlbench.aggregate import summarise
+from dlbench.collect.aggregate import summarise
+from dlbench.collect.records import FIELDS
 from dlbench.logformats import dlperf
 from dlbench.logformats.external_log_fixtures import write_dllogger, write_oneflow
-from dlbench.records import FIELDS
 
 
 def oneflow_times(seconds_per_iter: float, last: int = 140, every: int = 20, first: int = 0) -> dict[int, float]:

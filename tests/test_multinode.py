@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from conftest import REPO, log_lines, slurm_snakemake, tiny_config, write_config
-from dlbench.study import load_study
+from dlbench.plan.study import load_study
 
 pytestmark = pytest.mark.slow  # a two-node cluster and a 16-run study: the full suite only
 

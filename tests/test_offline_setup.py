@@ -94,7 +94,7 @@ def assert_core_works(repo: Path) -> None:
     check = offline(
         ".venv/bin/snakemake --version && .venv/bin/python -c 'import jsonschema, snakemake, mlperf_logging, "
         "pandas, pyarrow, scipy, seaborn' && PYTHONPATH=workflow .venv/bin/python -c 'from pathlib import Path; "
-        'import yaml; from dlbench import study; s = study.load_study(yaml.safe_load(open("config.yaml")), '
+        'import yaml; from dlbench.plan import study; s = study.load_study(yaml.safe_load(open("config.yaml")), '
         'Path("workflow/schemas/config.schema.yaml"), Path("envs")); print(len(s.configurations), "runs")\'',
         repo,
     )

@@ -1,6 +1,6 @@
 """A study's jobs without Snakemake: the configuration a job's ids name (a search's size found from its result
-file), the harness command lines of runs and searches (dlbench.plan), and the data-preparation jobs' inputs and
-arguments (dlbench.data_plan). The expected command lines are those the workflow's dry runs of the shipped
+file), the harness command lines of runs and searches (dlbench.plan.plan), and the data-preparation jobs' inputs and
+arguments (dlbench.plan.data_plan). The expected command lines are those the workflow's dry runs of the shipped
 studies print."""
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ import pytest
 import yaml
 
 from conftest import REPO
-from dlbench import identity, plan
-from dlbench.data_plan import DataPlan
-from dlbench.study import load_study
+from dlbench.plan import plan
+from dlbench.plan.data_plan import DataPlan
+from dlbench.plan.study import load_study
+from dlbench.vocabulary import identity
 
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 STUDIES = REPO / "workflow" / "studies"

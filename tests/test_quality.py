@@ -17,13 +17,14 @@ import pytest
 import yaml
 
 from conftest import REPO, env_python, planned_jobs, read_log, run_env, run_harness, run_tool, snakemake, write_config
-from dlbench import identity, mlperf_writer
-from dlbench.aggregate import summarise
+from dlbench.collect import mlperf_writer
+from dlbench.collect.aggregate import summarise
 from dlbench.logformats import mlperf
 from dlbench.logformats import runlogs as dlbench_format
+from dlbench.logformats.run_log_fixtures import write_quality_log
+from dlbench.plan.study import ConfigError, load_study
 from dlbench.report.render import render_report
-from dlbench.run_log_fixtures import write_quality_log
-from dlbench.study import ConfigError, load_study
+from dlbench.vocabulary import identity
 
 SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
 ENVS = REPO / "envs"
@@ -428,8 +429,8 @@ def test_closed_division_rules_that_do_not_apply(tmp_path):
 
 
 def test_mlperf_log_refuses_a_throughput_run(tmp_path):
-    from dlbench.records import LogError
-    from dlbench.run_log_fixtures import write_run_log
+    from dlbench.collect.records import LogError
+    from dlbench.logformats.run_log_fixtures import write_run_log
 
     with pytest.raises(LogError, match="not a completed time-to-quality run"):
         mlperf_writer.write_log(write_run_log(tmp_path / "rep1.jsonl"), tmp_path / "rep1.mlperf.log")

@@ -17,12 +17,12 @@ from conftest import REPO
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow"))
 
-from dlbench import identity
-from dlbench.aggregate import write_all
+from dlbench.collect.aggregate import write_all
+from dlbench.logformats.run_log_fixtures import write_run_log
+from dlbench.plan.study import load_schema
 from dlbench.report import CannotPublish, ReportVersionExists, publish_changed, publish_report, render_report
 from dlbench.report.headline import hardware_line
-from dlbench.run_log_fixtures import write_run_log
-from dlbench.study import load_schema
+from dlbench.vocabulary import identity
 
 SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -579,7 +579,7 @@ def test_the_compiler_label_says_what_ran_and_a_failed_table_keeps_its_units(tmp
 
 def test_bert_notes_survive_a_sequence_length_without_masked_positions():
     """An import's labels may give seq_length alone: the notes say so instead of failing the report."""
-    from dlbench.records import FIELDS
+    from dlbench.collect.records import FIELDS
     from dlbench.report.notes import caveats
 
     records = pd.DataFrame(

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from conftest import REPO, read_log, run_runner
-from dlbench.aggregate import records_frame
+from dlbench.collect.aggregate import records_frame
 from dlbench.harness import runner
 from dlbench.harness.spec import FRAMEWORKS, RunSpec, Unsupported
 

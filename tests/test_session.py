@@ -1,4 +1,4 @@
-"""What the Snakemake that plans a study does itself (dlbench.session), step by step without Snakemake: real
+"""What the Snakemake that plans a study does itself (dlbench.plan.session), step by step without Snakemake: real
 files in a working directory of its own, real processes (a live Snakemake's lock held by another process, the
 interpreters a study names probed by running them)."""
 
@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from conftest import REPO
-from dlbench import interpreters, session, stale_lock
 from dlbench.harness.lifeline import OWNER_ENV
 from dlbench.harness.spec import TELEMETRY_PYTHON_ENV
+from dlbench.plan import interpreters, session, stale_lock
 
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 PACKAGE_DIR = str(REPO / "workflow")
@@ -210,7 +210,8 @@ def test_a_stale_lock_is_removed_and_said(tmp_path, capsys):
     assert capsys.readouterr().err == ""
 
 
-HOLDER = "import sys; from pathlib import Path; from dlbench import stale_lock; stale_lock.hold(Path('.snakemake'));"
+HOLDER = "import sys; from pathlib import Path; from dlbench.plan import stale_lock;"
+HOLDER += " stale_lock.hold(Path('.snakemake'));"
 HOLDER += " print('alive', flush=True); sys.stdin.read()"
 
 

@@ -1,4 +1,4 @@
-"""Which Python a rule's command runs dlbench with, and what a job waits for first (dlbench.software): each way a
+"""Which Python a rule's command runs dlbench with, and what a job waits for first (dlbench.plan.software): each way a
 study brings its software, and the shell words run for real."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 
 from conftest import REPO
 from dlbench.harness.spec import INTERPRETER_ENV
-from dlbench.interpreters import Interpreter
-from dlbench.software import ShellWord, Software
+from dlbench.plan.interpreters import Interpreter
+from dlbench.plan.software import ShellWord, Software
 from dlbench.venvs import MARKER, env_prefix
 
 ENVS = REPO / "envs"
@@ -95,16 +95,16 @@ def test_the_shell_words_run_as_one_command_whatever_the_paths(tmp_path):
     assert ";" in identity
     words = software(
         tmp_path, interpreters={"pytorch": Interpreter("pytorch", CORE, FACTS)}, package_dir=str(workflow)
-    ).run_module("pytorch", "dlbench.configfile")
-    assert words == f"{INTERPRETER_ENV}='{identity}' PYTHONPATH='{workflow}' {CORE} -m dlbench.configfile"
+    ).run_module("pytorch", "dlbench.plan.configfile")
+    assert words == f"{INTERPRETER_ENV}='{identity}' PYTHONPATH='{workflow}' {CORE} -m dlbench.plan.configfile"
     assert shlex.split(words)[:2] == [f"{INTERPRETER_ENV}={identity}", f"PYTHONPATH={workflow}"]
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
     result = subprocess.run(
         ["bash", "-c", f"{words} study.yaml"], cwd=tmp_path, env=env, capture_output=True, text=True
     )
     assert (result.returncode, result.stdout) == (0, "study.yaml: ok\n"), result.stderr
-    core = software(tmp_path).run_module("core", "dlbench.configfile")
-    assert core == f"PYTHONPATH={REPO / 'workflow'} {CORE} -m dlbench.configfile"
+    core = software(tmp_path).run_module("core", "dlbench.plan.configfile")
+    assert core == f"PYTHONPATH={REPO / 'workflow'} {CORE} -m dlbench.plan.configfile"
 
 
 @pytest.mark.parametrize("path", ["plain/dir", "with space", "it's", "a;rm -rf x", "$(touch pwned)"])

@@ -14,10 +14,10 @@ import pandas as pd
 import pytest
 
 from conftest import env_python, read_log, run_env, run_harness, snakemake, tiny_config, write_config
-from dlbench import stats
-from dlbench.aggregate import SUMMARY_COLUMNS, records_frame, summarise, write_all
+from dlbench.collect import stats
+from dlbench.collect.aggregate import SUMMARY_COLUMNS, records_frame, summarise, write_all
+from dlbench.logformats.run_log_fixtures import write_run_log
 from dlbench.logformats.runlogs import parse as parse_run_log
-from dlbench.run_log_fixtures import write_run_log
 
 SEED = 11
 
@@ -463,7 +463,7 @@ def test_study_carries_auto_warm_up_to_the_run_command(tmp_path):
 
 # ------------------------------------------------------------------------------------------------ compare
 def result_set(root, values: dict[tuple[str, str], list[float | str]]) -> Path:
-    """records.csv made the way the workflow makes it: run logs (dlbench.run_log_fixtures) -> write_all."""
+    """records.csv made the way the workflow makes it: run logs (dlbench.logformats.run_log_fixtures) -> write_all."""
     logs = []
     for (topology, precision), throughputs in values.items():
         for rep, value in enumerate(throughputs, start=1):
@@ -492,7 +492,7 @@ JITTER = np.array([0.0, 0.011, -0.009, 0.004, -0.013, 0.007, -0.002])  # about 1
 
 
 def compare_cli(*args: str) -> subprocess.CompletedProcess:
-    return run_env(sys.executable, "-m", "dlbench.compare", *map(str, args), check=False)
+    return run_env(sys.executable, "-m", "dlbench.collect.compare", *map(str, args), check=False)
 
 
 def test_compare_cli_finds_the_regression_and_lists_one_sided_configurations(tmp_path):
@@ -556,7 +556,7 @@ def test_compare_cli_with_failed_runs_bad_inputs_and_help(tmp_path):
 def test_compare_function_and_plot_for_the_report(tmp_path):
     from matplotlib.figure import Figure
 
-    from dlbench.compare import compare, load_records, plot_comparison, regressions
+    from dlbench.collect.compare import compare, load_records, plot_comparison, regressions
 
     a = load_records(
         result_set(
@@ -579,9 +579,9 @@ def test_compare_function_and_plot_for_the_report(tmp_path):
 
 # --------------------------------------------------------------------------------------------- references
 def test_published_references_are_complete():
+    from dlbench.collect.references import load_references
     from dlbench.harness.spec import FRAMEWORKS
-    from dlbench.identity import throughput_unit
-    from dlbench.references import load_references
+    from dlbench.vocabulary.identity import throughput_unit
 
     refs = load_references()
     assert len(refs) == 66 and refs["url"].str.startswith("https://").all()
@@ -605,7 +605,7 @@ def test_published_references_are_complete():
 
 
 def test_match_references_gives_our_median_over_published(tmp_path):
-    from dlbench.references import match_references
+    from dlbench.collect.references import match_references
 
     values = {
         ("4x8", "fp32", "real", "pytorch", 128): 10917.09 * 0.9 * (1 + JITTER),

@@ -13,7 +13,7 @@ from conftest import REPO, assert_ranks_counted, env_python, read_log, run_harne
 from dlbench import logformats
 from dlbench.harness import strategies
 from dlbench.harness.frameworks import NAMES as FRAMEWORKS
-from dlbench.study import load_study
+from dlbench.plan.study import load_study
 
 TINY = ["--image-size", "32", "--batch-size", "2", "--warmup-steps", "1", "--measured-steps", "3", "--device", "cpu"]
 MIB = 2**20

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, harness_env, read_log
-from dlbench import aggregate, logformats
+from dlbench import logformats
+from dlbench.collect import aggregate
 from dlbench.report.sections import ReportInputs, telemetry
 from dlbench.telemetry import summary as tsum
 
@@ -237,8 +238,8 @@ def test_a_real_run_records_telemetry_and_is_flagged_under_contention(torch_pyth
 def test_energy_reaches_the_summary_the_flags_the_section_and_the_plot(tmp_path):
     """A log with driven telemetry lines -> record -> summary (median energy per sample with its interval,
     contention and throttle flags) -> report section and energy.png."""
+    from dlbench.logformats.run_log_fixtures import write_run_log
     from dlbench.report.plots import write_plots
-    from dlbench.run_log_fixtures import write_run_log
 
     logs = []
     for repeat in range(1, 7):  # enough repeats for an interval of the median at 95%

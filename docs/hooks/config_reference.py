@@ -1,5 +1,5 @@
 """The configuration reference page, generated from workflow/schemas/config.schema.yaml (with the matrix's model
-axes declared in workflow/dlbench/axes.py) at every docs build.
+axes declared in workflow/dlbench/vocabulary/axes.py) at every docs build.
 
 The schema is the one source of truth for what a study may say: this hook renders it (every key with its type,
 allowed values, default and description; shared definitions once, linked) into `configuration.md`, so the page
@@ -19,11 +19,11 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 sys.path.insert(0, str(REPO / "workflow"))
-from dlbench.axes import with_model_axes  # noqa: E402  (the matrix's model axes are declared there)
+from dlbench.vocabulary.axes import with_model_axes  # noqa: E402  (the matrix's model axes are declared there)
 
 
 def load_schema() -> dict[str, Any]:
-    """The schema the workflow validates against: the file and the model axes of dlbench.axes."""
+    """The schema the workflow validates against: the file and the model axes of dlbench.vocabulary.axes."""
     return with_model_axes(yaml.safe_load(SCHEMA.read_text()))
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from . import logformats
-from .records import LogError
+from .collect.records import LogError
 
 # Labels that are whole numbers wherever they come from (a path pattern gives text).
 INTEGER_LABELS = (

@@ -191,7 +191,8 @@ def first_unframed_record(path: Path) -> int | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m dlbench.layout snapshot DIR`: record what verification saw (the verify rules run it last)."""
+    """`python -m dlbench.layout snapshot DIR`: record what verification saw (the verify rules run it
+    last)."""
     import argparse
 
     p = argparse.ArgumentParser(prog="python -m dlbench.layout")

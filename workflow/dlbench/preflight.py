@@ -48,7 +48,7 @@ def problems(args: list[str]) -> list[str]:
     files = study_files(args)
     if not files:
         return []
-    from .configfile import StudyFile, StudyFileError  # only when there is a file to read: Snakemake starts often
+    from .plan.configfile import StudyFile, StudyFileError  # only when there is a file to read: Snakemake starts often
 
     lines = []
     for path in files:

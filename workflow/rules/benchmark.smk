@@ -1,5 +1,6 @@
 # One benchmark run = one job: a configuration and a repeat number. Under the SLURM profile it is one
-# SLURM job on exclusive nodes whose shape comes from the topology (its resources below; gpu_gres in dlbench.plan).
+# SLURM job on exclusive nodes whose shape comes from the topology (its resources below; gpu_gres in
+# dlbench.plan.plan).
 
 
 rule benchmark_run:

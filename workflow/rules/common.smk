@@ -1,7 +1,7 @@
 # The study and the values the rules read, made once while Snakemake parses the workflow (core environment). What the
-# Snakemake that plans does itself is dlbench.session's, each step called once below, in order; what the jobs run
-# comes from dlbench.plan (runs, searches), dlbench.data_plan (prepared data) and dlbench.software (which Python).
-# The input functions here only map a job's wildcards to those.
+# Snakemake that plans does itself is dlbench.plan.session's, each step called once below, in order; what the jobs
+# run comes from dlbench.plan.plan (runs, searches), dlbench.plan.data_plan (prepared data) and
+# dlbench.plan.software (which Python). The input functions here only map a job's wildcards to those.
 import sys
 from pathlib import Path
 
@@ -13,16 +13,18 @@ from snakemake.settings.types import DeploymentMethod
 PACKAGE_DIR = str(Path(workflow.basedir, "workflow"))
 sys.path.insert(0, PACKAGE_DIR)
 
-from dlbench import identity, plan, retries, session  # noqa: E402
-from dlbench.identity import MLPERF_LOG_PATTERN, RUN_LOG_PATTERN, SEARCH_PATTERN, config_id_of  # noqa: E402
-from dlbench.identity import BERT_DIR_PATTERN, BERT_TEXT_PATTERN, IMAGENET_DIR, LLAMA_DIR  # noqa: E402
-from dlbench.identity import AGGREGATE_DIR, AGGREGATE_RECORDS, AGGREGATE_SUMMARY, AGGREGATE_ENVIRONMENT  # noqa: E402
-from dlbench.identity import PUBLISHED_MANIFEST, REPORTS_DIR  # noqa: E402
-from dlbench.identity import WILDCARDS as RUN_WILDCARDS  # noqa: E402
-from dlbench.data_plan import BERT_SAMPLE_VOCAB, BERT_SAMPLE_WIKI, DataPlan  # noqa: E402
+from dlbench.plan import plan, retries, session  # noqa: E402
+from dlbench.vocabulary import identity  # noqa: E402
+from dlbench.vocabulary.identity import MLPERF_LOG_PATTERN, RUN_LOG_PATTERN, SEARCH_PATTERN, config_id_of  # noqa: E402
+from dlbench.vocabulary.identity import BERT_DIR_PATTERN, BERT_TEXT_PATTERN, IMAGENET_DIR, LLAMA_DIR  # noqa: E402
+from dlbench.vocabulary.identity import AGGREGATE_DIR, AGGREGATE_RECORDS  # noqa: E402
+from dlbench.vocabulary.identity import AGGREGATE_SUMMARY, AGGREGATE_ENVIRONMENT  # noqa: E402
+from dlbench.vocabulary.identity import PUBLISHED_MANIFEST, REPORTS_DIR  # noqa: E402
+from dlbench.vocabulary.identity import WILDCARDS as RUN_WILDCARDS  # noqa: E402
+from dlbench.plan.data_plan import BERT_SAMPLE_VOCAB, BERT_SAMPLE_WIKI, DataPlan  # noqa: E402
 from dlbench.imports import expand_paths  # noqa: E402
-from dlbench.software import ShellWord, Software  # noqa: E402
-from dlbench.study import settings_leaves  # noqa: E402
+from dlbench.plan.software import ShellWord, Software  # noqa: E402
+from dlbench.plan.study import settings_leaves  # noqa: E402
 from dlbench.venvs import MARKER  # noqa: E402
 
 ENVS_DIR = Path(workflow.basedir, "envs")
@@ -43,7 +45,7 @@ SETTINGS = STUDY.config
 # With --sdm conda, Snakemake activates envs/<framework>.yaml; otherwise the workflow builds it (uv).
 USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
 USE_APPTAINER = DeploymentMethod.APPTAINER in workflow.deployment_settings.deployment_method
-# software.python probed (framework -> dlbench.interpreters.Interpreter), device cuda that sees no GPU (onstart)
+# software.python probed (framework -> dlbench.plan.interpreters.Interpreter), device cuda that sees no GPU (onstart)
 INTERPRETERS, NO_GPU_SEEN = session.check_software(
     STUDY,
     STUDY_FILES,

@@ -7,7 +7,7 @@ snakemake = globals()["snakemake"]  # injected by Snakemake
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # the dlbench package
 sys.stderr = open(snakemake.log[0], "a")  # noqa: SIM115 - the job's log for warnings
 
-from dlbench.aggregate import write_all  # noqa: E402
+from dlbench.collect.aggregate import write_all  # noqa: E402
 from dlbench.harness import nospace  # noqa: E402
 
 try:
@@ -21,7 +21,7 @@ try:
         import_paths=list(snakemake.input.imports),
         search_paths=list(snakemake.input.searches),
     )
-    read = Path(snakemake.output.inputs)  # what this aggregate read; the name says for which study (dlbench.plan)
+    read = Path(snakemake.output.inputs)  # what this aggregate read; the name says for which study (dlbench.plan.plan)
     with nospace.writing(read):
         read.write_text("".join(f"{path}\n" for path in snakemake.input))
     for other in read.parent.glob("inputs-*.txt"):

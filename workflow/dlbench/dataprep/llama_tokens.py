@@ -1,4 +1,5 @@
-"""Llama's real data: text -> a byte-level BPE trained on it -> packed token shards (dlbench/layout.py's Llama layout).
+"""Llama's real data: text -> a byte-level BPE trained on it -> packed token shards (the Llama layout of
+dlbench/layout.py).
 
     python -m dlbench.dataprep.llama_tokens create --input wiki.txt [...] --out DIR --vocab-size 8192 --shards 4
     python -m dlbench.dataprep.llama_tokens verify --out DIR

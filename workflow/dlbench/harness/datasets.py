@@ -1,6 +1,6 @@
-"""Where a real-data run finds its prepared shards (standard library only). The file names are dlbench/layout.py's,
-shared with the converters in workflow/dlbench/dataprep/ that write them and their `verify` steps, which check
-them before any run starts.
+"""Where a real-data run finds its prepared shards (standard library only). The file names are
+dlbench/layout.py's, shared with the converters in workflow/dlbench/dataprep/ that write them and their
+`verify` steps, which check them before any run starts.
 
 ImageNet (dataprep/imagenet/): <dir>/train-00000-of-NNNNN ... (tf.train.Example, build_imagenet_data.py's
 schema, labels 1..1000) and <dir>/dali_index/<shard>.idx (DALI's `<offset> <bytes>` lines).

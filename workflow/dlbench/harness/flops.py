@@ -9,7 +9,7 @@ a training step (forward + backward for activations and weights) is taken as 3x 
 
 from __future__ import annotations
 
-from ..axes import DEFAULTS as AXIS_DEFAULTS
+from ..vocabulary.axes import DEFAULTS as AXIS_DEFAULTS
 from . import bert, llama, resnet
 
 TRAIN_TO_FORWARD = 3

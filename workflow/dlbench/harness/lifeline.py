@@ -10,7 +10,7 @@ Three ties, because each one covers a death the others cannot see:
   means the supervisor died, and the guard kills those groups: the ranks and everything they started (MXNet's
   kvstore servers, torchrun's workers, an srun step, which srun cancels on SIGTERM).
 - The owner. Snakemake runs the supervisor through a shell, and that shell outlives a Snakemake killed by
-  SIGKILL. dlbench.session.mark_owner puts Snakemake's pid in DLBENCH_OWNER_PID; when that process is an
+  SIGKILL. dlbench.plan.session.mark_owner puts Snakemake's pid in DLBENCH_OWNER_PID; when that process is an
   ancestor of the supervisor and dies, the guard kills the supervisor and the groups at once, before the run
   can write anything more (so a restarted Snakemake never races a leftover run for the same files).
 

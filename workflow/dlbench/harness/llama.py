@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..identity import LLAMA_MODELS
+from ..vocabulary.identity import LLAMA_MODELS
 
 
 @dataclass(frozen=True)

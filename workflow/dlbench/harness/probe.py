@@ -1,6 +1,6 @@
 """What an interpreter offers the harness: run with that interpreter, it imports dlbench's backend of a framework
 (so the framework and everything the backend needs) and prints one JSON line of facts (standard library and the
-framework only). The workflow asks it of every interpreter a study names (software.python; dlbench.interpreters)
+framework only). The workflow asks it of every interpreter a study names (software.python; dlbench.plan.interpreters)
 before any job.
 
     PYTHONPATH=workflow /opt/site/bin/python -m dlbench.harness.probe --framework pytorch

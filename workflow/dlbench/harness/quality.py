@@ -17,9 +17,9 @@ MLPerf Training's rules, as far as they apply to one dlbench run:
   of the curve is always measured). A run that stops at the budget did not converge: MLPerf counts it as failed.
 
 The settings (`Settings`, from the study's `quality` block: a JSON object on the command line) are part of the
-configuration's identity (dlbench.identity), except the budget (identity.QUALITY_BUDGET). The log gets one `eval`
-line per evaluation and the summary a `quality` entry (runlog.py); dlbench.mlperf_writer writes the MLPerf log
-from them.
+configuration's identity (dlbench.vocabulary.identity), except the budget (identity.QUALITY_BUDGET). The log gets
+one `eval` line per evaluation and the summary a `quality` entry (runlog.py); dlbench.collect.mlperf_writer writes the
+MLPerf log from them.
 """
 
 from __future__ import annotations

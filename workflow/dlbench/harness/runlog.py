@@ -65,7 +65,7 @@ TAIL_BLOCK = 1 << 16  # bytes read at a time from a log's end to find its last l
 
 def last_line(path: str | Path) -> str | None:
     """The log's last line, read from its end (a log is read whole only to parse it), or None when it has none
-    or cannot be read. Every Snakemake start asks this of every run log (dlbench.problems)."""
+    or cannot be read. Every Snakemake start asks this of every run log (dlbench.plan.problems)."""
     try:
         with open(path, "rb") as f:
             position = f.seek(0, os.SEEK_END)

@@ -48,7 +48,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..identity import compiler_part, takes_sequences
+from ..vocabulary.identity import compiler_part, takes_sequences
 from . import lifeline, nospace, sysinfo
 from .spec import RunSpec, Unsupported, is_bert
 

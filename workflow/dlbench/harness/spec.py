@@ -6,9 +6,9 @@ import argparse
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
-from ..axes import DEFAULTS as AXIS_DEFAULTS
-from ..axes import default_max_predictions
-from ..identity import (
+from ..vocabulary.axes import DEFAULTS as AXIS_DEFAULTS
+from ..vocabulary.axes import default_max_predictions
+from ..vocabulary.identity import (
     BERT_MODELS,
     COMPILER_MODES,
     LLAMA_MODELS,
@@ -34,7 +34,7 @@ STATUSES = ("ok", "oom", "unsupported", "error", "timeout", "failed")
 
 # The core environment's python, for the telemetry sampler (psutil, nvidia-ml-py): set by the workflow.
 TELEMETRY_PYTHON_ENV = "DLBENCH_TELEMETRY_PYTHON"
-# The build a study's own interpreter reported before the run (dlbench.interpreters): the run records it.
+# The build a study's own interpreter reported before the run (dlbench.plan.interpreters): the run records it.
 INTERPRETER_ENV = "DLBENCH_INTERPRETER"
 
 
@@ -111,7 +111,7 @@ class RunSpec:
 
 def command_line(options: Mapping[str, object]) -> list[str]:
     """The harness's command line for these options, in their order: the one spelling of every option, for the
-    ranks (RunSpec.to_args) and for the workflow's runs and batch-size searches (dlbench.plan).
+    ranks (RunSpec.to_args) and for the workflow's runs and batch-size searches (dlbench.plan.plan).
     A field name is its option with `-` for `_`; a boolean is on|off; a float is written shortest where that
     loses nothing (600.0: 600), so the same setting always gives the same words."""
     words = []

@@ -15,7 +15,7 @@ strategy of another framework, one rank) and each backend's setup_runtime (what 
 build: NCCL needs GPUs, Horovod must be importable), both ending in an `unsupported` record with the reason.
 What a run actually used is read back from the framework by the backend (`Backend.strategy_in_effect`).
 
-Names are lower-case words joined by `_` (they go into config ids as `-via_<name>`, dlbench.identity); a
+Names are lower-case words joined by `_` (they go into config ids as `-via_<name>`, dlbench.vocabulary.identity); a
 pattern entry such as `ddp_bucket<N>mb` takes a whole number.
 """
 

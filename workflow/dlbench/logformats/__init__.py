@@ -9,7 +9,7 @@ Each format module declares
     NAME                     the record's `source` (key of the registry)
     THROUGHPUT_DEFINITION    what its `throughput` means (shown in the report)
     parse(path, labels) -> dict
-                             one log file -> one validated record (dlbench.records.complete). `labels` supply
+                             one log file -> one validated record (dlbench.collect.records.complete). `labels` supply
                              what the log cannot say (framework label, model, topology, precision, ...). A log
                              that cannot be read gives an `error` record naming the file and line where the
                              labels or the path say enough to place it, else raises records.LogError.
@@ -25,7 +25,7 @@ Formats: dlbench (ours, module runlogs), mlperf (MLPerf Training result logs; ml
 directory), dllogger (NVIDIA DLLogger text and JSON), tf_cnn_benchmarks, dlperf (DLPerf log trees). Not formats:
 external (the other projects' formats by name, which runlogs reads a runner's log through), common (labels,
 identity and records shared by the external formats) and external_log_fixtures (logs of their shapes written for
-tests and benchmarks). Parsers only read: the MLPerf log of a dlbench run is written by dlbench.mlperf_writer.
+tests and benchmarks). Parsers only read: the MLPerf log of a dlbench run is written by dlbench.collect.mlperf_writer.
 """
 
 from __future__ import annotations

@@ -3,11 +3,12 @@
 Not a format itself (FORMATS does not list it). An external log says only part of what a record holds; the
 import's `labels` say the rest, and win where both speak (they are the study's own names for things):
 
-    framework, model, topology, batch_size (per device), precision, compiler, data, a model's inputs
-    (dlbench.axes: image_size, seq_length, ...), strategy, repeat, device_name, framework_version   record fields
+    framework, model, topology, batch_size (per device), precision, compiler, data,      record fields
+    a model's inputs (dlbench.vocabulary.axes: image_size, seq_length, ...), strategy,
+    repeat, device_name, framework_version
     variant, config_id, run_id, run_set                                                 identity
 
-Identity (dlbench.identity's shape): config id `<model>/<framework>/<topology>/<variant>`, with `unknown`
+Identity (dlbench.vocabulary.identity's shape): config id `<model>/<framework>/<topology>/<variant>`, with `unknown`
 for an axis neither the log nor the labels give; the variant is identity.variant() when every axis is known,
 else the known ones joined the same way (bs<B>-<precision>-...), else the format's fallback (e.g. MLPerf's
 result directory name). Run id: `<config id>/rep<N>`, or `<config id>/<file stem>` where the format names
@@ -21,9 +22,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .. import identity
-from ..axes import INPUTS, of_kind
-from ..records import FIELDS, LogError, complete
+from ..collect.records import FIELDS, LogError, complete
+from ..vocabulary import identity
+from ..vocabulary.axes import INPUTS, of_kind
 
 AXIS_LABELS = frozenset(
     {
@@ -34,7 +35,7 @@ AXIS_LABELS = frozenset(
         "precision",
         "compiler",
         "data",
-        *INPUTS,  # a model kind's inputs (dlbench.axes)
+        *INPUTS,  # a model kind's inputs (dlbench.vocabulary.axes)
         "strategy",
         "repeat",
         "device_name",

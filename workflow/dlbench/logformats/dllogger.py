@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..records import LogError
+from ..collect.records import LogError
 from .common import check_labels, error_record, external_record, other_rank, repeat_from_name
 
 NAME = "dllogger"

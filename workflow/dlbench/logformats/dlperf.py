@@ -36,7 +36,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ..records import LogError
+from ..collect.records import LogError
 from . import dllogger
 from .common import check_labels, error_record, external_record, repeat_from_name, resolve
 

@@ -42,7 +42,7 @@ from typing import Any, NamedTuple
 from mlperf_logging.compliance_checker.mlp_parser import ruleset_060
 from mlperf_logging.mllog import constants as K
 
-from ..records import LogError
+from ..collect.records import LogError
 from .common import AXIS_LABELS, UNKNOWN, check_labels, error_record, external_record
 
 NAME = "mlperf"

@@ -5,7 +5,7 @@ run's outcome, missing when the run was interrupted (record status `error`). Thr
 samples of the measured steps / their wall time, and is re-derived from the `step` lines of the measured
 phase: a summary that disagrees with its own steps by more than CONSISTENCY_TOLERANCE (relative) is an
 `error` record. A log that cannot be read at all still gives a record from what its path says
-(dlbench.identity), status `error`, naming the file and line.
+(dlbench.vocabulary.identity), status `error`, naming the file and line.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .. import devices, identity
-from ..records import LogError, complete, model_inputs
-from ..stats import steady_state
+from ..collect.records import LogError, complete, model_inputs
+from ..collect.stats import steady_state
 from ..telemetry import summary as telemetry_summary
+from ..vocabulary import devices, identity
 from . import external
 from .common import AXIS_LABELS
 from .mlperf import BENCHMARKS
@@ -68,7 +68,7 @@ def _read_lines(path: Path) -> dict[str, Any]:
 
 def _warmup_and_steady(cfg: dict[str, Any], summary: dict[str, Any], measured: list[float], ok: bool) -> dict[str, Any]:
     """Warm-up as run (the harness's choice with warmup_steps auto) and the steady-state check of the measured
-    step times (dlbench.stats.steady_state), for the record."""
+    step times (dlbench.collect.stats.steady_state), for the record."""
     warmup = summary.get("warmup") or {}
     auto = warmup.get("mode") == "auto" or cfg.get("warmup_steps") == "auto"
     steps = warmup.get("steps", cfg.get("warmup_steps"))
@@ -161,7 +161,7 @@ def parse(path: str | Path, labels: dict[str, Any] | None = None) -> dict[str, A
         "achieved_tflops": summary.get("achieved_tflops") if ok else None,
         "framework_version": env.get("framework_version"),
         "device_name": env.get("device_name"),
-        "math_dtype": devices.run_math(cfg["precision"], env),  # the peak MFU is held to (dlbench.devices)
+        "math_dtype": devices.run_math(cfg["precision"], env),  # the peak MFU is held to (dlbench.vocabulary.devices)
         "interpreter": env.get("interpreter"),
         **{f"{lib}_version": None if env.get(lib) is None else str(env[lib]) for lib in ("cuda", "cudnn", "nccl")},
         "strategy_in_effect": (env.get("strategy_in_effect") or {}).get("summary"),

@@ -29,7 +29,7 @@ import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..records import LogError
+from ..collect.records import LogError
 from .common import check_labels, error_record, external_record, rank0_text, repeat_from_name
 
 NAME = "tf_cnn_benchmarks"

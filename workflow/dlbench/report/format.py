@@ -8,10 +8,10 @@ from typing import Any
 
 import pandas as pd
 
-from .. import identity
-from ..aggregate import parse_statuses
-from ..axes import INPUTS, input_words
+from ..collect.aggregate import parse_statuses
 from ..harness.frameworks import EAGER, REGISTRY
+from ..vocabulary import identity
+from ..vocabulary.axes import INPUTS, input_words
 
 DASH = "—"
 STATUS_LABELS = {"oom": "OOM"}

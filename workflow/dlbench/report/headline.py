@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from .. import stats
+from ..collect import stats
 from ..harness.frameworks import EAGER
 from .format import (
     DASH,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..records import field_types
+from ..collect.records import field_types
 
 # Column types used to normalise both CSVs (everything else stays a string).
 # Typed columns: the record's come from its schema; the summary's own are listed here (aggregate.py makes them).

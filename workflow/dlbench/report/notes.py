@@ -6,8 +6,8 @@ from typing import Any
 
 import pandas as pd
 
-from .. import identity
 from ..harness.frameworks import EAGER, REGISTRY
+from ..vocabulary import identity
 
 NEEDED = (
     "source",

@@ -15,7 +15,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
-from ..axes import MODEL_AXES
+from ..vocabulary.axes import MODEL_AXES
 from .format import fmt_text, unit_text
 from .tables import group_key
 

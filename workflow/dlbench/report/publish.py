@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..compare import load_records
+from ..collect.compare import load_records
 from ..harness import nospace
-from ..identity import LATEST_INFO, LATEST_LINK, RESERVED_VERSIONS
+from ..vocabulary.identity import LATEST_INFO, LATEST_LINK, RESERVED_VERSIONS
 from .render import render_report
 
 VERSION_RE = re.compile(r"^[A-Za-z0-9._-]+\Z")  # \Z: the true end (a "$" lets "v1\n" through)

@@ -14,7 +14,7 @@ import jinja2
 import pandas as pd
 
 from .. import __version__
-from ..aggregate import SUMMARY_COLUMNS, real_vs_synthetic
+from ..collect.aggregate import SUMMARY_COLUMNS, real_vs_synthetic
 from .format import DASH, fmt_text, md_escape
 from .headline import hardware_line, headline_rows, measured_line, study_conditions, study_wide_flags
 from .load import RECORD_COLUMNS, load_environment, read_table

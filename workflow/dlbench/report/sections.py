@@ -14,11 +14,11 @@ from typing import Any
 
 import pandas as pd
 
-from .. import stats
-from ..aggregate import across_nodes, real_vs_synthetic
-from ..compare import compare
+from ..collect import stats
+from ..collect.aggregate import across_nodes, real_vs_synthetic
+from ..collect.compare import compare
+from ..collect.references import load_references, match_references
 from ..logformats import mlperf
-from ..references import load_references, match_references
 from .format import DASH, fmt_factor, fmt_minutes, fmt_num, fmt_text, missing
 
 
@@ -330,7 +330,7 @@ def interconnect(inputs: ReportInputs) -> Section | None:
 
 def comparison(inputs: ReportInputs) -> Section | None:
     """This version against the result set report.compare_to names: ratio of medians with its interval and a
-    verdict per configuration present in both (dlbench.compare); configurations in one side only listed."""
+    verdict per configuration present in both (dlbench.collect.compare); configurations in one side only listed."""
     if inputs.baseline is None:
         return None
     level = confidence_level(inputs.env)

@@ -8,8 +8,8 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from ..aggregate import parse_statuses
-from ..axes import INPUTS
+from ..collect.aggregate import parse_statuses
+from ..vocabulary.axes import INPUTS
 from .format import (
     DASH,
     compiler_label,
@@ -32,7 +32,8 @@ from .format import (
     unit_text,
 )
 
-# Identity of a DLPerf table: everything but framework and topology; a model's inputs (dlbench.axes), None if n/a.
+# Identity of a DLPerf table: everything but framework and topology; a model's inputs (dlbench.vocabulary.axes),
+# None if n/a.
 INPUT_KEYS = INPUTS
 NO_INTERVAL = "(n=k: too few repeats for an interval)"
 GROUP_KEYS = ("model", "precision", "batch_size", "compiler", "data", *INPUT_KEYS, "strategy")
@@ -395,7 +396,8 @@ def environment_view(env: dict[str, Any]) -> dict[str, Any]:
         "hosts": as_list(env.get("hosts")),
         "cpu_models": as_list(env.get("cpu_models")),
         "devices": as_list(env.get("devices")),
-        # the peak MFU uses per GPU (aggregate.environment, dlbench.devices); a CPU has none and is not listed
+        # the peak MFU uses per GPU (aggregate.environment, dlbench.vocabulary.devices); a CPU has none and is not
+        # listed
         "device_peaks": [f"{name}: {text}" for name, text in sorted(peaks.items()) if name not in cpus],
         "frameworks": frameworks,
         "config_yaml": yaml.safe_dump(config, sort_keys=False, allow_unicode=True, default_flow_style=False)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from ...identity import model_kind, throughput_unit
+from ...vocabulary.identity import model_kind, throughput_unit
 from ..datasets import InputPipeline
 from ..frameworks import REGISTRY
 from ..spec import RunSpec, Unsupported, is_bert

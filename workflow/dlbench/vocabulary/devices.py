@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-PEAKS_PATH = Path(__file__).resolve().parents[1] / "references" / "device_peaks.yaml"
+PEAKS_PATH = Path(__file__).resolve().parents[2] / "references" / "device_peaks.yaml"
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")  # the table's peak keys, TFLOP/s
 # What environment lines and logs call the autocast dtypes.
 DTYPE_NAMES = {"bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "fp16": "fp16", "half": "fp16"}

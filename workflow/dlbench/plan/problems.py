@@ -9,8 +9,8 @@ A run log (results/runs/.../rep<N>.jsonl) is complete by construction: the harne
 renames it only once its summary line is written. One whose last line is not a readable summary was damaged
 afterwards (a truncated copy, a full disk while restoring, an edit); `set_aside_damaged` renames it to
 `<log>.damaged` (kept, never deleted) before the DAG is built, so Snakemake runs it again.
-Where this lives: the set-aside and the printing are dlbench.session's (set_aside_damaged_run_logs, print_problems),
-called from workflow/rules/common.smk and the Snakefile.
+Where this lives: the set-aside and the printing are dlbench.plan.session's (set_aside_damaged_run_logs,
+print_problems), called from workflow/rules/common.smk and the Snakefile.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from .harness.runlog import last_line_type
+from ..harness.runlog import last_line_type
 
 DAMAGED_SUFFIX = ".damaged"
 

@@ -2,7 +2,7 @@
 to, its spelling in a variant (and back), its record column and its words in a report.
 
 Standard library only: the study (core environment), the rules, the harness (framework environments, through
-dlbench.identity), the log formats, the aggregate and the report read it, so none of them restates an axis.
+dlbench.vocabulary.identity), the log formats, the aggregate and the report read it, so none of them restates an axis.
 
     every kind   framework, model, topology, batch_size, precision, compiler, data, strategy, metric
     a model's    image_size (ResNet), seq_length (BERT, Llama), max_predictions (BERT, derived from seq_length),

@@ -2,13 +2,13 @@
 
 Snakemake's own loader says only "Config file is not valid JSON or YAML" for a syntax error, names no file
 for a top-level list, and silently keeps the last of two equal keys. workflow/rules/configfile.smk checks
-config.yaml with this module before Snakemake loads it (dlbench.session.check_default_configfile); common.smk
-reads every study file again to place each configuration problem at its line (dlbench.session.read_study).
+config.yaml with this module before Snakemake loads it (dlbench.plan.session.check_default_configfile); common.smk
+reads every study file again to place each configuration problem at its line (dlbench.plan.session.read_study).
 Snakemake's command line reads a `--configfile` before any workflow code runs: dlbench.preflight checks those
-files with this module first (a startup line in the core environment). `python -m dlbench.configfile FILE`
+files with this module first (a startup line in the core environment). `python -m dlbench.plan.configfile FILE`
 (core environment, PYTHONPATH=workflow) checks one file.
 
-    python -m dlbench.configfile my.yaml     # "my.yaml, line 4, column 3: ..." or "my.yaml: ok"
+    python -m dlbench.plan.configfile my.yaml     # "my.yaml, line 4, column 3: ..." or "my.yaml: ok"
 """
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ def locate(problem: str, files: list[StudyFile]) -> str:
 def load_study_files(
     config: dict[str, Any], paths: Sequence[str | Path], schema_path: Path, envs_dir: Path, base_dir: Path
 ) -> Study:
-    """dlbench.study.load_study with every problem and warning placed in the study files it comes from
+    """dlbench.plan.study.load_study with every problem and warning placed in the study files it comes from
     ("my.yaml, line 7: matrix.topology[0]: ..."). Raises StudyFileError for a file that is not a study,
     ConfigError for a configuration that is wrong."""
     files = [StudyFile(p) for p in paths if Path(p).exists()]

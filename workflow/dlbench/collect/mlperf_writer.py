@@ -11,9 +11,9 @@ from typing import Any
 from mlperf_logging.mllog import constants as K
 from mlperf_logging.mllog import mllog
 
-from .harness.bert import OPTIMIZERS  # the values every backend uses (stdlib + numpy)
-from .logformats.mlperf import BENCHMARKS
-from .logformats.runlogs import read_run
+from ..harness.bert import OPTIMIZERS  # the values every backend uses (stdlib + numpy)
+from ..logformats.mlperf import BENCHMARKS
+from ..logformats.runlogs import read_run
 from .records import LogError, model_inputs
 
 # The last MLPerf Training ruleset with ResNet (it left the suite in 5.0); BERT's is the same one.

@@ -21,19 +21,20 @@ from typing import Any
 
 import yaml
 
-from . import identity, imports, logformats
-from .axes import DEFAULTS as AXIS_DEFAULTS
-from .axes import MATRIX, MODEL_MATRIX, matrix_axes_of_kind, models_in_words, with_model_axes
+from .. import imports, logformats
+from ..collect.references import load_references
+from ..harness import quality
+from ..harness import runner as runner_module
+from ..harness import strategies as strategy_registry
+from ..harness.spec import FRAMEWORKS
+from ..vocabulary import identity
+from ..vocabulary.axes import DEFAULTS as AXIS_DEFAULTS
+from ..vocabulary.axes import MATRIX, MODEL_MATRIX, matrix_axes_of_kind, models_in_words, with_model_axes
+from ..vocabulary.identity import PUBLISHED_MANIFEST, REPORTS_DIR, is_bert, is_llama
 from .config_errors import ConfigError, schema_problems
-from .harness import quality
-from .harness import runner as runner_module
-from .harness import strategies as strategy_registry
-from .harness.spec import FRAMEWORKS
-from .identity import PUBLISHED_MANIFEST, REPORTS_DIR, is_bert, is_llama
-from .references import load_references
 
 AXES = MATRIX  # what the matrix lists and selectors (exclude, include, overrides' match) may name
-# The axes of one model kind (None for the others), in the order the matrix expands them: dlbench.axes.
+# The axes of one model kind (None for the others), in the order the matrix expands them: dlbench.vocabulary.axes.
 MODEL_AXES = MODEL_MATRIX
 
 
@@ -122,7 +123,7 @@ class Configuration:
 
     @functools.cached_property
     def config_id(self) -> str:
-        """Stable, readable id used in every path: model/framework/topology/variant (dlbench.identity)."""
+        """Stable, readable id used in every path: model/framework/topology/variant (dlbench.vocabulary.identity)."""
         return identity.config_id(self.as_dict())
 
     def run_log(self, repeat: int) -> str:
@@ -424,7 +425,8 @@ def _check_comparisons(config: dict[str, Any], base_dir: Path) -> list[str]:
 
 
 def load_schema(schema_path: Path) -> dict[str, Any]:
-    """The config schema: the file, with the model axes of dlbench.axes in the matrix, selectors and includes."""
+    """The config schema: the file, with the model axes of dlbench.vocabulary.axes in the matrix, selectors and
+    includes."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's where PyYAML has it (every Snakemake start)
     return with_model_axes(yaml.load(Path(schema_path).read_text(), Loader=loader))
 
@@ -549,7 +551,7 @@ def _check_runners(runners: dict[str, dict[str, Any]], envs_dir: Path, base_dir:
 
 def _check_software(software: dict[str, Any], base_dir: Path) -> list[str]:
     """An interpreter or image per framework: the key a framework's name, one of the two per framework, and an
-    interpreter that is an executable file (what it imports is checked later: dlbench.interpreters)."""
+    interpreter that is an executable file (what it imports is checked later: dlbench.plan.interpreters)."""
     problems = []
     for key in ("python", "container"):
         for name, value in software[key].items():

@@ -12,10 +12,10 @@ from typing import Any
 import jsonschema
 import yaml
 
-from .axes import inputs_of
-from .identity import model_kind
+from ..vocabulary.axes import inputs_of
+from ..vocabulary.identity import model_kind
 
-SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "record.schema.yaml"
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "record.schema.yaml"
 # libyaml's loader where PyYAML has it: the schema is read at every Snakemake start, by every run's parse.
 _SCHEMA: dict[str, Any] = yaml.load(SCHEMA_PATH.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 FIELDS: list[str] = list(_SCHEMA["properties"])
@@ -39,7 +39,7 @@ class LogError(ValueError):
 
 
 def model_inputs(cfg: dict[str, Any]) -> dict[str, Any]:
-    """The input shape and training settings that identify a configuration besides its axes (dlbench.axes'
+    """The input shape and training settings that identify a configuration besides its axes (dlbench.vocabulary.axes'
     model axes: image size for ResNet-50; sequence length, masked positions, optimizer and clipping for BERT;
     sequence length and activation checkpointing for Llama; None where n/a)."""
     return inputs_of(model_kind(cfg["model"]), cfg)

@@ -3,9 +3,10 @@
 Speedup = median throughput at a topology / median at 1x1 of the same model, framework, precision,
 batch size per device, compiler, data and input shape; scaling efficiency = speedup / devices. Every
 gradient-exchange strategy is compared with the same 1x1 run, the auto one (one rank exchanges nothing).
-Intervals, steady-state counts and plausibility flags come from dlbench.stats, at the study's
+Intervals, steady-state counts and plausibility flags come from dlbench.collect.stats, at the study's
 report.confidence level. MFU = achieved model TFLOP/s per device / the device's dense peak for the run's math
-(dlbench.devices: workflow/references/device_peaks.yaml); a device without a known peak has none, and says why.
+(dlbench.vocabulary.devices: workflow/references/device_peaks.yaml); a device without a known peak has none, and
+says why.
 """
 
 from __future__ import annotations
@@ -22,13 +23,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import __version__, identity, logformats, stats
-from .axes import INPUTS
-from .devices import describe, peak_for_run
-from .harness import nospace
-from .imports import read_records
-from .logformats import mlperf
-from .logformats.runlogs import read_header
+from .. import __version__, logformats
+from ..harness import nospace
+from ..imports import read_records
+from ..logformats import mlperf
+from ..logformats.runlogs import read_header
+from ..vocabulary import identity
+from ..vocabulary.axes import INPUTS
+from ..vocabulary.devices import describe, peak_for_run
+from . import stats
 from .records import FIELDS
 
 CONFIG_COLUMNS = [
@@ -90,7 +93,7 @@ SUMMARY_COLUMNS = [
     "efficiency_low",
     "efficiency_high",
     "tflops",
-    # MFU: tflops / devices / peak_tflops (dlbench.devices); mfu_note: the peak's source, or why none
+    # MFU: tflops / devices / peak_tflops (dlbench.vocabulary.devices); mfu_note: the peak's source, or why none
     "mfu",
     "peak_tflops",
     "mfu_note",
@@ -211,9 +214,9 @@ def _summarise(group: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> dict[
 
 def _mfu(ok_runs: pd.DataFrame, row: dict[str, Any]) -> dict[str, Any]:
     """MFU of a configuration: its achieved model TFLOP/s (all devices together) / devices / the dense peak of the
-    device its ok runs name, for their precision and math (dlbench.devices.peak_for_run). None with the reason in
-    mfu_note where there is no single known peak (no or several device names, runs differing in their math, a
-    device or precision the table lacks) or no model FLOPs."""
+    device its ok runs name, for their precision and math (dlbench.vocabulary.devices.peak_for_run). None with the
+    reason in mfu_note where there is no single known peak (no or several device names, runs differing in their math,
+    a device or precision the table lacks) or no model FLOPs."""
     names = sorted({str(n) for n in ok_runs["device_name"].dropna()})
     if len(names) != 1:
         return {
@@ -461,7 +464,7 @@ def environment(records: pd.DataFrame, env_markers: list[str], config: dict) -> 
         "hosts": _values(records["hosts"]),
         "cpu_models": _values(records["cpu_model"]),
         "devices": _values(records["device_name"]),
-        # the peaks MFU uses per device, or why a device has none (dlbench.devices)
+        # the peaks MFU uses per device, or why a device has none (dlbench.vocabulary.devices)
         "device_peaks": {name: describe(name) for name in _values(records["device_name"])},
         "frameworks": frameworks,
         "machines": machines,

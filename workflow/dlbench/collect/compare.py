@@ -1,10 +1,10 @@
 """Compare two result sets, configuration by configuration: is B faster or slower than A, beyond the noise?
 
-    PYTHONPATH=workflow .venv/bin/python -m dlbench.compare A B [--tolerance 0.05] [--level 0.95]
+    PYTHONPATH=workflow .venv/bin/python -m dlbench.collect.compare A B [--tolerance 0.05] [--level 0.95]
 
 A and B are report directories (results/reports/v3/), aggregate directories, or records.csv files. For each
 configuration in both: the ratio of medians B/A with its bootstrap interval and a verdict from a rank test
-(dlbench.stats.compare_repeats); configurations in one side only are listed as such. Exit status 1 when any
+(dlbench.collect.stats.compare_repeats); configurations in one side only are listed as such. Exit status 1 when any
 configuration is significantly slower by more than the tolerance (a regression gate for CI, like ReFrame's
 --performance-compare), 2 when an input cannot be read, else 0. `compare` and `plot_comparison` serve the report.
 """
@@ -89,8 +89,8 @@ def compare(
     resamples: int = stats.DEFAULT_RESAMPLES,
 ) -> pd.DataFrame:
     """One row per configuration of either set: B against A where both have it (verdict per
-    dlbench.stats.compare_repeats), `present` = both | A only | B only. Configurations in both come first, in A's
-    order, then those of A only, then those of B only."""
+    dlbench.collect.stats.compare_repeats), `present` = both | A only | B only. Configurations in both come first, in
+    A's order, then those of A only, then those of B only."""
     runs_a, runs_b = _ok_throughputs(records_a), _ok_throughputs(records_b)
     about = _descriptions(records_b) | _descriptions(records_a)
     keys_a = list(dict.fromkeys(map(str, records_a[KEY])))
@@ -222,7 +222,7 @@ def _level(text: str) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m dlbench.compare", description=__doc__.split("\n\n")[0], epilog=NOISE_MODEL
+        prog="python -m dlbench.collect.compare", description=__doc__.split("\n\n")[0], epilog=NOISE_MODEL
     )
     p.add_argument("a", help="baseline: report directory, aggregate directory or records.csv")
     p.add_argument("b", help="candidate, the same kinds")
@@ -244,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = compare(load_records(args.a), load_records(args.b), args.level, args.tolerance)
     except (InputError, OSError, pd.errors.ParserError) as error:
-        print(f"dlbench.compare: {error}", file=sys.stderr)
+        print(f"dlbench.collect.compare: {error}", file=sys.stderr)
         return 2
     print(
         f"B = {args.b} against A = {args.a}: ratio of medians B/A with {args.level:.0%} intervals; verdict at "
@@ -261,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     band = f" by more than {args.tolerance:.1%}" if args.tolerance else ""
     if len(slower):
         print(
-            f"dlbench.compare: {len(slower)} configuration(s) significantly slower{band} "
+            f"dlbench.collect.compare: {len(slower)} configuration(s) significantly slower{band} "
             f"(two-sided p < {1 - args.level:.3g})",
             file=sys.stderr,
         )

@@ -1,7 +1,7 @@
 """Which Python a rule's command runs dlbench with, and what a job waits for first (core environment, parse time).
 
 A framework's runs use, in this order: a runner's own `python`, the study's interpreter (`software.python`,
-probed by dlbench.interpreters, its build's identity then part of the command line), the image's `python`
+probed by dlbench.plan.interpreters, its build's identity then part of the command line), the image's `python`
 (`software.container`, with --sdm apptainer), or an environment: the one the workflow builds from
 envs/<name>.yaml (dlbench.venvs, under `software.venv_dir`), conda's `python` with --sdm conda, or for `core`
 (a runner's `env: core`, dlbench's own tools) the Python of this Snakemake. workflow/rules/common.smk makes one
@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .harness.spec import INTERPRETER_ENV
+from ..harness.spec import INTERPRETER_ENV
+from ..venvs import MARKER, env_prefix
 from .interpreters import Interpreter
-from .venvs import MARKER, env_prefix
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ class Software:
     def run_module(self, env: str, module: str) -> str:
         """Shell words that run a dlbench module in an environment: "core" (this Snakemake's Python), a framework
         or "dataprep" (envs/<name>.yaml: the offline venv, or conda's `python` with --sdm conda; the study's own
-        interpreter, whose build's identity (dlbench.interpreters) is in the words, so that a changed build
+        interpreter, whose build's identity (dlbench.plan.interpreters) is in the words, so that a changed build
         reruns)."""
         words = f"PYTHONPATH={shlex.quote(self.package_dir)} {shlex.quote(self.framework_python(env))} -m {module}"
         if env in self.interpreters:

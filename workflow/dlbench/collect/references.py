@@ -16,10 +16,10 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from .axes import MODEL_MATRIX, matrix_axes_of_kind
-from .identity import model_kind
+from ..vocabulary.axes import MODEL_MATRIX, matrix_axes_of_kind
+from ..vocabulary.identity import model_kind
 
-REFERENCES_PATH = Path(__file__).resolve().parents[1] / "references" / "published.yaml"
+REFERENCES_PATH = Path(__file__).resolve().parents[2] / "references" / "published.yaml"
 # Keys of a figure that must agree with a summary row when the figure gives them.
 MATCH_KEYS = (
     "framework",
@@ -29,7 +29,7 @@ MATCH_KEYS = (
     "batch_size",
     "compiler",
     "data",
-    *MODEL_MATRIX,  # a model kind's axes (dlbench.axes): BERT's sequence length, optimizer, clipping, ...
+    *MODEL_MATRIX,  # a model kind's axes (dlbench.vocabulary.axes): BERT's sequence length, optimizer, clipping, ...
 )
 COLUMNS = [
     "config_id",

@@ -130,7 +130,7 @@ def parse_compiler_part(part: str) -> bool | str | None:
 
 def variant(axes: Mapping[str, Any]) -> str:
     """The variant of a configuration from its axes: batch size, precision, compiler and data, then each axis of
-    dlbench.axes that spells a part and applies to the model's kind (image_size and strategy only when not at
+    dlbench.vocabulary.axes that spells a part and applies to the model's kind (image_size and strategy only when not at
     their defaults), then the time-to-quality part."""
     parts = [f"bs{axes['batch_size']}", axes["precision"], compiler_part(axes["compiler"]), axes["data"]]
     kind = model_kind(axes["model"])

@@ -117,8 +117,8 @@ def no_gpu_here() -> str | None:
     Asked of NVML (the NVIDIA driver, through the telemetry sampler's nvidia-ml-py in the core environment):
     the node's GPUs without importing a framework, in the time of a library call. Where NVML is missing a GPU
     may still be there (a driver's device file, ROCm's): None then, the runs find out themselves."""
-    from .harness.sysinfo import gpus_hidden
-    from .telemetry.sampler import Nvml
+    from ..harness.sysinfo import gpus_hidden
+    from ..telemetry.sampler import Nvml
 
     if (hidden := gpus_hidden()) is not None:
         return f"CUDA_VISIBLE_DEVICES={hidden!r} hides every GPU"

@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from . import identity
-from .axes import DEFAULTS as AXIS_DEFAULTS
-from .harness.runlog import LOG_SCHEMA_VERSION, append_line
-from .identity import is_bert
+from ..harness.runlog import LOG_SCHEMA_VERSION, append_line
+from ..vocabulary import identity
+from ..vocabulary.axes import DEFAULTS as AXIS_DEFAULTS
+from ..vocabulary.identity import is_bert
 
 
 def _write_header(path: Path, config_id: str, repeat: int, config: dict) -> None:
@@ -164,7 +164,7 @@ def write_quality_log(
 ) -> Path:
     """A complete time-to-quality log (harness/quality.py's lines): one evaluation per entry of `accuracies`, evenly
     spread over `time_to_train_s`; it converged when the last one reaches `target` (else it stopped at its budget)."""
-    from .harness import quality
+    from ..harness import quality
 
     settings = quality.Settings(
         target=target, eval_every_steps=eval_every_steps, max_steps=eval_every_steps * max(1, len(accuracies))
