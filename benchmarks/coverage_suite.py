@@ -119,14 +119,15 @@ def measure(rev: str, pytest_args: list[str], label: str) -> None:
     )  # fmt: skip
 
 
-def compare(before: Path, after: Path, same_source: set[str]) -> int:
+def compare(before: Path, after: Path, revs: tuple[str, str] | None) -> int:
     """Modules that lost covered lines from BEFORE to AFTER (the -lines.json files of two runs); exit 1 if any.
-    A module in `same_source` (its text the same at both commits) must cover every line it covered before; any
-    other module, at least as many lines."""
+    With the two commits, a module moved between them is compared under its new path, and a module whose text
+    is the same at both must cover every line it covered before; any other module, at least as many lines."""
     old, new = json.loads(before.read_text()), json.loads(after.read_text())
+    renamed, same_source = source_changes(*revs) if revs else ({}, set())
     lost = []
     for name, lines in old.items():
-        now = new.get(name, [])
+        now = new.get(renamed.get(name, name), [])
         missing = sorted(set(lines) - set(now)) if name in same_source else []
         if missing or len(now) < len(lines):
             lost.append(name)
@@ -136,13 +137,25 @@ def compare(before: Path, after: Path, same_source: set[str]) -> int:
     return 1 if lost else 0
 
 
-def unchanged_modules(rev_a: str, rev_b: str) -> set[str]:
-    """Modules of workflow/dlbench whose text is the same at both commits."""
-    changed = subprocess.run(["git", "diff", "--name-only", rev_a, rev_b, "--", "workflow/dlbench"], cwd=REPO,
-                             text=True, capture_output=True, check=True).stdout.split()  # fmt: skip
-    every = subprocess.run(["git", "ls-files", "workflow/dlbench"], cwd=REPO, text=True, capture_output=True,
-                           check=True).stdout.split()  # fmt: skip
-    return {str(Path(p).relative_to("workflow/dlbench")) for p in every if p.endswith(".py") and p not in changed}
+def source_changes(rev_a: str, rev_b: str) -> tuple[dict[str, str], set[str]]:
+    """Between two commits, under workflow/dlbench: the modules moved (old path -> new, relative to the package)
+    and the modules whose text is the same at both (under their old paths)."""
+    status = subprocess.run(["git", "diff", "-M", "--name-status", rev_a, rev_b, "--", "workflow/dlbench"], cwd=REPO,
+                            text=True, capture_output=True, check=True).stdout.splitlines()  # fmt: skip
+    every = subprocess.run(["git", "ls-tree", "-r", "--name-only", rev_a, "workflow/dlbench"], cwd=REPO, text=True,
+                           capture_output=True, check=True).stdout.split()  # fmt: skip
+
+    def short(path: str) -> str:
+        return str(Path(path).relative_to("workflow/dlbench"))
+
+    renamed, changed = {}, set()
+    for line in status:
+        kind, *paths = line.split("\t")
+        if kind.startswith("R"):
+            renamed[short(paths[0])] = short(paths[1])
+        if kind != "R100":
+            changed.add(paths[0])
+    return renamed, {short(p) for p in every if p.endswith(".py") and p not in changed}
 
 
 def main() -> None:
@@ -160,7 +173,7 @@ def main() -> None:
     parser.add_argument("pytest_args", nargs="*", help="after --: pytest's arguments (default: CI's full suite)")
     args = parser.parse_args()
     if args.compare:
-        sys.exit(compare(*args.compare, unchanged_modules(*args.revs) if args.revs else set()))
+        sys.exit(compare(*args.compare, tuple(args.revs) if args.revs else None))
     measure(args.rev, args.pytest_args, args.label)
 
 
