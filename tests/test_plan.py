@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO
+from conftest import CASES_DIR, REPO
 from dlbench.plan import plan
 from dlbench.plan.data_plan import DataPlan
 from dlbench.plan.study import load_study
@@ -41,7 +41,7 @@ def write_search(search_id: str, status: str, batch_size: int | None) -> None:
 
 # ---- runs and searches
 def test_a_runs_command_line():
-    jobs = plan.Plan(study(REPO / ".test" / "config.yaml"))
+    jobs = plan.Plan(study(CASES_DIR / "config_basic" / "config.yaml"))
     config_id = "resnet50/pytorch/1x2/bs2-fp32-nocompile-synthetic-img32"
     assert jobs.run_arguments(config_id, "1") == (
         "--framework pytorch --model resnet50 --topology 1x2 --batch-size 2 --precision fp32 --compiler off "
@@ -120,7 +120,7 @@ def test_the_aggregates_list_is_named_by_what_the_study_reads():
     assert name.startswith(f"{identity.AGGREGATE_DIR}/inputs-") and len(Path(name).stem) == len("inputs-") + 16
     assert jobs.aggregated_list([]) == name
     assert jobs.aggregated_list(["results/imports/a.jsonl"]) != name
-    other = plan.Plan(study(REPO / ".test" / "config.yaml"))
+    other = plan.Plan(study(CASES_DIR / "config_basic" / "config.yaml"))
     assert other.aggregated_list([]) != name
 
 
