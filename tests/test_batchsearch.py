@@ -261,6 +261,7 @@ def two_studies(torch_python, tmp_path_factory) -> dict:
     return {"workdir": workdir, "plain": plain_config, "max": max_config, "max_result": searched}
 
 
+@pytest.mark.slow
 def test_workflow_runs_the_search_as_a_checkpoint_and_reports_max(two_studies, tmp_path):
     workdir, config, result = two_studies["workdir"], two_studies["max"], two_studies["max_result"]
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]

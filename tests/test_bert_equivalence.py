@@ -70,6 +70,7 @@ def check_equivalence(tmp_path: Path, model: str, batch_size: int, seq_length: i
             assert error <= TOLERANCE, f"{fw} {key}: relative error {error:.2e} against PyTorch"
 
 
+@pytest.mark.slow
 def test_the_frameworks_agree_on_a_reduced_bert(tmp_path):
     check_equivalence(tmp_path, "bert_tiny", batch_size=3, seq_length=64)
 

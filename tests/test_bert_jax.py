@@ -13,6 +13,9 @@ import pytest
 from conftest import env_python, read_log, run_harness, run_python
 from dlbench.harness import bert  # standard library and numpy only: importable here (conftest's sys.path)
 
+# The fast tier runs one framework where one is enough (PyTorch's files): this file is the full tier's.
+pytestmark = pytest.mark.slow
+
 TINY = ["--seq-length", "32", "--batch-size", "2", "--warmup-steps", "1", "--measured-steps", "3", "--device", "cpu"]
 SMALL = {  # a reduced BERT for the direct checks: vocabulary above bert.FIRST_WORDPIECE_ID, dropout off
     "vocab_size": 1100,

@@ -12,6 +12,9 @@ import pytest
 from conftest import env_python, harness_env, ok_or_skip, read_log, run_harness
 from dlbench.harness import bert
 
+# The fast tier runs one framework where one is enough (PyTorch's files): this file is the full tier's.
+pytestmark = pytest.mark.slow
+
 TINY = ["--seq-length", "64", "--batch-size", "2", "--warmup-steps", "1", "--measured-steps", "3", "--device", "cpu"]
 
 
@@ -164,7 +167,6 @@ def test_outputs_are_google_bert_s(mx_python, tmp_path):
 
 
 # ----------------------------------------------------------------------------- harness runs
-@pytest.mark.slow
 # amp with compiler off: the framework contract's AMP case
 @pytest.mark.parametrize(("precision", "compiler"), [("fp32", "on"), ("amp", "on")])
 def test_amp_and_compiler(mx_python, tmp_path, precision, compiler):
@@ -307,7 +309,6 @@ def test_clipping_bounds_the_global_norm(training):
     assert training["direction_error"] <= 1e-5 * training["norm_unclipped"]
 
 
-@pytest.mark.slow
 def test_loss_falls_on_a_fixed_batch(training):
     losses = training["losses"]
     assert all(np.isfinite(losses))

@@ -14,6 +14,9 @@ import pytest
 from conftest import env_python, harness_env, read_log, run_harness, run_python
 from dlbench.harness import bert  # standard library and numpy only: importable here (conftest's sys.path)
 
+# The fast tier runs one framework where one is enough (PyTorch's files): this file is the full tier's.
+pytestmark = pytest.mark.slow
+
 TINY = ["--seq-length", "32", "--batch-size", "2", "--warmup-steps", "1", "--measured-steps", "3", "--device", "cpu"]
 SEQUENCES = 2 * 3  # batch x measured steps
 
@@ -168,7 +171,6 @@ def test_learning_rate_schedule_is_bert_learning_rate(api_facts, optimizer):
         assert got == pytest.approx(expected, rel=1e-5, abs=1e-12)
 
 
-@pytest.mark.slow
 def test_loss_falls_on_a_fixed_batch(api_facts):
     """20 steps of the harness's step (AdamW, lr 1e-3, dropout on, clipping) on one batch: it learns."""
     losses = api_facts["losses"]

@@ -50,6 +50,7 @@ def test_a_mode_is_its_own_configuration_and_a_bad_one_names_the_key():
         load_study(matrix_study([False, "fast"]), SCHEMA, REPO / "envs")
 
 
+@pytest.mark.slow
 def test_the_mode_reaches_the_harness_command_line_and_only_there(tmp_path):
     """Snakemake's own dry run: the mode's run gets --compiler-mode, the others' command lines are unchanged."""
     config = write_config(tmp_path / "study.yaml", matrix_study([False, True, "reduce-overhead"]))

@@ -114,6 +114,7 @@ def no_orphans(work: Path) -> None:
     wait_for(lambda: not harness_processes(work), 20, "the harness processes to end")
 
 
+@pytest.mark.slow
 def test_hard_kills_leave_no_orphans_and_one_command_resumes(tmp_path, torch_python):
     """SIGKILL Snakemake mid-run, resume; SIGKILL a supervisor mid-run, resume: no process outlives its owner,
     no finished run is redone, none is lost."""
@@ -423,6 +424,7 @@ def full_file_system(path: Path, keep: bool = True, free: int = 0) -> Iterator[N
         shutil.rmtree(before)
 
 
+@pytest.mark.slow
 def test_a_full_disk_after_publishing_says_once_what_was_published(tmp_path):
     """The report publishes a new version, then finds no space for its copy (results/report), and Snakemake cannot
     write its own log (.snakemake/log) either: no logging tracebacks bury the one dlbench line, which comes after

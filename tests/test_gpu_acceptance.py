@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 import yaml
 
 from conftest import REPO
@@ -65,6 +66,7 @@ def test_the_stages_cover_the_gpu_study_once():
     assert sorted(staged) == sorted(ids(study)) == sorted(ids(gpu_acceptance.stage_study(study, "checks")))
 
 
+@pytest.mark.slow
 def test_a_stage_done_before_is_skipped_and_results_is_made(tmp_path):
     """The dry path (snakemake -n on the CPU): only the stage not marked done runs; results/ did not exist."""
     out = tmp_path / "results" / "gpu_acceptance" / "dry"

@@ -46,6 +46,7 @@ def test_the_gpu_study_is_the_issue_s_matrix():
     assert sum(c.repeats for c in configurations) == 20
 
 
+@pytest.mark.slow
 def test_the_gpu_study_plans_under_slurm_with_the_sites_interpreter(tmp_path, torch_python):
     (tmp_path / "slurm").symlink_to(REPO / "profiles" / "slurm")
     cmd = [
@@ -104,6 +105,7 @@ NO_GPU = re.compile(
 )
 
 
+@pytest.mark.slow
 def test_cuda_with_the_built_environments_is_refused_here_and_planned_under_slurm(tmp_path):
     """No study interpreter to ask: the machine is asked (NVML, as telemetry does), without importing a framework."""
     if no_gpu_here() is None:

@@ -206,6 +206,7 @@ def test_an_unreadable_log_stays_in_its_set_and_its_score_is_flagged(tmp_path, e
     assert row["Time to train (min), per run"].startswith("36.706, 36.999, — (error), ")
 
 
+@pytest.mark.slow
 def test_an_imports_only_study_says_its_problems_and_describes_its_own_hardware(tmp_path, external_logs):
     """Two imports through the real workflow (about 20 s: three Snakemake jobs and the report)."""
     results = result_directory(external_logs, tmp_path / "retinanet")

@@ -94,6 +94,7 @@ def test_bad_software_entries_are_refused_before_any_job(tmp_path, software, exp
     assert expected in refused(tmp_path, config)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("own_interpreter", [True, False], ids=["software.python", "built environment"])
 def test_compiled_runs_without_a_c_compiler_are_named_before_any_job(tmp_path, torch_python, own_interpreter):
     """torch.compile needs a C compiler and the Python headers on the node: with PATH a directory without gcc or

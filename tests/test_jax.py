@@ -27,6 +27,9 @@ from conftest import (
 )
 from dlbench.plan.study import load_study
 
+# The fast tier runs one framework where one is enough (PyTorch's files): this file is the full tier's.
+pytestmark = pytest.mark.slow
+
 TINY = ["--image-size", "32", "--batch-size", "2", "--warmup-steps", "1", "--measured-steps", "3", "--device", "cpu"]
 
 
@@ -65,7 +68,6 @@ def test_the_shipped_jax_study_is_the_default_s_shapes_beside_pytorch():
     )
 
 
-@pytest.mark.slow
 def test_gspmd_strategy_partitions_the_global_step(jax_python, tmp_path):
     log = tmp_path / "run.jsonl"
     _, entries = run_jax(jax_python, log, "--topology", "1x2", "--strategy", "gspmd", *TINY)
@@ -74,7 +76,6 @@ def test_gspmd_strategy_partitions_the_global_step(jax_python, tmp_path):
     assert "SPMD partitioner" in in_effect["step"] and in_effect["mesh"] == {"data": 2}
 
 
-@pytest.mark.slow
 def test_two_nodes_join_through_the_coordinator(jax_python, tmp_path):
     """The ranks of a 2x1 run as srun would start them, here on one host: rank 0 runs jax.distributed's coordinator
     at MASTER_ADDR:MASTER_PORT, both train (tests/test_multinode.py runs the same across two namespaced nodes)."""
@@ -141,7 +142,6 @@ print(json.dumps({"loss": float(loss), "torch_loss": float(ref["loss"]), "tensor
 """
 
 
-@pytest.mark.slow
 def test_same_weights_give_the_pytorch_loss_and_gradients(jax_python, torch_python, tmp_path):
     """PyTorch's ResNet-50 state (names, OIHW layouts, BN statistics) loaded into the Flax model: the same
     training-mode loss and the same gradient for every one of its 161 parameters. In float64: with the last
@@ -161,7 +161,6 @@ def test_same_weights_give_the_pytorch_loss_and_gradients(jax_python, torch_pyth
     assert result["max_rel_error"] <= 1e-4, result
 
 
-@pytest.mark.slow
 def test_a_study_with_jax_runs_through_snakemake_to_the_report(jax_python, tmp_path):
     """JAX in a study as any framework: its runs (1x1, 1x2; compiler on recorded as unsupported), the records, the
     summary's speedup and the report."""

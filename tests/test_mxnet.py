@@ -17,6 +17,9 @@ from conftest import (
     run_two_nodes_by_hand,
 )
 
+# The fast tier runs one framework where one is enough (PyTorch's files): this file is the full tier's.
+pytestmark = pytest.mark.slow
+
 TINY = ["--image-size", "32", "--batch-size", "2", "--warmup-steps", "1", "--measured-steps", "3", "--device", "cpu"]
 # what MXNet's oneDNN needs for bfloat16 (avx512_core)
 AVX512_CORE = {"avx512f", "avx512bw", "avx512vl", "avx512dq"}
@@ -87,7 +90,6 @@ def test_resnet50_v1_5_has_the_reference_parameter_count_and_strides(mx_python):
     assert out[1].strip() == "[1, 1, 1, 1] [1, 2, 2, 2] [0.0, 0.0]"
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("compiler", ["on"])  # off: the framework contract's AMP case
 def test_amp_is_bfloat16_on_cpu_or_unsupported_with_a_reason(mx_python, tmp_path, compiler):
     log = tmp_path / "run.jsonl"
@@ -103,7 +105,6 @@ def test_amp_is_bfloat16_on_cpu_or_unsupported_with_a_reason(mx_python, tmp_path
         assert "bfloat16" in summary["error"] and "AVX-512" in summary["error"]
 
 
-@pytest.mark.slow
 def test_out_of_memory_in_two_rank_run_is_reported_and_ends(mx_python, tmp_path):
     """Both ranks fail with push-pulls pending: they must still exit (no wait for their peers), promptly."""
     log = tmp_path / "run.jsonl"
@@ -133,7 +134,6 @@ def test_out_of_memory_in_two_rank_run_is_reported_and_ends(mx_python, tmp_path)
     assert len(pids) == 2 and not [pid for pid in pids if running(pid)]
 
 
-@pytest.mark.slow
 def test_tensor_beyond_the_int32_build_is_unsupported(mx_python, tmp_path):
     """Batch 400000 at 224 px: the PyPI build (no USE_INT64_TENSOR_SIZE) refuses tensors of 2^31+ elements."""
     log = tmp_path / "run.jsonl"
@@ -156,7 +156,6 @@ def test_tensor_beyond_the_int32_build_is_unsupported(mx_python, tmp_path):
     assert "larger than 2^31 elements" in summary["error"] and "USE_INT64_TENSOR_SIZE" in summary["error"]
 
 
-@pytest.mark.slow
 def test_two_nodes_get_a_ps_lite_server_each(mx_python, tmp_path):
     """The ranks of a 2x1 run as srun would start them, here on one host: each is its node's first rank and starts
     a server, rank 0 also the scheduler; both join the dist_sync kvstore and train (tests/test_multinode.py runs
@@ -236,7 +235,6 @@ print(json.dumps({
 """
 
 
-@pytest.mark.slow
 def test_same_weights_give_the_pytorch_model_s_outputs(mx_python, torch_python, tmp_path):
     """PyTorch weights (state_dict names and layouts) loaded into the Gluon model: same logits, same loss."""
     reference = tmp_path / "reference.npz"

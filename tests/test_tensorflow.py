@@ -11,6 +11,9 @@ import pytest
 
 from conftest import env_python, read_log, run_harness, run_python
 
+# The fast tier runs one framework where one is enough (PyTorch's files): this file is the full tier's.
+pytestmark = pytest.mark.slow
+
 TINY = ["--image-size", "32", "--batch-size", "2", "--warmup-steps", "1", "--measured-steps", "3", "--device", "cpu"]
 
 
@@ -31,7 +34,6 @@ def last_json(stdout: str):
 # ---- the model
 
 
-@pytest.mark.slow
 def test_resnet50_v1_5_has_the_pytorch_parameters_layers_and_strides(tf_python, pytorch_python):
     tf_facts = last_json(
         run_python(
@@ -142,7 +144,6 @@ TF_CHECK = """
 """
 
 
-@pytest.mark.slow
 def test_same_weights_give_the_pytorch_outputs(tf_python, pytorch_python, tmp_path):
     """PyTorch weights loaded with load_torch_state: same logits (inference) and loss (training mode)."""
     reference = tmp_path / "reference.npz"
@@ -157,7 +158,6 @@ def test_same_weights_give_the_pytorch_outputs(tf_python, pytorch_python, tmp_pa
     assert result["running_mean_rel_error"] <= 1e-4, result
 
 
-@pytest.mark.slow
 def test_load_torch_state_rejects_a_state_that_does_not_fit(tf_python):
     out = run_python(
         tf_python,
