@@ -11,6 +11,7 @@ import pytest
 from dlbench.collect.aggregate import summarise, write_all
 from dlbench.harness.runlog import TAIL_BLOCK, last_line_type
 from dlbench.logformats.run_log_fixtures import write_run_log
+from dlbench.logformats.runlogs import _json_line
 from dlbench.logformats.runlogs import parse as parse_run_log
 
 
@@ -100,6 +101,34 @@ def test_interrupted_and_corrupt_logs_become_error_records(tmp_path):
     assert two["status"] == "error"
     assert f"{corrupt}:1: not JSON" in two["error"]
     assert two["config_id"] == "resnet50/pytorch/1x1/bs32-fp32-nocompile-synthetic" and two["repeat"] == 2
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"type": "step", "seconds": 0.5}\n',
+        '{"type": "step", "seconds": 0.5}',
+        '  {"a": [1, 2]} \r\n',
+        '{"a": NaN}\n',
+        "\ufeff{}\n",
+        '{"a": 1} {"b": 2}\n',
+        '{"a": 1}x\n',
+        '{"a": "unterminated\n',
+        '{"type": "header"\n',
+        "[1, 2]\n",
+        "\n",
+    ],
+)
+def test_a_log_line_is_read_as_json_loads_reads_it(line):
+    """The run log's fast line reader gives json.loads' value, or its error word for word."""
+
+    def read(decode):
+        try:
+            return decode(line)
+        except ValueError as error:
+            return str(error)
+
+    assert repr(read(_json_line)) == repr(read(json.loads))
 
 
 def test_summary_inconsistent_with_steps_is_flagged(tmp_path):

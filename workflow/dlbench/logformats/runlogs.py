@@ -28,6 +28,20 @@ CONSISTENCY_TOLERANCE = 1e-6
 THROUGHPUT_DEFINITION = "samples of the measured steps / their wall time (dlbench)"
 
 
+_DECODER = json.JSONDecoder()  # json.loads' own
+
+
+def _json_line(line: str) -> Any:
+    """json.loads(line), about twice as fast for the harness's own lines: a JSON value from the line's first
+    character to its end (or its newline) is decoded where it starts, as json.loads does (raw_decode); any other
+    line goes to json.loads, which returns the same value or raises its own error."""
+    try:
+        value, end = _DECODER.raw_decode(line)
+    except ValueError:
+        return json.loads(line)
+    return value if line[end:] in ("", "\n") else json.loads(line)
+
+
 def _read_lines(path: Path) -> dict[str, Any]:
     header, environment, summary, measured, window, telemetry, evals = None, {}, None, [], None, [], []
     with open(path, "rb") as f:  # bytes: a damaged line names its number instead of failing to decode the file
@@ -35,18 +49,19 @@ def _read_lines(path: Path) -> dict[str, Any]:
             if not raw.strip():
                 continue
             try:
-                entry = json.loads(raw.decode("utf-8"))
+                entry = _json_line(raw.decode("utf-8"))
             except ValueError as exc:  # UnicodeDecodeError is a ValueError
                 raise LogError(f"{path}:{number}: not JSON ({exc})") from None
             kind = entry.get("type")
-            if kind == "header":
+            if kind == "step":  # nearly every line: tested first
+                if entry.get("phase") == "measure":
+                    measured.append(entry["seconds"])
+            elif kind == "header":
                 header = entry
             elif kind == "environment":
                 environment = entry
             elif kind == "summary":
                 summary = entry
-            elif kind == "step" and entry.get("phase") == "measure":
-                measured.append(entry["seconds"])
             elif kind == "window":
                 window = entry
             elif kind == "telemetry":
