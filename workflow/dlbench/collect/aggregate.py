@@ -158,71 +158,133 @@ def _by_name(row: Mapping[Hashable, Any]) -> dict[str, Any]:
     return {str(column): value for column, value in row.items()}
 
 
-def _summarise(group: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> dict[str, Any]:
+# A configuration's runs as _summarise reads them: each of RUN_COLUMNS' values (a numpy array), in record order.
+Runs = dict[str, np.ndarray]
+RUN_COLUMNS = [
+    "status",
+    "error",
+    "throughput",
+    "time_to_train_min",
+    "unit",
+    "strategy_in_effect",
+    "steady",
+    "warmup_stable",
+    "train_flops_per_sample",
+    "throughput_reported",
+    "peak_memory_bytes",
+    "score_min",
+    "device_name",
+    "math_dtype",
+    "telemetry",
+    "energy_per_sample_j",
+    "samples_per_j",
+    "energy_scope",
+    "power_mean_w",
+    "gpu_util_mean",
+    "cpu_run_cores",
+    "cpu_node_util",
+    "contention_cores",
+    "contended",
+    "throttled",
+]
+
+
+def _present(values: np.ndarray) -> np.ndarray:
+    """The values that are not missing (Series.dropna)."""
+    return values[~pd.isna(values)]
+
+
+def _floats(values: np.ndarray) -> np.ndarray:
+    """The values as floats, the missing ones left out (Series.astype(float).dropna())."""
+    numbers = np.asarray(values, dtype=float)
+    return numbers[~np.isnan(numbers)]
+
+
+def _median(numbers: np.ndarray) -> float:
+    """Series.median of floats without missing values: np.median, the same arithmetic as pandas' (NaN: none)."""
+    return float(np.median(numbers)) if len(numbers) else math.nan
+
+
+def _first_text(values: np.ndarray) -> str | None:
+    return next((v for v in values if isinstance(v, str)), None)
+
+
+def _by_time(group: Runs) -> bool:
+    """A configuration measured by time to train (MLPerf): no throughput, a time."""
+    return bool(pd.isna(group["throughput"]).all() and not pd.isna(group["time_to_train_min"]).all())
+
+
+def _summarise(
+    config: dict[str, Any], group: Runs, level: float = stats.DEFAULT_LEVEL, frame: pd.DataFrame | None = None
+) -> dict[str, Any]:
+    """The summary row of one configuration (`config`: its CONFIG_COLUMNS) from its runs; `frame`: the same runs
+    as a frame, where they are measured by time to train."""
     # A run measured by time to train (MLPerf) has no throughput: it counts as ok, not as a throughput.
-    ok = group.loc[group["status"] == "ok", "throughput"].astype(float).dropna()
-    failed = group[group["status"] != "ok"]
-    by_time = group["throughput"].isna().all() and group["time_to_train_min"].notna().any()
-    statuses = Counter(group["status"])
+    is_ok = np.asarray(group["status"] == "ok", dtype=bool)  # a missing status is not ok
+    ok = _floats(group["throughput"][is_ok])
+    errors = group["error"][~is_ok]
+    by_time = _by_time(group)
     row = {
-        **_by_name(group.iloc[0][CONFIG_COLUMNS].to_dict()),
-        "unit": next((u for u in group["unit"] if isinstance(u, str)), None),
-        "strategy_in_effect": next((s for s in group["strategy_in_effect"] if isinstance(s, str)), None),
+        **config,
+        "unit": _first_text(group["unit"]),
+        "strategy_in_effect": _first_text(group["strategy_in_effect"]),
         "metric": "time_to_train" if by_time else "throughput",
-        "n_total": len(group),
-        "n_ok": len(group) - len(failed),
-        "n_failed": len(failed),
-        "statuses": format_statuses(statuses),
-        "error": failed["error"].iloc[0] if len(failed) else "",
+        "n_total": len(is_ok),
+        "n_ok": int(is_ok.sum()),
+        "n_failed": len(errors),
+        "statuses": format_statuses(Counter(group["status"].tolist())),
+        "error": errors[0] if len(errors) else "",
         "ci_level": level,
     }
-    is_ok = (group["status"] == "ok").to_numpy()
     if "steady" in group:
-        row["steady_runs"], row["nonsteady_runs"] = _true_count(group["steady"].to_numpy()[is_ok].tolist())
+        row["steady_runs"], row["nonsteady_runs"] = _true_count(group["steady"][is_ok].tolist())
     if "warmup_stable" in group:
-        row["warmup_unstable_runs"] = _true_count(group["warmup_stable"].to_numpy()[is_ok].tolist())[1]
-    row |= _telemetry(group[is_ok], level)
+        row["warmup_unstable_runs"] = _true_count(group["warmup_stable"][is_ok].tolist())[1]
+    ok_runs = {column: values[is_ok] for column, values in group.items()}
+    row |= _telemetry(ok_runs, level)
     if len(ok):
         ci = stats.median_ci(ok, level)
         row |= {"ci_low": ci.low, "ci_high": ci.high, "ci_coverage": ci.coverage, "ci_note": ci.note}
-        q25, q75 = ok.quantile(0.25), ok.quantile(0.75)
+        # numpy's median, quantiles, mean and standard deviation: the arithmetic pandas' Series methods use
+        q25, q75 = np.quantile(ok, 0.25), np.quantile(ok, 0.75)
         row |= {
-            "median": ok.median(),
+            "median": _median(ok),
             "min": ok.min(),
             "max": ok.max(),
             "q25": q25,
             "q75": q75,
             "iqr": q75 - q25,
-            "cv": ok.std(ddof=1) / ok.mean() if len(ok) > 1 else 0.0,
+            "cv": np.std(ok, ddof=1) / np.mean(ok) if len(ok) > 1 else 0.0,
         }
-        flops = group["train_flops_per_sample"].dropna()
+        flops = _present(group["train_flops_per_sample"])
         if len(flops):  # achieved model TFLOP/s at the median throughput, all devices together
-            row["tflops"] = row["median"] * float(flops.iloc[0]) / 1e12
-        row |= _mfu(group[is_ok], row)
-    reported = group.loc[is_ok, "throughput_reported"].astype(float).dropna()
+            row["tflops"] = row["median"] * float(flops[0]) / 1e12
+        row |= _mfu(ok_runs, row)
+    reported = _floats(ok_runs["throughput_reported"])
     if len(reported):
-        row["reported_median"] = reported.median()
-    memory = group.loc[is_ok, "peak_memory_bytes"].astype(float).dropna()
+        row["reported_median"] = _median(reported)
+    memory = _floats(ok_runs["peak_memory_bytes"])
     if len(memory):
-        row["peak_memory_gb"] = memory.median() / 2**30
+        row["peak_memory_gb"] = _median(memory) / 2**30
     if by_time:
-        row |= _time_to_train(group, level)
-    elif group["score_min"].notna().any():  # an MLPerf set whose logs also give a throughput: its score too
-        row["score_min"] = group["score_min"].dropna().iloc[0]
+        assert frame is not None, "a configuration measured by time to train is summarised from its frame"
+        row |= _time_to_train(frame, level)
+    elif not pd.isna(group["score_min"]).all():  # an MLPerf set whose logs also give a throughput: its score too
+        row["score_min"] = _present(group["score_min"])[0]
     return row
 
 
-def _mfu(ok_runs: pd.DataFrame, row: dict[str, Any]) -> dict[str, Any]:
+def _mfu(ok_runs: Runs, row: dict[str, Any]) -> dict[str, Any]:
     """MFU of a configuration: its achieved model TFLOP/s (all devices together) / devices / the dense peak of the
     device its ok runs name, for their precision and math (dlbench.vocabulary.devices.peak_for_run). None with the
     reason in mfu_note where there is no single known peak (no or several device names, runs differing in their math,
     a device or precision the table lacks) or no model FLOPs."""
-    names = sorted({str(n) for n in ok_runs["device_name"].dropna()})
+    names = sorted({str(n) for n in _present(ok_runs["device_name"])})
     if len(names) != 1:
         return {
             "mfu_note": f"mixed devices ({'; '.join(names)}): no single peak" if names else "no device name recorded"
         }
-    maths = sorted({str(m) for m in ok_runs["math_dtype"].dropna()}) if "math_dtype" in ok_runs else []
+    maths = sorted({str(m) for m in _present(ok_runs["math_dtype"])}) if "math_dtype" in ok_runs else []
     if len(maths) > 1:
         return {"mfu_note": f"runs differ in their math ({', '.join(maths)}): no single peak"}
     precision = row.get("precision")
@@ -316,27 +378,28 @@ def _time_to_train(group: pd.DataFrame, level: float) -> dict[str, Any]:
     return row
 
 
-def _telemetry(ok_runs: pd.DataFrame, level: float) -> dict[str, Any]:
+def _telemetry(ok_runs: Runs, level: float) -> dict[str, Any]:
     """Per configuration: median energy per sample (median_ci, like throughput), median power and utilisation,
     the highest contention and how many runs were contended or throttled."""
     row: dict[str, Any] = {}
     if "telemetry" not in ok_runs or not (ok_runs["telemetry"] == "ok").any():
         return row
-    energy = ok_runs["energy_per_sample_j"].astype(float).dropna()
+    energy = _floats(ok_runs["energy_per_sample_j"])
     if len(energy):
         ci = stats.median_ci(energy, level)
         row |= {
-            "energy_per_sample_j": energy.median(),
+            "energy_per_sample_j": _median(energy),
             "energy_ci_low": ci.low,
             "energy_ci_high": ci.high,
-            "samples_per_j": ok_runs["samples_per_j"].astype(float).median(),
-            "energy_scope": next(iter(ok_runs["energy_scope"].dropna()), None),
+            "samples_per_j": _median(_floats(ok_runs["samples_per_j"])),
+            "energy_scope": next(iter(_present(ok_runs["energy_scope"])), None),
         }
     for column in ("power_mean_w", "gpu_util_mean", "cpu_run_cores", "cpu_node_util"):
-        values = ok_runs[column].astype(float).dropna()
+        values = _floats(ok_runs[column])
         if len(values):
-            row[column] = values.median()
-    row["contention_cores"] = ok_runs["contention_cores"].astype(float).max()
+            row[column] = _median(values)
+    contention = _floats(ok_runs["contention_cores"])
+    row["contention_cores"] = contention.max() if len(contention) else math.nan  # Series.max: NaN when none
     row["contended_runs"] = _true_count(ok_runs["contended"].tolist())[0]
     row["throttled_runs"] = _true_count(ok_runs["throttled"].tolist())[0]
     return row
@@ -346,8 +409,14 @@ def summarise(records: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> pd.D
     """One row per configuration, in the order the configurations first appear; intervals at `level`."""
     if records.empty:
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
-    groups = list(records.groupby("config_id", sort=False))
-    rows = [_summarise(group, level) for _, group in groups]
+    # Each configuration's rows (positions), configurations in order of first appearance, as groupby(sort=False).
+    positions = sorted(records.groupby("config_id", sort=False).indices.values(), key=lambda rows: rows[0])
+    columns = {name: records[name].to_numpy() for name in RUN_COLUMNS if name in records}
+    firsts = records.iloc[[rows[0] for rows in positions]][CONFIG_COLUMNS].to_dict(orient="records")
+    rows = []
+    for first, at in zip(firsts, positions, strict=True):
+        group = {name: values[at] for name, values in columns.items()}
+        rows.append(_summarise(_by_name(first), group, level, records.iloc[at] if _by_time(group) else None))
     summary = pd.DataFrame(rows).reindex(columns=SUMMARY_COLUMNS)
     key = pd.Series(
         ["|".join(map(str, row)) for row in summary[BASELINE_KEY].itertuples(index=False)], index=summary.index
@@ -358,7 +427,7 @@ def summarise(records: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> pd.D
     summary.loc[summary["metric"] == "time_to_train", "speedup"] = np.nan  # minutes: no speedup of times
     summary["efficiency"] = summary["speedup"] / summary["devices"]
     # Speedup interval: bootstrap of the ratio of medians, this configuration's repeats over its 1x1 baseline's.
-    ok = [g.loc[g["status"] == "ok", "throughput"].astype(float).to_numpy() for _, g in groups]
+    ok = [np.asarray(columns["throughput"][at][columns["status"][at] == "ok"], dtype=float) for at in positions]
     baseline_runs = {key[i]: ok[i] for i in summary.index[single]}
     lows, highs = np.full(len(summary), np.nan), np.full(len(summary), np.nan)
     for i in summary.index:
