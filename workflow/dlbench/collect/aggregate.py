@@ -591,17 +591,29 @@ def alike(records: pd.DataFrame, columns: list[str]) -> pd.Series:
     return pd.Series(["|".join(map(str, row)) for row in records[present].itertuples(index=False)], index=records.index)
 
 
+def _alike_in_both(key: pd.Series, first: pd.Series, second: pd.Series) -> pd.Series:
+    """Whether each record's key has records where `first` holds and records where `second` holds: the only
+    groups that can give a pair (the others are left out before grouping, in the order they came)."""
+    return key.isin(set(key[first]) & set(key[second]))
+
+
+def _present_columns(records: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """Those of `columns` the records have: a narrow frame, cheap to group and filter."""
+    return records[[c for c in columns if c in records]]
+
+
 def real_vs_synthetic(records: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> pd.DataFrame:
     """One row per configuration run on both real and synthetic data (everything else the same): the medians of
     their ok runs and ratio = median(real) / median(synthetic) with its bootstrap interval (stats.ratio_ci), as the
     seed's synthetic-versus-real figure. Below 1: the input pipeline slows training down by that factor."""
     if records.empty or "data" not in records:
         return pd.DataFrame(columns=PAIR_COLUMNS)
+    key = alike(records, PAIR_KEY)
+    paired = _alike_in_both(key, records["data"] == "real", records["data"] == "synthetic")
+    runs_read = _present_columns(records, [*PAIR_KEY, "config_id", "data", "status", "throughput", "unit"])
     rows = []
-    for _, group in records.groupby(alike(records, PAIR_KEY), sort=False):
-        sides = {data: runs for data, runs in group.groupby("data") if data in ("real", "synthetic")}
-        if len(sides) < 2:
-            continue
+    for _, group in runs_read[paired].groupby(key[paired], sort=False):
+        sides = {data: group[group["data"] == data] for data in ("real", "synthetic")}  # both there: paired
         ok = {
             data: runs.loc[runs["status"] == "ok", "throughput"].astype(float).dropna().to_numpy()
             for data, runs in sides.items()
@@ -654,11 +666,14 @@ def across_nodes(records: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> p
     (stats.ratio_ci). Below 1: the interconnect between nodes is slower than the links within one."""
     if records.empty or "nodes" not in records:
         return pd.DataFrame(columns=NODES_COLUMNS)
+    key = alike(records, NODES_KEY)
+    paired = _alike_in_both(key, records["nodes"] == 1, records["nodes"] > 1)
+    runs_read = _present_columns(
+        records, [*NODES_KEY, "config_id", "topology", "nodes", "status", "throughput", "unit"]
+    )
     rows = []
-    for _, group in records.groupby(alike(records, NODES_KEY), sort=False):
-        one = group[group["nodes"] == 1]
-        if one.empty:
-            continue
+    for _, group in runs_read[paired].groupby(key[paired], sort=False):
+        one = group[group["nodes"] == 1]  # there: paired
         for _, several in group[group["nodes"] > 1].groupby("nodes", sort=True):
             ok_one, ok_several = (
                 runs.loc[runs["status"] == "ok", "throughput"].astype(float).dropna().to_numpy()
