@@ -184,7 +184,7 @@ CASES: dict[str, FrameworkCase] = {
         distributed="MultiWorkerMirroredStrategy (ring)",
         compiler="xla",
         # oneDNN grows the address space in large steps: at 1.1 GiB, 32 trains (150 MiB spare) and 64 fails at once
-        memory_budget=MemoryBudget(1.1, fits=32, exceeds=64, error_words=("OOM",)),
+        memory_budget=MemoryBudget(1.1, fits=32, exceeds=64, error_words=("ResourceExhaustedError",)),
         real_pipeline=("tf.data TFRecordDataset", "tf.data TFRecordDataset"),
         real_share="1 of 2 files",
         resnet_one_rank=tensorflow_resnet,
