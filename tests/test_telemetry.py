@@ -281,3 +281,24 @@ def test_a_sampler_that_cannot_run_is_recorded_as_unavailable(tmp_path):
     assert [e["type"] for e in lines] == ["header", "telemetry", "summary"]
     fields = tsum.summarise([lines[1]], None, samples=10)
     assert fields["telemetry"] == "unavailable: $DLBENCH_TELEMETRY_PYTHON is not set"
+
+
+def test_a_rank_that_exits_keeps_its_last_cpu_reading():
+    """A rank that exits (and is reaped) between two samples, and a tree refreshed after it went: its series keeps
+    its last reading; falling to 0 would read as negative CPU over the window's end."""
+    from dlbench.telemetry.sampler import Tree
+
+    busy = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass\ntime.sleep(60)"
+    rank = subprocess.Popen([sys.executable, "-c", busy])
+    try:
+        tree = Tree([rank.pid], parent=None, match="", exclude=-1)
+        tree.refresh()
+        deadline = time.monotonic() + 30
+        while (reading := tree.cpu_seconds()[str(rank.pid)]) < 0.25 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert reading >= 0.25
+    finally:
+        rank.send_signal(signal.SIGKILL)
+        rank.wait()
+    tree.refresh()  # the root is gone: its members stay those last seen
+    assert tree.cpu_seconds()[str(rank.pid)] == tree.last[rank.pid] == reading
