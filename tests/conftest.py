@@ -25,6 +25,7 @@ sys.path.insert(0, str(REPO / "workflow"))
 # assert behaviour, never speed.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+from dlbench.harness.spec import command_line  # noqa: E402
 from dlbench.venvs import MARKER, env_prefix  # noqa: E402
 
 # The workflow's own default location, so the suite and `snakemake --cores all` share one build.
@@ -60,10 +61,22 @@ def torch_python() -> Path:
     return env_python("pytorch")
 
 
+def harness_command(
+    python: Path | str,
+    log: Path,
+    options: dict[str, object] | None = None,
+    framework: str = "pytorch",
+    model: str = "resnet50",
+) -> list[str]:
+    """`python -m dlbench.harness` with these options, spelled by the harness's own command_line."""
+    fixed = {"framework": framework, "model": model, "log": str(log)}
+    return [str(python), "-m", "dlbench.harness", *command_line({**fixed, **(options or {})})]
+
+
 def run_harness(
     python: Path, log: Path, *args: str, timeout: float = 600, framework: str = "pytorch", model: str = "resnet50"
 ) -> subprocess.CompletedProcess:
-    cmd = [str(python), "-m", "dlbench.harness", "--framework", framework, "--model", model, "--log", str(log), *args]
+    cmd = [*harness_command(python, log, framework=framework, model=model), *args]
     return subprocess.run(cmd, env=harness_env(), capture_output=True, text=True, timeout=timeout)
 
 

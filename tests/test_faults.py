@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import REPO, VENV_DIR, harness_env, local_env, snakemake, tiny_config, write_config
+from conftest import REPO, VENV_DIR, harness_command, harness_env, local_env, snakemake, tiny_config, write_config
 from dlbench.logformats.run_log_fixtures import write_run_log
 
 
@@ -167,26 +167,8 @@ def test_two_supervisors_never_write_one_run(tmp_path, torch_python):
     log = tmp_path / "run.jsonl"
 
     def harness(*steps: str) -> subprocess.Popen:
-        cmd = [
-            str(torch_python),
-            "-m",
-            "dlbench.harness",
-            "--framework",
-            "pytorch",
-            "--model",
-            "resnet50",
-            "--log",
-            str(log),
-            "--topology",
-            "1x2",
-            "--image-size",
-            "32",
-            "--batch-size",
-            "2",
-            "--device",
-            "cpu",
-            *steps,
-        ]
+        options = {"topology": "1x2", "image_size": 32, "batch_size": 2, "device": "cpu"}
+        cmd = [*harness_command(torch_python, log, options), *steps]
         return subprocess.Popen(
             cmd, cwd=tmp_path, env=harness_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import harness_env, read_log, run_harness
+from conftest import harness_command, harness_env, read_log, run_harness
 
 TINY = ["--image-size", "32", "--batch-size", "2", "--warmup-steps", "1", "--measured-steps", "3", "--device", "cpu"]
 
@@ -106,29 +106,8 @@ def test_multi_node_without_slurm_is_unsupported(torch_python, tmp_path):
 def test_rank_killed_from_outside_still_ends_the_log(torch_python, tmp_path):
     """SIGKILL a rank mid-run, as the kernel's OOM killer would: the log still gets a failure summary."""
     log = tmp_path / "run.jsonl"
-    cmd = [
-        str(torch_python),
-        "-m",
-        "dlbench.harness",
-        "--framework",
-        "pytorch",
-        "--model",
-        "resnet50",
-        "--log",
-        str(log),
-        "--topology",
-        "1x1",
-        "--image-size",
-        "32",
-        "--batch-size",
-        "2",
-        "--warmup-steps",
-        "100000",
-        "--measured-steps",
-        "1",
-        "--device",
-        "cpu",
-    ]
+    options = {"topology": "1x1", "image_size": 32, "batch_size": 2, "warmup_steps": 100000, "measured_steps": 1}
+    cmd = harness_command(torch_python, log, {**options, "device": "cpu"})
     launcher = subprocess.Popen(cmd, env=harness_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     partial = log.with_name(log.name + ".partial")  # the log's name until the run is complete

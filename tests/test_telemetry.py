@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, harness_env, read_log
+from conftest import REPO, harness_command, harness_env, read_log
 from dlbench import logformats
 from dlbench.collect import aggregate
 from dlbench.report.sections import ReportInputs, telemetry
@@ -189,33 +189,8 @@ def test_a_real_run_records_telemetry_and_is_flagged_under_contention(torch_pyth
     other = subprocess.Popen([sys.executable, "-c", BUSY])  # another process on the machine
     try:
         env = dict(harness_env(), DLBENCH_TELEMETRY_PYTHON=sys.executable)
-        cmd = [
-            str(torch_python),
-            "-m",
-            "dlbench.harness",
-            "--framework",
-            "pytorch",
-            "--model",
-            "resnet50",
-            "--log",
-            str(log),
-            "--topology",
-            "1x1",
-            "--image-size",
-            "32",
-            "--batch-size",
-            "2",
-            "--warmup-steps",
-            "2",
-            "--measured-steps",
-            "20",
-            "--device",
-            "cpu",
-            "--cpus",
-            "1",
-            "--telemetry-ms",
-            "50",
-        ]
+        options = {"topology": "1x1", "image_size": 32, "batch_size": 2, "warmup_steps": 2, "measured_steps": 20}
+        cmd = harness_command(torch_python, log, {**options, "device": "cpu", "cpus": 1, "telemetry_ms": 50})
         result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=REPO)
     finally:
         other.kill()
