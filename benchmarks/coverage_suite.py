@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/coverage_suite.py                    # HEAD, the full suite (CI's command)
     .venv/bin/python benchmarks/coverage_suite.py --rev b4a88c6 -- -m "not slow"
-    .venv/bin/python benchmarks/coverage_suite.py --compare A-lines.json B-lines.json --revs A B   # lost lines
+    .venv/bin/python benchmarks/coverage_suite.py --compare LINES_A LINES_B --revs A B   # modules that lost lines
 
 Every Python process the suite starts counts: pytest's workers, Snakemake, the harness in the framework
 environments, SLURM's jobs. They all run on the interpreter the virtual environments were made from, so for the
@@ -11,8 +11,9 @@ process that has COVERAGE_PROCESS_START set (coverage.py's own subprocess hook) 
 coverage on its path (a framework environment's packages are not touched). It is removed afterwards; the script
 refuses to run where a sitecustomize.py already exists. A process that exits through os._exit (a rank killed by a
 test) or a test that copies the package elsewhere is not counted: the figures are a lower bound, the same way before
-and after. Results: benchmarks/results/coverage_suite-<rev>.json, a row per module (statements, covered lines), and
-the covered line numbers per module in coverage_suite-<rev>-lines.json (for --compare).
+and after. Results: benchmarks/results/coverage_suite-<rev>[-<label>].json, a row per package (statements, covered
+lines), and the covered line numbers per module in benchmarks/results/coverage-lines/<rev>[-<label>].json (for
+--compare).
 """
 
 from __future__ import annotations
@@ -98,21 +99,25 @@ def measure(rev: str, pytest_args: list[str], label: str) -> None:
                         str(data_file.parent)], check=True, env=env)  # fmt: skip
         os.environ["PYTHONPATH"] = str(lib)
         modules = covered_by_module(data_file, source, python)
-    rows = [
-        [name, len(lines["executed"]) + len(lines["missing"]), len(lines["executed"])]
-        for name, lines in sorted(modules.items())
-    ]
+    by_package: dict[str, list[int]] = {}
+    for name, lines in modules.items():
+        package = name.split("/")[0] if "/" in name else "(top level)"
+        totals = by_package.setdefault(package, [0, 0])
+        totals[0] += len(lines["executed"]) + len(lines["missing"])
+        totals[1] += len(lines["executed"])
+    rows: list[list] = [[package, *totals] for package, totals in sorted(by_package.items())]
     statements = sum(row[1] for row in rows)
     covered = sum(row[2] for row in rows)
     rows.append(["all", statements, covered])
     print(f"coverage_suite: {commit}: {covered}/{statements} lines ({covered / statements:.1%}), pytest exit "
           f"{done.returncode} in {seconds:.0f} s")  # fmt: skip
     variant = f"{commit}-{label}" if label else commit
-    lines_file = resultfile.RESULTS / f"coverage_suite-{variant}-lines.json"
+    lines_file = resultfile.RESULTS / "coverage-lines" / f"{variant}.json"  # not a figure: figures.py reads *.json
+    lines_file.parent.mkdir(exist_ok=True)
     lines_file.write_text(json.dumps({name: lines["executed"] for name, lines in sorted(modules.items())}) + "\n")
     record.write(
-        [resultfile.table(f"Lines of workflow/dlbench the suite runs at {commit}", ["module", "statements",
-                                                                                     "covered"], rows)],
+        [resultfile.table(f"Lines of workflow/dlbench the tests run at {commit}, by package", ["package",
+                                                                                     "statements", "covered"], rows)],
         notes=[f"pytest {' '.join(pytest_args) or '(CI: the full suite)'}: exit {done.returncode} in {seconds:.0f} s "
                "(under coverage; not a CI timing)"],
         variant=variant,
