@@ -28,6 +28,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 from dlbench.harness.spec import command_line  # noqa: E402
 from dlbench.venvs import MARKER, env_prefix  # noqa: E402
 
+AVX512_CORE = {"avx512f", "avx512bw", "avx512vl", "avx512dq"}  # what MXNet's oneDNN needs for bfloat16
+
 # The workflow's own default location, so the suite and `snakemake --cores all` share one build.
 VENV_DIR = REPO / ".venvs"
 
@@ -126,6 +128,23 @@ def run_checks(python: Path, imports: str, checks: dict[str, str]) -> dict[str, 
 def run_json(python: Path, code: str, *args: str) -> dict:
     """Run `code` in an environment; the JSON object it prints last."""
     return json.loads(run_python(python, code, *args).strip().splitlines()[-1])
+
+
+def cpu_flags() -> set[str]:
+    """This machine's CPU flags (/proc/cpuinfo)."""
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def running(pid: int) -> bool:
+    """Whether a process still runs (a zombie waiting for its parent to reap it has ended)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def log_lines(path: Path) -> list[dict]:

@@ -28,7 +28,17 @@ from pathlib import Path
 import pytest
 
 import dlbench
-from conftest import REPO, assert_ranks_counted, env_python, ok_or_skip, read_log, run_harness
+from conftest import (
+    AVX512_CORE,
+    REPO,
+    assert_ranks_counted,
+    cpu_flags,
+    env_python,
+    ok_or_skip,
+    read_log,
+    run_harness,
+    running,
+)
 from dlbench.harness import bert
 from dlbench.harness.frameworks import NAMES
 from dlbench.vocabulary.identity import THROUGHPUT_UNITS
@@ -37,23 +47,6 @@ STEPS = ["--warmup-steps", "1", "--measured-steps", "3", "--device", "cpu"]
 RESNET = ["--image-size", "32", "--batch-size", "2", *STEPS]
 BERT = ["--seq-length", "32", "--batch-size", "2", *STEPS]
 PARAMETERS = {"resnet50": 25_557_032, "bert_tiny": bert.parameter_count(bert.CONFIGS["bert_tiny"])}
-AVX512_CORE = {"avx512f", "avx512bw", "avx512vl", "avx512dq"}  # MXNet's oneDNN needs these for bfloat16
-
-
-def cpu_flags() -> set[str]:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("flags"):
-            return set(line.split(":", 1)[1].split())
-    return set()
-
-
-def running(pid: int) -> bool:
-    """Whether a process still runs (a zombie waiting for its parent to reap it has ended)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 Check = Callable[[dict, dict, dict], None]  # (environment, header, summary) of a run: framework-specific asserts

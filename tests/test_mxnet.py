@@ -9,20 +9,21 @@ from pathlib import Path
 import pytest
 
 from conftest import (
+    AVX512_CORE,
+    cpu_flags,
     env_python,
     free_port,
     harness_env,
     read_log,
     run_harness,
     run_two_nodes_by_hand,
+    running,
 )
 
 # The fast tier runs one framework where one is enough (PyTorch's files): this file is the full tier's.
 pytestmark = pytest.mark.slow
 
 TINY = ["--image-size", "32", "--batch-size", "2", "--warmup-steps", "1", "--measured-steps", "3", "--device", "cpu"]
-# what MXNet's oneDNN needs for bfloat16 (avx512_core)
-AVX512_CORE = {"avx512f", "avx512bw", "avx512vl", "avx512dq"}
 
 
 @pytest.fixture(scope="module")
@@ -34,22 +35,6 @@ def run_mx(python: Path, log: Path, *args: str) -> tuple[subprocess.CompletedPro
     result = run_harness(python, log, *args, framework="mxnet", timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     return result, read_log(log)
-
-
-def cpu_flags() -> set[str]:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("flags"):
-            return set(line.split(":", 1)[1].split())
-    return set()
-
-
-def running(pid: int) -> bool:
-    """Whether a process still runs (a zombie waiting for its parent to reap it has ended)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def limited_python(python: Path, tmp_path: Path, kbytes: int) -> Path:
