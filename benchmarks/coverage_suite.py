@@ -28,6 +28,7 @@ import sysconfig
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import resultfile
 
@@ -42,14 +43,12 @@ if os.environ.get("COVERAGE_PROCESS_START"):
 """
 
 
-def covered_by_module(data_file: Path, source: Path, python: Path) -> dict[str, list[int]]:
-    """Covered statements per module (path relative to the package) from a combined data file."""
+def covered_by_module(data_file: Path, source: Path, coverage: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """Covered and missing statements per module (path relative to the package) from a combined data file;
+    `coverage`: the command that runs coverage.py, with `env`."""
     out = data_file.with_suffix(".json")
-    subprocess.run(
-        [str(python), "-m", "coverage", "json", "--data-file", str(data_file), "-o", str(out), "--include",
-         f"{source}/*"],
-        check=True,
-    )  # fmt: skip
+    subprocess.run([*coverage, "json", "--data-file", str(data_file), "-o", str(out), "--include", f"{source}/*"],
+                   check=True, env=env)  # fmt: skip
     files = json.loads(out.read_text())["files"]
     return {
         str(Path(name).relative_to(source)): {"executed": data["executed_lines"], "missing": data["missing_lines"]}
@@ -93,12 +92,10 @@ def measure(rev: str, pytest_args: list[str], label: str) -> None:
         finally:
             hook.unlink()
         seconds = time.perf_counter() - started
-        python = Path(sys.executable)
-        env = dict(os.environ, PYTHONPATH=str(lib))
-        subprocess.run([str(python), "-m", "coverage", "combine", "--quiet", "--data-file", str(data_file),
-                        str(data_file.parent)], check=True, env=env)  # fmt: skip
-        os.environ["PYTHONPATH"] = str(lib)
-        modules = covered_by_module(data_file, source, python)
+        coverage, env = [sys.executable, "-m", "coverage"], dict(os.environ, PYTHONPATH=str(lib))
+        subprocess.run([*coverage, "combine", "--quiet", "--data-file", str(data_file), str(data_file.parent)],
+                       check=True, env=env)  # fmt: skip
+        modules = covered_by_module(data_file, source, coverage, env)
     by_package: dict[str, list[int]] = {}
     for name, lines in modules.items():
         package = name.split("/")[0] if "/" in name else "(top level)"

@@ -14,16 +14,13 @@ import pytest
 from conftest import CASES_DIR, REPO, planned_jobs
 
 CASES = sorted(path.parent.name.removeprefix("config_") for path in CASES_DIR.glob("config_*/config.yaml"))
-# the tests that run a case end to end name it: case_config("<name>") (the basic case: tiny_config())
-RUNS = re.compile(r"""case_config\(\s*["'](\w+)["']|(tiny_config)\(""")
+# the tests that run a case end to end name it: case_config("<name>"), or tiny_config() for the basic case
+NAMED = re.compile(r"""case_config\(\s*["'](\w+)["']""")
 
 
 def cases_run_by_tests() -> set[str]:
-    named = set()
-    for path in (REPO / "tests").glob("test_*.py"):
-        for case, _tiny in RUNS.findall(path.read_text()):
-            named.add(case or "basic")
-    return named
+    texts = [path.read_text() for path in (REPO / "tests").glob("test_*.py")]
+    return {name for text in texts for name in NAMED.findall(text)} | {"basic" for t in texts if "tiny_config(" in t}
 
 
 def test_there_are_cases_and_each_is_run_by_a_test():
