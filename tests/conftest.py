@@ -21,8 +21,8 @@ sys.path.insert(0, str(REPO / "workflow"))
 # The harness gives each rank all its cores, as a benchmark should; the suite runs tests side by side (pytest-xdist)
 # on cores it shares. OpenMP threads that spin while they wait (the runtimes' default) then take the cores the
 # other tests' processes need: two PyTorch BERT-Tiny runs side by side take 66 s spinning and 8.7 s passive on
-# 2 cores (benchmarks/omp_side_by_side.py). Every process the tests start (the harness, Snakemake's jobs, SLURM's jobs) inherits this; the tests
-# assert behaviour, never speed.
+# 2 cores (benchmarks/omp_side_by_side.py). Every process the tests start (the harness, Snakemake's jobs, SLURM's
+# jobs) inherits this; the tests assert behaviour, never speed.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from dlbench.harness.spec import command_line  # noqa: E402
