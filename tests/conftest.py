@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
@@ -42,12 +41,8 @@ def env_python(framework: str) -> Path:
     """Python of a framework's real environment, built (once) by the same code the workflow uses."""
     spec = REPO / "envs" / f"{framework}.yaml"
     prefix = env_prefix(VENV_DIR, spec)
-    VENV_DIR.mkdir(exist_ok=True)
-    # pytest-xdist's workers share .venvs/: one builds, the others wait for it.
-    with open(VENV_DIR / f".{prefix.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (prefix / MARKER).exists():
-            build_env(spec)
+    if not (prefix / MARKER).exists():
+        build_env(spec)  # the builder's lock: one worker (or study) builds, the others wait for it
     assert (prefix / MARKER).exists()
     return prefix / "bin" / "python"
 

@@ -3,6 +3,7 @@ study brings its software, and the shell words run for real."""
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
@@ -115,3 +116,25 @@ def test_a_shell_word_is_one_word_never_run(tmp_path, path):
     assert result.stdout == f"{path}\n"
     assert not (tmp_path / "pwned").exists()
     assert ShellWord(Path(path)).value == str(Path(path))
+
+
+def test_two_builders_of_one_environment_build_it_once(tmp_path):
+    """Studies (and test workers) sharing a venv_dir: the second builder waits for the first and uses its
+    environment, instead of removing it from under the runs that already use it."""
+    spec = tmp_path / "tiny.yaml"
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    spec.write_text(f"name: tiny\ndependencies:\n  - python={version}\n  - pip\n  - pip:\n      - six==1.17.0\n")
+    command = [sys.executable, "-m", "dlbench.venvs", "build", "--spec", str(spec), "--venv-dir", str(tmp_path / "v")]
+    env = dict(os.environ, PYTHONPATH=str(REPO / "workflow"))
+    builders = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    said = sorted(b.communicate(timeout=300)[0].splitlines()[-1] for b in builders)
+    assert [b.returncode for b in builders] == [0, 0]
+    prefix = env_prefix(tmp_path / "v", spec)
+    assert said[0] == f"{prefix} is up to date" and said[1].startswith(f"built {prefix} in "), said
+    assert json.loads((prefix / MARKER).read_text())["requirements"] == ["six==1.17.0"]
+    # Snakemake removes a build job's output (the marker) before it runs: the complete environment is kept
+    (prefix / MARKER).unlink()
+    python_made = (prefix / "bin" / "python").lstat().st_mtime_ns
+    again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=True)
+    assert again.stdout.splitlines()[-1] == f"{prefix} is up to date"
+    assert (prefix / MARKER).exists() and (prefix / "bin" / "python").lstat().st_mtime_ns == python_made

@@ -10,6 +10,8 @@ Runs in the core environment (not inside a framework environment).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import functools
 import hashlib
 import json
@@ -18,13 +20,15 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import yaml
 
 # Bump when the way environments are built changes, so every environment is rebuilt.
 BUILDER_VERSION = "2"
-MARKER = "dlbench-env.json"
+MARKER = "dlbench-env.json"  # the build rule's output: the environment is complete
+COMPLETE = ".dlbench-env-complete.json"  # the same facts, which no rule names (Snakemake never removes it)
 
 
 class EnvSpecError(ValueError):
@@ -163,6 +167,7 @@ def build(spec_path: Path, prefix: Path, find_links: list[str]) -> dict:
         "build_seconds": round(time.time() - started, 1),
     }
     (tmp / MARKER).write_text(json.dumps(marker, indent=2) + "\n")
+    shutil.copyfile(tmp / MARKER, tmp / COMPLETE)
     # Relocating a venv breaks its scripts' shebangs but not `bin/python -m ...`, which is all we use.
     shutil.rmtree(prefix, ignore_errors=True)
     os.rename(tmp, prefix)
@@ -179,11 +184,27 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     prefix = env_prefix(args.venv_dir, args.spec)
     setting = None if args.find_links == "none" else ("pip" if args.find_links == "pip" else args.find_links.split(","))
-    if (prefix / MARKER).exists():
-        print(f"{prefix} is up to date")
-        return
-    marker = build(args.spec, prefix, resolve_find_links(setting))
+    with build_lock(prefix):
+        if (prefix / COMPLETE).exists() and not (prefix / MARKER).exists():
+            # Snakemake removes a job's output before running it: another study sharing this venv_dir may have
+            # removed the marker of an environment whose runs are under way. Complete is complete: keep it.
+            shutil.copyfile(prefix / COMPLETE, prefix / MARKER)
+        if (prefix / MARKER).exists():
+            print(f"{prefix} is up to date")
+            return
+        marker = build(args.spec, prefix, resolve_find_links(setting))
     print(f"built {prefix} in {marker['build_seconds']} s ({len(marker['packages'])} packages)")
+
+
+@contextlib.contextmanager
+def build_lock(prefix: Path) -> Iterator[None]:
+    """Hold `<venv_dir>/.<env>.lock` exclusively: studies (and test workers) sharing a venv_dir build an
+    environment once. Without it a second builder removes the first one's half-built directory, or the
+    environment under runs that already use it, when it renames its own copy into place."""
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    with open(prefix.with_name(f".{prefix.name}.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also when this process is killed
+        yield
 
 
 if __name__ == "__main__":
