@@ -72,7 +72,7 @@ def main() -> None:
 
     threads = len(rank.pin_cores())
     with tempfile.TemporaryDirectory() as tmp:
-        spec = RunSpec(
+        spec = RunSpec.of(
             framework="tensorflow",
             model=args.model,
             nodes=1,

@@ -400,7 +400,7 @@ def measure(args: argparse.Namespace) -> dict:
     """One run: both loops interleaved in this process, then this framework's own GEMM."""
     threads = len(rank.pin_cores())
     with tempfile.TemporaryDirectory() as tmp:
-        spec = RunSpec(
+        spec = RunSpec.of(
             framework=args.framework,
             model=args.model,
             nodes=1,

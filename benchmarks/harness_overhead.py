@@ -40,7 +40,7 @@ def main() -> None:
     args = p.parse_args()
     record = resultfile.Recorder(__file__)
     with tempfile.TemporaryDirectory() as tmp:
-        spec = RunSpec(
+        spec = RunSpec.of(
             framework="pytorch",
             model="resnet50",
             nodes=1,

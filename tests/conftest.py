@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -265,6 +266,24 @@ def snakemake(
     return subprocess.run(
         cmd, capture_output=True, text=True, timeout=timeout, cwd=workdir, env=local_env() | (env or {})
     )
+
+
+def copy_repo(dest: Path) -> Path:
+    """The repository's files (tracked and untracked, not ignored) copied to `dest`, to change or install into
+    without touching this checkout."""
+    listing = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    for name in filter(None, listing.split("\0")):
+        source = REPO / name
+        if source.is_symlink() or source.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name, follow_symlinks=False)
+    return dest
 
 
 def write_config(path: Path, config: dict) -> Path:

@@ -3,16 +3,18 @@ configurations, the ids, the records, the aggregate, the log formats and the rep
 
 from __future__ import annotations
 
-import dataclasses
+import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
+from conftest import copy_repo, snakemake, tiny_config, write_config
 from dlbench.collect import records
 from dlbench.collect.aggregate import BASELINE_KEY, CONFIG_COLUMNS
 from dlbench.collect.references import MATCH_KEYS
-from dlbench.harness.spec import RunSpec, parser
+from dlbench.harness.spec import RunSpec, parser, spec_from_args
 from dlbench.logformats.common import AXIS_LABELS
 from dlbench.plan import study
 from dlbench.report.format import input_label
@@ -41,21 +43,47 @@ def test_the_schema_states_the_registry_s_defaults_and_declares_no_model_axis_it
         assert set(axes.MATRIX) <= set(schema["$defs"][place]["properties"]), place
 
 
-def test_every_model_axis_is_a_typed_field_a_record_column_and_a_report_input():
-    config_fields = {f.name for f in dataclasses.fields(study.Configuration)}
-    spec_fields = {f.name: f for f in dataclasses.fields(RunSpec)}
-    options = {action.dest: action.default for action in parser("t")._actions}
+def test_every_model_axis_is_a_record_column_an_option_and_a_report_input():
+    options = {action.dest: action for action in parser("t")._actions}
     for axis in axes.MODEL_AXES:
-        assert axis.name in spec_fields, f"harness.spec.RunSpec has no field {axis.name}"
-        assert axis.name in records.FIELDS, f"record.schema.yaml has no field {axis.name}"
+        assert axis.name in records.FIELDS, f"the record schema has no column {axis.name}"
         assert axis.name in CONFIG_COLUMNS and axis.name in BASELINE_KEY and axis.name in INPUT_KEYS
         assert axis.name in AXIS_LABELS, "an import's labels may name every model input"
         if axis.matrix:
-            assert axis.name in config_fields, f"study.Configuration has no field {axis.name}"
             assert axis.name in MATCH_KEYS
-            if axis.name != "optimizer":  # the harness's optimizer `auto` is the model's own (a study's: adam)
-                assert options[axis.name] == axis.default, axis.name
-    assert options["image_size"] == axes.DEFAULTS["image_size"]
+        if axis.option:  # the harness takes it; a spec without it reads the registry's default
+            assert options[axis.name].default is None
+            assert getattr(RunSpec.of(**BARE_SPEC), axis.name) == axis.default
+    assert records.FIELDS.index("data") + 1 == records.FIELDS.index(axes.MODEL_AXES[0].name)  # records.csv's order
+
+
+BARE_SPEC = dict(
+    framework="pytorch",
+    model="resnet50",
+    nodes=1,
+    devices_per_node=1,
+    batch_size=2,
+    precision="fp32",
+    compiler=False,
+    data="synthetic",
+    warmup_steps=1,
+    measured_steps=1,
+    repeat=1,
+    config_id="t",
+    log="t.jsonl",
+)
+
+
+def test_a_model_axis_given_reaches_the_spec_and_its_command_line_and_no_other():
+    spec = RunSpec.of(**BARE_SPEC | {"model": "bert_tiny", "seq_length": 64, "optimizer": "lamb"})
+    assert (spec.seq_length, spec.optimizer, spec.grad_clip, spec.optimizer_name) == (64, "lamb", False, "lamb")
+    assert spec_from_args(parser("t").parse_args(spec.to_args())) == spec  # the ranks rebuild the same spec
+    assert spec.as_dict()["seq_length"] == 64 and spec.as_dict()["image_size"] is None
+    assert not spec.foreign_inputs()
+    resnet = RunSpec.of(**BARE_SPEC | {"optimizer": "lamb", "grad_clip": True})
+    assert [a.name for a in resnet.foreign_inputs()] == ["optimizer", "grad_clip"]
+    with pytest.raises(SystemExit):
+        parser("t").parse_args([*spec.to_args(), "--grad-clip", "maybe"])
 
 
 @pytest.mark.parametrize("kind", axes.MODEL_KINDS)
@@ -134,3 +162,56 @@ def test_a_model_axis_given_for_no_model_of_its_kind_is_a_warning_naming_its_kin
     }
     s = study.load_study(config, SCHEMA, REPO / "envs", REPO)
     assert any("matrix.activation_checkpointing: applies to Llama models only" in w for w in s.warnings)
+
+
+# A new axis of ResNet models, declared as the registry declares every axis: the one place a user adds it.
+TOY_AXIS = """    Axis(
+        "toy",
+        1,
+        kinds=frozenset({"resnet"}),
+        option=True,
+        values={"type": "integer", "minimum": 1, "maximum": 9},
+        description="ResNet only: a toy axis of the tests",
+        spell=lambda v: f"toy{v}",
+        read=_prefixed_int("toy"),
+        record=lambda v, _: v,
+        label=lambda v, _: f"toy {v}",
+        legend="toy {}",
+    ),
+"""
+# ... and the backend that reads it: PyTorch's environment line says the value its spec holds.
+TOY_READER = """            "toy": self.spec.toy,
+"""
+
+
+@pytest.mark.slow
+def test_a_toy_axis_declared_once_runs_through_the_workflow_to_the_report(tmp_path, torch_python):
+    """Registered in dlbench.vocabulary.axes (plus the backend that reads it) of a copy of the repository, a new
+    axis is a list of the study's matrix, a part of the run ids, a harness option, a record column and words in
+    the report's table titles."""
+    repo = copy_repo(tmp_path / "repo")
+    registry = repo / "workflow/dlbench/vocabulary/axes.py"
+    text = registry.read_text()
+    anchor = '    Axis("strategy",'
+    registry.write_text(text.replace(anchor, TOY_AXIS + anchor, 1))
+    backend = repo / "workflow/dlbench/harness/backends/pytorch/backend.py"
+    anchor = '            "framework": "pytorch",\n'
+    assert anchor in backend.read_text()
+    backend.write_text(backend.read_text().replace(anchor, anchor + TOY_READER, 1))
+    work = tmp_path / "work"
+    work.mkdir()
+    config = tiny_config(defaults={**tiny_config()["defaults"], "repeats": 1})
+    config["matrix"] |= {"topology": ["1x1"], "toy": [1, 3]}
+    study_file = write_config(work / "study.yaml", config)
+    result = snakemake(work, "--cores", "2", "--configfile", str(study_file), snakefile=repo / "Snakefile")
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    published = work / "results/reports/v1"
+    records = pd.read_csv(published / "records.csv").set_index("toy")
+    assert sorted(records.index) == [1, 3] and set(records["status"]) == {"ok"}
+    for toy, config_id in records["config_id"].items():
+        assert config_id.endswith(f"-toy{toy}") and records.loc[toy, "run_id"] == f"{config_id}/rep1"
+        log = work / "results/runs" / config_id / "rep1.jsonl"
+        env = next(json.loads(line) for line in log.read_text().splitlines() if '"environment"' in line)
+        assert env["toy"] == toy  # the harness option reached the backend
+    page = (published / "index.html").read_text()
+    assert "toy 1" in page and "toy 3" in page

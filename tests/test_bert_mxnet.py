@@ -229,7 +229,7 @@ from dlbench.harness.backends.mxnet import bert as mx_bert
 from dlbench.harness.spec import RunSpec
 
 def backend(**kw):
-    spec = RunSpec(framework="mxnet", model="bert_tiny", nodes=1, devices_per_node=1, batch_size=2,
+    spec = RunSpec.of(framework="mxnet", model="bert_tiny", nodes=1, devices_per_node=1, batch_size=2,
                    precision="fp32", compiler=False, data="synthetic", image_size=224, warmup_steps=1,
                    measured_steps=1, repeat=1, config_id="t", log="unused.jsonl", device="cpu", seq_length=32, **kw)
     b = rank.load_backend(spec, 0, 1, 0, 2)

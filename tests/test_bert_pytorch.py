@@ -253,7 +253,7 @@ from dlbench.harness.backends.pytorch.backend import Backend
 from dlbench.harness.spec import RunSpec, Unsupported
 
 def make_backend(model, **settings):
-    spec = RunSpec(framework="pytorch", model=model, nodes=1, devices_per_node=1, batch_size=2, precision="fp32",
+    spec = RunSpec.of(framework="pytorch", model=model, nodes=1, devices_per_node=1, batch_size=2, precision="fp32",
                    compiler=False, data="synthetic", image_size=32, warmup_steps=0, measured_steps=3, repeat=1,
                    config_id="t", log="/dev/null", device="cpu", seq_length=32, **settings)
     return Backend(spec, rank=0, world=1, local_rank=0, threads=torch.get_num_threads())

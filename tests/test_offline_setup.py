@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import copy_repo
+
 REPO = Path(__file__).resolve().parents[1]
 WHEELHOUSE_SH = REPO / "workflow" / "scripts" / "wheelhouse.sh"
 
@@ -48,23 +50,6 @@ def fill(house: Path, *args: str) -> subprocess.CompletedProcess:
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
     assert "MiB, for Python" in result.stdout
     return result
-
-
-def copy_repo(dest: Path) -> Path:
-    """The repository's files (tracked and untracked, not ignored), so that the real .venv stays untouched."""
-    listing = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    for name in filter(None, listing.split("\0")):
-        source = REPO / name
-        if source.is_symlink() or source.is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, dest / name, follow_symlinks=False)
-    return dest
 
 
 def offline(script: str, cwd: Path) -> subprocess.CompletedProcess:

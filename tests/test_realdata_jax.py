@@ -33,7 +33,7 @@ PIPELINE_FACTS = """
     cpu = jax.devices("cpu")[0]
 
     def spec(model, data_dir, **kw):
-        return RunSpec(framework="jax", model=model, nodes=1, devices_per_node=1, batch_size=4,
+        return RunSpec.of(framework="jax", model=model, nodes=1, devices_per_node=1, batch_size=4,
                        precision="fp32", compiler=False, data="real", image_size=32, warmup_steps=1,
                        measured_steps=3, repeat=1, config_id="x", log="unused.jsonl", device="cpu",
                        data_dir=data_dir, **kw)

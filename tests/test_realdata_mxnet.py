@@ -77,7 +77,7 @@ PIPELINE_FACTS = """
     imagenet, bert_dir, npz = sys.argv[1:4]
 
     def spec(model, data_dir, **kw):
-        return RunSpec(framework="mxnet", model=model, nodes=1, devices_per_node=1, batch_size=4,
+        return RunSpec.of(framework="mxnet", model=model, nodes=1, devices_per_node=1, batch_size=4,
                        precision="fp32", compiler=False, data="real", image_size=32, warmup_steps=1,
                        measured_steps=3, repeat=1, config_id="x", log="unused.jsonl", device="cpu",
                        data_dir=data_dir, **kw)

@@ -60,7 +60,7 @@ def spec(framework: str, **changes) -> RunSpec:
         seed=0,
         device="cuda",  # what the upstream scripts were written for; CPU runs say device="cpu"
     )
-    return RunSpec(**{**values, **FIXED.get(framework, {}), **changes})
+    return RunSpec.of(**{**values, **FIXED.get(framework, {}), **changes})
 
 
 def contains(argv: list[str], part: list[str]) -> bool:

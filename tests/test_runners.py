@@ -50,7 +50,7 @@ def spec(**changes) -> RunSpec:
         config_id="c",
         log="l.jsonl",
     )
-    return RunSpec(**{**values, **changes})
+    return RunSpec.of(**{**values, **changes})
 
 
 def test_render_fills_placeholders_and_flag_groups(tmp_path):

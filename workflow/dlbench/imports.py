@@ -18,16 +18,15 @@ from typing import Any
 
 from . import logformats
 from .collect.records import LogError
+from .vocabulary.axes import MODEL_AXES
 
-# Labels that are whole numbers wherever they come from (a path pattern gives text).
+# Labels that are whole numbers wherever they come from (a path pattern gives text): the integer model axes too.
 INTEGER_LABELS = (
     "batch_size",
     "nodes",
     "devices_per_node",
     "repeat",
-    "image_size",
-    "seq_length",
-    "max_predictions",
+    *(axis.name for axis in MODEL_AXES if (axis.values or {}).get("type") == "integer"),
     "measured_steps",
     "warmup_steps",
 )

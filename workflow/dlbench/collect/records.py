@@ -1,7 +1,8 @@
 """The run record: one row of results/aggregate/records.csv, whatever log format it came from (core environment).
 
-`workflow/schemas/record.schema.yaml` is the record's definition; `complete` gives a parser's dict every field
-(None where unknown) and validates it. The parsers that make records live in dlbench.logformats.
+`workflow/schemas/record.schema.yaml` with the model axes' columns (dlbench.vocabulary.axes) is the record's
+definition; `complete` gives a parser's dict every field (None where unknown) and validates it. The parsers that
+make records live in dlbench.logformats.
 """
 
 from __future__ import annotations
@@ -15,12 +16,15 @@ import fastjsonschema
 import jsonschema
 import yaml
 
-from ..vocabulary.axes import inputs_of
+from ..vocabulary.axes import inputs_of, with_record_axes
 from ..vocabulary.identity import model_kind
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "record.schema.yaml"
 # libyaml's loader where PyYAML has it: the schema is read at every Snakemake start, by every run's parse.
-_SCHEMA: dict[str, Any] = yaml.load(SCHEMA_PATH.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+# The model axes' columns are declared once, in dlbench.vocabulary.axes.
+_SCHEMA: dict[str, Any] = with_record_axes(
+    yaml.load(SCHEMA_PATH.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+)
 FIELDS: list[str] = list(_SCHEMA["properties"])
 
 

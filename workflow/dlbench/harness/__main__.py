@@ -73,7 +73,7 @@ def header(spec: RunSpec, launcher: str, cpus: list[int], shares: list[list[int]
         "schema_version": LOG_SCHEMA_VERSION,
         "run_id": spec.run_id,
         "config_id": spec.config_id,
-        "config": {**spec.__dict__, "topology": spec.topology, "world_size": spec.world_size},
+        "config": {**spec.as_dict(), "topology": spec.topology, "world_size": spec.world_size},
         "started_at": utc_now(),
         "hostname": sysinfo.hostname(),
         "python": sysinfo.python_version(),

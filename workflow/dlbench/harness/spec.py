@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field, fields
+from typing import Any
 
-from ..vocabulary.axes import DEFAULTS as AXIS_DEFAULTS
-from ..vocabulary.axes import default_max_predictions
+from ..vocabulary.axes import BY_NAME, OPTIONS, Axis, default_max_predictions
 from ..vocabulary.identity import (
     BERT_MODELS,
     COMPILER_MODES,
@@ -15,6 +15,7 @@ from ..vocabulary.identity import (
     IdentityError,
     is_bert,
     is_llama,
+    model_kind,
     parse_topology,
     run_id,
 )
@@ -27,7 +28,6 @@ FRAMEWORKS = NAMES  # registered in frameworks.py: a backend package each, backe
 MODELS = (*RESNETS, *BERT_MODELS, *LLAMA_MODELS)
 PRECISIONS = ("fp32", "amp")
 DATA = ("synthetic", "real")  # real: prepared shards under --data-dir (workflow/rules/data.smk)
-OPTIMIZERS = ("auto", "adam", "lamb")  # Llama: auto only (AdamW, harness/llama.py)
 
 # Status of a finished run. Everything but "ok" is a failure that still makes a record.
 STATUSES = ("ok", "oom", "unsupported", "error", "timeout", "failed")
@@ -52,21 +52,20 @@ class RunSpec:
     precision: str
     compiler: bool
     data: str
-    image_size: int
     warmup_steps: int | str  # a number, or "auto": until the step times settle (rank.warmed_up)
     measured_steps: int
     repeat: int
     config_id: str
     log: str
+    # The model axes given as options (axes.OPTIONS, --<name>), by name; read as attributes (spec.seq_length),
+    # at the axis's default where not given. An axis of another model kind given is unsupported (BackendBase).
+    inputs: Mapping[str, Any] = field(default_factory=dict, hash=False)
     device: str = "auto"  # auto | cpu | cuda
     cpus: int = 0  # cores of this node given to the run; 0 = all usable
     timeout_s: float = 0.0  # 0 = none
     seed: int = 0
     max_warmup_steps: int = 200  # warmup_steps auto: the most warm-up steps
-    seq_length: int = AXIS_DEFAULTS["seq_length"]  # BERT and Llama: tokens per sequence
     max_predictions: int = 0  # BERT: masked positions per sequence; 0 = 20 at 128, 80 at 512 (bert.py)
-    grad_clip: bool = False  # BERT: clip gradients by global norm 1.0
-    optimizer: str = "auto"  # auto: SGD with momentum for ResNet-50, Adam with weight decay for BERT
     strategy: str = "auto"  # gradient exchange between ranks (strategies.py); auto: the framework's default
     data_dir: str = ""  # data real: ImageNet shards (train-*, dali_index/) or BERT shards (tfrecord/, hdf5/)
     launcher: str = "auto"  # auto | local | srun
@@ -77,7 +76,33 @@ class RunSpec:
     runner: str = ""  # an external benchmark command to run instead of our ranks (JSON; harness/runner.py)
     memory_limit_gb: float = 0.0  # CPU: address space each rank may add once its framework is loaded; 0 = none
     compiler_mode: str = ""  # compiler on: a torch.compile mode (identity.COMPILER_MODES); "" = the default mode
-    activation_checkpointing: bool = False  # Llama: recompute each decoder layer's activations in the backward
+
+    @classmethod
+    def of(cls, **values: Any) -> RunSpec:
+        """A spec from keyword values, the model axes among them (None: not given)."""
+        inputs = {a.name: values.pop(a.name) for a in OPTIONS if a.name in values}
+        return cls(**values, inputs={k: v for k, v in inputs.items() if v is not None})
+
+    def __getattr__(self, name: str) -> Any:
+        """A model axis's value (only reached for names that are not fields)."""
+        axis = BY_NAME.get(name)
+        if axis is None or not axis.option or name.startswith("__"):
+            raise AttributeError(name)
+        return self.__dict__.get("inputs", {}).get(name, axis.default)
+
+    @property
+    def kind(self) -> str:
+        return model_kind(self.model)
+
+    def foreign_inputs(self) -> list[Axis]:
+        """The model axes given that do not apply to this model's kind."""
+        return [BY_NAME[name] for name in self.inputs if not BY_NAME[name].applies_to(self.kind)]
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every setting by name (the run log header's config): the model axes of this model's kind at their
+        values, those of other kinds None."""
+        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "inputs"}
+        return values | {a.name: getattr(self, a.name) if a.applies_to(self.kind) else None for a in OPTIONS}
 
     @property
     def topology(self) -> str:
@@ -94,10 +119,8 @@ class RunSpec:
 
     @property
     def optimizer_name(self) -> str:
-        """The optimizer `auto` stands for: sgd for ResNet-50, adam for BERT, adamw for Llama."""
-        if self.optimizer != "auto":
-            return self.optimizer
-        return "adam" if is_bert(self.model) else "adamw" if is_llama(self.model) else "sgd"
+        """The optimizer a model trains with: BERT's optimizer axis, sgd for ResNet-50, adamw for Llama."""
+        return str(self.optimizer) if is_bert(self.model) else "adamw" if is_llama(self.model) else "sgd"
 
     @property
     def run_id(self) -> str:
@@ -105,8 +128,9 @@ class RunSpec:
 
     def to_args(self) -> list[str]:
         """Command-line arguments that rebuild this spec (used to start the ranks)."""
-        options = {key: value for key, value in asdict(self).items() if key not in ("nodes", "devices_per_node")}
-        return command_line(options | {"topology": self.topology})
+        options = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("nodes", "devices_per_node")}
+        del options["inputs"]
+        return command_line(options | dict(self.inputs) | {"topology": self.topology})
 
 
 def command_line(options: Mapping[str, object]) -> list[str]:
@@ -133,6 +157,17 @@ def _topology(text: str) -> tuple[int, int]:
         return parse_topology(text)
     except IdentityError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _axis_value(axis: Axis):  # noqa: ANN202 (an argparse type)
+    def read(word: str) -> Any:
+        try:
+            return axis.option_value(word)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    read.__name__ = axis.name  # argparse's error names the type
+    return read
 
 
 def _on_off(text: str) -> bool:
@@ -177,7 +212,6 @@ def parser(prog: str) -> argparse.ArgumentParser:
         help="with --compiler on: a torch.compile mode (PyTorch; other frameworks: unsupported)",
     )
     p.add_argument("--data", choices=DATA, default="synthetic")
-    p.add_argument("--image-size", type=_positive, default=AXIS_DEFAULTS["image_size"])
     p.add_argument("--data-dir", default="", help="data real: the prepared dataset's directory")
     p.add_argument(
         "--warmup-steps",
@@ -195,27 +229,18 @@ def parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--timeout-s", type=float, default=0.0, help="time limit of the run (0: none)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
-        "--seq-length", type=_positive, default=AXIS_DEFAULTS["seq_length"], help="BERT and Llama: tokens per sequence"
-    )
-    p.add_argument(
-        "--activation-checkpointing",
-        type=_on_off,
-        default=False,
-        help="Llama: on|off, recompute each decoder layer's activations in the backward pass",
-    )
-    p.add_argument(
         "--max-predictions",
         type=int,
         default=0,
         help="BERT: masked positions per sequence (0: 20 at 128, 80 at 512, else ceil(0.15 x length))",
     )
-    p.add_argument("--grad-clip", type=_on_off, default=False, help="BERT: clip gradients by global norm 1.0")
-    p.add_argument(
-        "--optimizer",
-        choices=OPTIMIZERS,
-        default="auto",
-        help="auto: SGD with momentum (ResNet-50), Adam with weight decay (BERT); lamb: LAMB (BERT)",
-    )
+    for axis in OPTIONS:  # the model axes: dlbench.vocabulary.axes declares them, their values and defaults
+        p.add_argument(
+            f"--{axis.name.replace('_', '-')}",
+            type=_axis_value(axis),
+            default=None,
+            help=f"{axis.description} (default {_word(axis.default)})",
+        )
     p.add_argument(
         "--strategy",
         default="auto",
@@ -274,4 +299,4 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
     except (ValueError, TypeError) as error:
         raise SystemExit(f"--quality: {error}") from None
     values["nodes"], values["devices_per_node"] = values.pop("topology")
-    return RunSpec(**values)
+    return RunSpec.of(**values)

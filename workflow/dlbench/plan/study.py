@@ -15,6 +15,7 @@ import re
 import shlex
 import shutil
 import sys
+from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -71,10 +72,6 @@ class Configuration:
     compiler: bool | str  # off, on (the default mode) or a torch.compile mode (identity.COMPILER_MODES)
     data: str
     batch_size: int | str  # per device, or "max": the largest that trains, found by a search (identity.MAX)
-    seq_length: int | None  # BERT and Llama
-    grad_clip: bool | None  # BERT only
-    optimizer: str | None  # BERT only (ResNet-50 trains with SGD + momentum, Llama with AdamW)
-    activation_checkpointing: bool | None  # Llama only
     strategy: str  # gradient exchange between ranks: auto or a framework's (harness/strategies.py)
     repeats: int
     warmup_steps: int | str  # a number, or "auto": until the step times settle, at most max_warmup_steps
@@ -86,6 +83,21 @@ class Configuration:
     quality: str = ""  # time_to_quality: its settings as sorted JSON (part of the id but for the budget)
     max_batch_size: int | None = None  # batch_size max: the search's cap
     batch_size_multiple: int = 1  # batch_size max: the search tries multiples of this
+    # The matrix's model axes (MODEL_AXES: seq_length, optimizer, ...) by name, None for those of other model kinds;
+    # read as attributes (c.seq_length).
+    inputs: Mapping[str, Any] = field(default_factory=dict, hash=False)
+
+    @classmethod
+    def of(cls, **values: Any) -> Configuration:
+        """A configuration from its axes and settings, the model axes among them."""
+        inputs = {axis: values.pop(axis) for axis in MODEL_AXES}
+        return cls(**values, inputs=inputs)
+
+    def __getattr__(self, name: str) -> Any:
+        """A model axis's value (only reached for names that are not fields)."""
+        if name not in MODEL_AXES:
+            raise AttributeError(name)
+        return self.__dict__.get("inputs", {}).get(name)
 
     @property
     def is_max(self) -> bool:
@@ -133,7 +145,8 @@ class Configuration:
         return [self.run_log(r) for r in range(1, self.repeats + 1)]
 
     def as_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        """Every axis and setting by name, the model axes among them."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "inputs"} | dict(self.inputs)
 
 
 @dataclass
@@ -692,7 +705,7 @@ def expand(
         if problem:
             problems.append(problem)
             continue
-        configuration = Configuration(**axes, **settings)
+        configuration = Configuration.of(**axes, **settings)
         configurations[configuration.config_id] = configuration
     if problems:
         raise ConfigError("\n".join(sorted(set(problems))))

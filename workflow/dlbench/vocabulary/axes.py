@@ -9,13 +9,14 @@ dlbench.vocabulary.identity), the log formats, the aggregate and the report read
                  optimizer and grad_clip (BERT), activation_checkpointing (Llama)
 
 An axis that does not apply to a model's kind is None for that model everywhere (study, ids, records, report).
-The config schema (workflow/schemas/config.schema.yaml) states the same defaults and allowed values for the
-study's matrix; tests/test_axes.py keeps the two in agreement.
+The config schema (workflow/schemas/config.schema.yaml) states the same defaults for the study's other axes;
+tests/test_axes.py keeps the two in agreement.
 
-Adding an axis of a model kind: one `Axis` in AXES (in the order its part stands in a variant), its field in
-`study.Configuration` and `harness.spec.RunSpec` and the schema's matrix entry; the backend reads it from the
-RunSpec. The ids, the rules' harness options, the records, the aggregate's keys, the log formats' labels, the
-references' match keys and the report's table titles and plot legends follow from the declaration.
+Adding an axis of a model kind: one `Axis` in AXES (in the order its part stands in a variant); the backend reads
+it from the RunSpec (`spec.<name>`). The config schema's matrix, selectors and includes (with_model_axes), the
+study's configurations (`Configuration.inputs`), the ids, the rules' harness options, the harness's option
+(`RunSpec.inputs`), the record schema's column (with_record_axes), the aggregate's keys, the log formats' labels,
+the references' match keys and the report's table titles and plot legends follow from the declaration.
 """
 
 from __future__ import annotations
@@ -62,11 +63,33 @@ class Axis:
     record: Callable[[Any, Mapping[str, Any]], Any] | None = None  # the record's value from a run's settings
     label: Callable[[Any, Mapping[str, Any]], str] | None = None  # a table title's words for a value
     legend: str | None = None  # a plot legend's words for a value ("{}" is the value)
-    values: Mapping[str, Any] | None = None  # a model axis of the matrix: the JSON schema of one value
-    description: str = ""  # ... and what it means, for the config schema (and so the configuration reference)
+    values: Mapping[str, Any] | None = None  # a model axis: the JSON schema of one value (config and record schemas)
+    description: str = ""  # ... and what it means (the config schema, so the configuration reference; the record's)
 
     def applies_to(self, kind: str) -> bool:
         return kind in self.kinds
+
+    def option_value(self, word: str) -> Any:
+        """The value of a harness option's word (--<name>): on|off for a boolean axis, a positive integer for an
+        integer one, else one of its values. ValueError names what was expected."""
+        values = self.values or {}
+        if values.get("type") == "boolean":
+            if word not in ("on", "off"):
+                raise ValueError(f"expected on or off, got {word!r}")
+            return word == "on"
+        if values.get("type") == "integer":
+            if not word.isdigit() or int(word) < 1:
+                raise ValueError(f"expected a positive integer, got {word!r}")
+            return int(word)
+        if word not in values.get("enum", ()):
+            raise ValueError(f"expected one of {', '.join(values.get('enum', ()))}, got {word!r}")
+        return word
+
+    def record_column(self) -> dict[str, Any]:
+        """The record schema's property for this axis: its value's type, or null for the other model kinds."""
+        values = self.values or {}
+        kind = "string" if "enum" in values else values.get("type", "string")
+        return {"description": self.description, "type": [kind, "null"]}
 
     def part(self, values: Mapping[str, Any]) -> str | None:
         """This axis's part of a variant, or None where the variant does not name it."""
@@ -127,6 +150,8 @@ AXES: tuple[Axis, ...] = (
         kinds=frozenset({"resnet"}),
         matrix=False,  # a setting (defaults.image_size, overrides), not a list of the matrix
         option=True,
+        values={"type": "integer", "minimum": 1},
+        description="ResNet: image height and width in pixels",
         spell=lambda v: f"img{v}",
         read=_prefixed_int("img"),
         omit_default=True,
@@ -153,6 +178,8 @@ AXES: tuple[Axis, ...] = (
         None,
         kinds=frozenset({"bert"}),
         matrix=False,  # derived: masked positions per sequence at the sequence length
+        values={"type": "integer", "minimum": 1},
+        description="BERT: masked positions per sequence",
         record=lambda v, values: v or default_max_predictions(values.get("seq_length") or SEQ_LENGTH),
     ),
     Axis(
@@ -193,6 +220,7 @@ MATRIX = tuple(a.name for a in AXES if a.matrix)  # the study's matrix axes (and
 MODEL_AXES = tuple(a for a in AXES if a.kinds != EVERY_KIND)  # the axes of some model kinds only
 INPUTS = tuple(a.name for a in MODEL_AXES)  # their record columns: a configuration's inputs beside its axes
 MODEL_MATRIX = tuple(a.name for a in MODEL_AXES if a.matrix)  # the model axes a study's matrix lists
+OPTIONS = tuple(a for a in MODEL_AXES if a.option)  # the model axes the harness takes as options (--<name>)
 # The parts a variant spells after its first four, in order; reading them back tries the catch-all last.
 SPELLED = tuple(a for a in AXES if a.spell is not None)
 READ_ORDER = (*(a for a in SPELLED if a.name != "optimizer"), BY_NAME["optimizer"])
@@ -208,9 +236,14 @@ def matrix_axes_of_kind(kind: str) -> tuple[str, ...]:
     return tuple(a.name for a in of_kind(kind) if a.matrix)
 
 
+def kinds_in_words(axis: str) -> str:
+    """The model kinds an axis applies to, in words ('BERT and Llama')."""
+    return " and ".join(KIND_NAMES[k] for k in MODEL_KINDS if k in BY_NAME[axis].kinds)
+
+
 def models_in_words(axis: str) -> str:
     """Which models an axis applies to, in words ('BERT and Llama models')."""
-    return " and ".join(KIND_NAMES[k] for k in MODEL_KINDS if k in BY_NAME[axis].kinds) + " models"
+    return kinds_in_words(axis) + " models"
 
 
 def inputs_of(kind: str, values: Mapping[str, Any]) -> dict[str, Any]:
@@ -238,14 +271,23 @@ def with_model_axes(schema: dict[str, Any]) -> dict[str, Any]:
         (defs["include_entry"]["properties"], lambda axis: dict(axis.values or {})),
     )
     for properties, entry in places:
-        added = {axis.name: entry(axis) for axis in MODEL_AXES if axis.values is not None}
-        before = {k: v for k, v in properties.items() if k not in added}
-        properties.clear()
-        for key, value in before.items():
-            if key == "strategy":
-                properties.update(added)
-            properties[key] = value
+        _insert_before_strategy(properties, {axis.name: entry(axis) for axis in MODEL_AXES if axis.matrix})
     return schema
+
+
+def with_record_axes(schema: dict[str, Any]) -> dict[str, Any]:
+    """The record schema with a column per model axis declared here, before `strategy` (records.csv's order)."""
+    _insert_before_strategy(schema["properties"], {axis.name: axis.record_column() for axis in MODEL_AXES})
+    return schema
+
+
+def _insert_before_strategy(properties: dict[str, Any], added: dict[str, Any]) -> None:
+    before = {k: v for k, v in properties.items() if k not in added}
+    properties.clear()
+    for key, value in before.items():
+        if key == "strategy":
+            properties.update(added)
+        properties[key] = value
 
 
 def _matrix_entry(axis: Axis) -> dict[str, Any]:

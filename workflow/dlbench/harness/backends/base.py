@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
+from ...vocabulary.axes import kinds_in_words
 from ...vocabulary.identity import model_kind, throughput_unit
 from ..datasets import InputPipeline
 from ..frameworks import REGISTRY
@@ -71,23 +72,19 @@ class BackendBase(ABC):
         getattr(self, f"setup_{self.kind}")()
 
     def check_model_settings(self) -> None:
-        """The BERT-only settings must not reach ResNet-50, where they would be ignored; a compiler mode only a
-        framework that has it (frameworks.py, `compiler_modes`)."""
+        """A model axis of another kind (BERT's optimizer on ResNet-50) must not reach a model that would ignore
+        it; a compiler mode only a framework that has it (frameworks.py, `compiler_modes`)."""
         framework = REGISTRY[self.spec.framework]
         if self.spec.compiler_mode and not framework.compiler_modes:
             raise Unsupported(
                 f"compiler mode {self.spec.compiler_mode} is torch.compile's; {framework.display_name}'s "
                 f"compiler ({framework.compiler}) is on or off"
             )
-        if self.spec.activation_checkpointing and self.kind != "llama":
-            raise Unsupported("activation_checkpointing is a Llama setting")
-        if self.is_bert:
-            return
-        model, optimizer = ("Llama", "AdamW") if self.kind == "llama" else ("ResNet-50", "SGD and momentum")
-        if self.spec.optimizer != "auto":
-            raise Unsupported(f"optimizer {self.spec.optimizer!r} is a BERT setting; {model} trains with {optimizer}")
-        if self.spec.grad_clip:
-            raise Unsupported(f"grad_clip is a BERT setting; {model} trains without gradient clipping")
+        for axis in self.spec.foreign_inputs():
+            raise Unsupported(
+                f"{axis.name} {self.spec.inputs[axis.name]!r} is a {kinds_in_words(axis.name)} setting; "
+                f"{self.spec.model} does not read it"
+            )
 
     @abstractmethod
     def setup_runtime(self) -> None:
