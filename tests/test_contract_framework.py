@@ -108,6 +108,10 @@ def bert_optimizer(prefix: str, *words: str) -> Check:
 
 def pytorch_two_ranks(env: dict, header: dict, summary: dict) -> None:
     assert len(header["cpu_shares"]) == 2 and len(header["cpu_shares"][0]) == header["threads_per_rank"]
+    # the default strategy, read back from DDP (tests/test_strategies.py: the others)
+    in_effect = env["strategy_in_effect"]
+    assert in_effect["wrapper"] == "DistributedDataParallel" and in_effect["process_group_backend"] == "gloo"
+    assert in_effect["bucket_cap_bytes"] == 25 * 2**20 and in_effect["comm_hook"] is None
 
 
 def tensorflow_resnet(env: dict, header: dict, summary: dict) -> None:
@@ -136,6 +140,12 @@ def mxnet_two_ranks(env: dict, header: dict, summary: dict) -> None:
     """Rank 0 starts ps-lite's scheduler and server; they end with the run."""
     assert [r["threads"] for r in summary["ranks"]] == [len(share) for share in header["cpu_shares"]]
     assert len(env["kvstore_processes"]) == 2 and not [pid for pid in env["kvstore_processes"] if running(pid)]
+    in_effect = env["strategy_in_effect"]  # the default strategy (tests/test_strategies.py: the others)
+    assert (in_effect["kvstore_type"], in_effect["update_on_kvstore"], in_effect["num_workers"]) == (
+        "dist_sync",
+        False,
+        2,
+    )
 
 
 def jax_resnet(env: dict, header: dict, summary: dict) -> None:
@@ -150,7 +160,7 @@ def jax_two_ranks(env: dict, header: dict, summary: dict) -> None:
     """Two processes joined by jax.distributed (Gloo), shard_map with the gradients' pmean."""
     in_effect = env["strategy_in_effect"]
     assert (in_effect["processes"], in_effect["devices"], in_effect["mesh"]) == (2, 2, {"data": 2})
-    assert in_effect["collectives"] == "gloo (CPU)" and "lax.pmean" in in_effect["step"]
+    assert in_effect["collectives"] == "gloo (CPU)" and "lax.pmean in float32" in in_effect["step"]
     assert [r["threads"] for r in summary["ranks"]] == [len(share) for share in header["cpu_shares"]]
 
 

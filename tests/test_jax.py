@@ -14,7 +14,6 @@ import yaml
 
 from conftest import (
     REPO,
-    assert_ranks_counted,
     case_config,
     env_python,
     free_port,
@@ -66,14 +65,6 @@ def test_the_shipped_jax_study_is_the_default_s_shapes_beside_pytorch():
         "jax" not in default["matrix"]["framework"]
         and config["matrix"]["batch_size"] == default["matrix"]["batch_size"]
     )
-
-
-def test_gspmd_strategy_partitions_the_global_step(jax_python, tmp_path):
-    log = tmp_path / "run.jsonl"
-    _, entries = run_jax(jax_python, log, "--topology", "1x2", "--strategy", "gspmd", *TINY)
-    assert_ranks_counted(entries["summary"][-1], ranks=2, batch_size=2, steps=3)
-    in_effect = entries["environment"][0]["strategy_in_effect"]
-    assert "SPMD partitioner" in in_effect["step"] and in_effect["mesh"] == {"data": 2}
 
 
 def test_two_nodes_join_through_the_coordinator(jax_python, tmp_path):

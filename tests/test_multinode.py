@@ -72,16 +72,17 @@ def node_of_jobs(work: Path, rule: str) -> set[str]:
 
 @pytest.fixture(scope="module")
 def multinode_study(two_nodes, torch_python, tmp_path_factory, real_data):
-    """One study for every two-node test: ResNet at 1x1, 1x2 and 2x1 and BERT-Tiny at 2x2 in PyTorch, TensorFlow
-    and MXNet; JAX's ResNet-Tiny at 1x1 and 2x1 and BERT-Tiny at 2x1 (jax.distributed's coordinator on the first
-    node, Gloo between the nodes); and BERT-Tiny 2x1 on real data, its shards prepared by SLURM jobs (two shard
-    groups) from raw text."""
+    """One study for every two-node test: ResNet at 2x1 and BERT-Tiny at 2x2 in PyTorch, TensorFlow and MXNet;
+    PyTorch's ResNet also at 1x1 and 1x2 (the report's speedups and its across-nodes comparison: the same code for
+    every framework; single-node runs of each framework under SLURM are tests/test_slurm.py's); JAX's BERT-Tiny at
+    2x1 (jax.distributed's coordinator on the first node, Gloo between the nodes: the same code for every model);
+    and BERT-Tiny 2x1 on real data, its shards prepared by SLURM jobs (two shard groups) from raw text."""
     work = tmp_path_factory.mktemp("multinode")
     config = tiny_config()
     sample = real_data["bert_sample"]
     config["defaults"].update(repeats=1, measured_steps=MEASURED_STEPS)
     config["matrix"] = {
-        "framework": ["pytorch", "tensorflow"],
+        "framework": ["pytorch"],
         "model": ["resnet_tiny"],
         "topology": ["1x1", "1x2", "2x1"],
         "precision": ["fp32"],
@@ -90,10 +91,9 @@ def multinode_study(two_nodes, torch_python, tmp_path_factory, real_data):
         "batch_size": [2],
     }
     config["include"] = [
-        *({"framework": "mxnet", "model": "resnet50", "topology": t, "batch_size": 2} for t in ("1x1", "1x2", "2x1")),
+        *({"framework": f, "model": RESNET[f], "topology": "2x1", "batch_size": 2} for f in ("tensorflow", "mxnet")),
         *({"framework": f, "model": "bert_tiny", "topology": "2x2", "batch_size": 2} for f in FRAMEWORKS),
         {"framework": "tensorflow", "model": "bert_tiny", "topology": "2x1", "batch_size": 2, "data": "real"},
-        *({"framework": "jax", "model": "resnet_tiny", "topology": t, "batch_size": 2} for t in ("1x1", "2x1")),
         {"framework": "jax", "model": "bert_tiny", "topology": "2x1", "batch_size": 2},
     ]
     config["datasets"] = {
@@ -126,19 +126,18 @@ def summary_of(work: Path, model: str, framework: str, topology: str, data: str 
 def test_jax_two_node_runs_span_both_hosts(multinode_study):
     """A JAX 2x1 run is one process per node joined by jax.distributed: both hosts, every rank's samples."""
     work, _ = multinode_study
-    for model in ("resnet_tiny", "bert_tiny"):
-        summary = summary_of(work, model, "jax", "2x1")
-        assert summary["status"] == "ok", summary.get("error")
-        assert summary["hosts"] == ["dlb-n1", "dlb-n2"] and summary["world_size"] == 2
-        assert [r["host"] for r in sorted(summary["ranks"], key=lambda r: r["rank"])] == ["dlb-n1", "dlb-n2"]
-        assert summary["samples"] == 2 * 2 * MEASURED_STEPS
-    log = next((work / "results/runs/resnet_tiny/jax/2x1").glob("*/rep1.jsonl"))
+    summary = summary_of(work, "bert_tiny", "jax", "2x1")
+    assert summary["status"] == "ok", summary.get("error")
+    assert summary["hosts"] == ["dlb-n1", "dlb-n2"] and summary["world_size"] == 2
+    assert [r["host"] for r in sorted(summary["ranks"], key=lambda r: r["rank"])] == ["dlb-n1", "dlb-n2"]
+    assert summary["samples"] == 2 * 2 * MEASURED_STEPS
+    log = next((work / "results/runs/bert_tiny/jax/2x1").glob("*/rep1.jsonl"))
     env = next(line for line in log_lines(log) if line["type"] == "environment")
     assert env["distributed_backend"] == "jax.distributed (gloo)"
     assert (env["strategy_in_effect"]["processes"], env["strategy_in_effect"]["devices"]) == (2, 2)
     records = pd.read_csv(work / "results/aggregate/records.csv")
     jax = records[records["framework"] == "jax"]
-    assert set(jax["status"]) == {"ok"} and len(jax) == 3
+    assert list(jax["status"]) == ["ok"]
 
 
 @pytest.mark.slow
@@ -196,13 +195,12 @@ def test_report_compares_one_node_with_two(multinode_study):
     work, result = multinode_study
     assert "dlbench: report v1" in result.stdout + result.stderr
     summary = pd.read_csv(work / "results/aggregate/summary.csv")
-    resnet = summary[summary["model"].isin(set(RESNET.values())) & (summary["data"] == "synthetic")]
-    assert set(resnet["topology"]) == {"1x1", "1x2", "2x1"}
+    resnet = summary[(summary["framework"] == "pytorch") & (summary["model"] == "resnet_tiny")]
+    assert sorted(resnet["topology"]) == ["1x1", "1x2", "2x1"]
     assert resnet["speedup"].notna().all() and (resnet.loc[resnet["topology"] == "1x1", "speedup"] == 1).all()
     report = (work / "results/reports/v1/README.md").read_text()
     section = report.split("Across nodes ÷ within one node", 1)[1]
-    for framework in FRAMEWORKS:
-        assert f"{framework} {RESNET[framework]} fp32 bs2, 2 devices" in section
+    assert "pytorch resnet_tiny fp32 bs2, 2 devices" in section
     assert "1x2:" in section and "2x1:" in section
 
 
