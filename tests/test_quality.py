@@ -228,7 +228,7 @@ def test_real_run_with_too_small_a_budget_did_not_converge(learnable, tmp_path):
 BERT_TARGET = 0.10
 BERT_QUALITY = {
     "target": BERT_TARGET,
-    "eval_every_steps": 15,
+    "eval_every_steps": 30,  # one evaluation of the held-out shard (25 s on one core): at the budget's end
     "base_lr": 0.005,
     "warmup_steps": 10,
     "decay": "linear",
@@ -289,7 +289,7 @@ def test_real_bert_run_evaluates_masked_lm_accuracy_on_the_held_out_shard(framew
     record = dlbench_format.parse(log)
     lines = read_log(log)
     evals, quality = lines["eval"], lines["summary"][0]["quality"]
-    assert [e["step"] for e in evals] == [15, 30]
+    assert [e["step"] for e in evals] == [30]
     assert all(e["count"] == facts["predictions"] for e in evals)  # every real masked position of the held-out shard
     # it is learning the token frequencies (an untrained model scores ~1/30,522; measured at step 30: PyTorch and
     # TensorFlow 0.0605, the trivial predictor's score), not yet the target: the budget ends it
@@ -297,7 +297,7 @@ def test_real_bert_run_evaluates_masked_lm_accuracy_on_the_held_out_shard(framew
     assert record["status"] == "failed" and record["converged"] is False and quality["stopped_by"] == "max_steps"
     manifest = json.loads((data / "manifest.json").read_text())  # it trained on the other shard only
     assert quality["train_records"] == manifest["shards"][0]["instances"]
-    assert evals[0]["lr"] == pytest.approx(BERT_QUALITY["base_lr"] * (1 - 4 / 500))  # step 14: linear decay
+    assert evals[0]["lr"] == pytest.approx(BERT_QUALITY["base_lr"] * (1 - 19 / 500))  # step 29: linear decay
     out = mlperf_writer.write_log(log, tmp_path / "rep1.mlperf.log")
     checked = compliance(out, tmp_path)
     assert checked.returncode == 0, checked.stdout + checked.stderr
