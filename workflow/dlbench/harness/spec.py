@@ -58,7 +58,8 @@ class RunSpec:
     config_id: str
     log: str
     # The model axes given as options (axes.OPTIONS, --<name>), by name; read as attributes (spec.seq_length),
-    # at the axis's default where not given. An axis of another model kind given is unsupported (BackendBase).
+    # at the axis's default where not given. A setting of another model kind given is unsupported (BackendBase);
+    # an input shape of another kind (--image-size for BERT) is ignored.
     inputs: Mapping[str, Any] = field(default_factory=dict, hash=False)
     device: str = "auto"  # auto | cpu | cuda
     cpus: int = 0  # cores of this node given to the run; 0 = all usable
@@ -95,8 +96,10 @@ class RunSpec:
         return model_kind(self.model)
 
     def foreign_inputs(self) -> list[Axis]:
-        """The model axes given that do not apply to this model's kind."""
-        return [BY_NAME[name] for name in self.inputs if not BY_NAME[name].applies_to(self.kind)]
+        """The settings given that do not apply to this model's kind (input shapes of other kinds are ignored)."""
+        return [
+            BY_NAME[name] for name in self.inputs if not BY_NAME[name].applies_to(self.kind) and not BY_NAME[name].shape
+        ]
 
     def as_dict(self) -> dict[str, Any]:
         """Every setting by name (the run log header's config): the model axes of this model's kind at their

@@ -60,6 +60,7 @@ class Axis:
     spell: Callable[[Any], str] | None = None  # the variant's part for a value (model axes and strategy)
     read: Callable[[str], Any] | None = None  # a variant part's value, NOT_THIS when the part is another axis's
     omit_default: bool = False  # the variant names it only when not at its default (and it may be absent)
+    shape: bool = False  # an input shape: a model of another kind given it ignores it (a setting is refused there)
     record: Callable[[Any, Mapping[str, Any]], Any] | None = None  # the record's value from a run's settings
     label: Callable[[Any, Mapping[str, Any]], str] | None = None  # a table title's words for a value
     legend: str | None = None  # a plot legend's words for a value ("{}" is the value)
@@ -150,6 +151,7 @@ AXES: tuple[Axis, ...] = (
         kinds=frozenset({"resnet"}),
         matrix=False,  # a setting (defaults.image_size, overrides), not a list of the matrix
         option=True,
+        shape=True,
         values={"type": "integer", "minimum": 1},
         description="ResNet: image height and width in pixels",
         spell=lambda v: f"img{v}",
@@ -164,6 +166,7 @@ AXES: tuple[Axis, ...] = (
         SEQ_LENGTH,
         kinds=frozenset({"bert", "llama"}),
         option=True,
+        shape=True,
         values={"type": "integer", "minimum": 8, "maximum": 131072},
         description="BERT and Llama: tokens per sequence (BERT: 128 with 20 masked positions, 512 with 80, at most "
         "512; Llama: e.g. 2048, 8192)",
