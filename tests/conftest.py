@@ -291,12 +291,19 @@ def write_config(path: Path, config: dict) -> Path:
     return path
 
 
-def planned_jobs(workdir: Path, configfile: Path, snakefile: Path = REPO / "Snakefile") -> list[tuple[str, str]]:
-    """(rule, first output) of every job a dry run would execute."""
-    result = snakemake(workdir, "-n", "--configfile", str(configfile), snakefile=snakefile)
+def planned_jobs(
+    workdir: Path, configfile: Path, *args: str, snakefile: Path = REPO / "Snakefile"
+) -> list[tuple[str, str]]:
+    """(rule, first output) of every job a dry run would execute (`args`: more of Snakemake's options)."""
+    result = snakemake(workdir, "-n", *args, "--configfile", str(configfile), snakefile=snakefile)
     assert result.returncode == 0, result.stdout + result.stderr
+    return jobs_of(result.stdout + result.stderr)
+
+
+def jobs_of(dry_run_output: str) -> list[tuple[str, str]]:
+    """(rule, first output) of every job a dry run printed."""
     jobs, rule = [], None
-    for line in (result.stdout + result.stderr).splitlines():
+    for line in dry_run_output.splitlines():
         if m := re.match(r"^(?:local)?rule (\w+):$", line.strip()):
             rule = m.group(1)
         elif rule and (m := re.match(r"^output: ([^,\s]+)", line.strip())):

@@ -16,7 +16,17 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import REPO, env_python, planned_jobs, read_log, run_env, run_harness, run_tool, snakemake, write_config
+from conftest import (
+    REPO,
+    env_python,
+    jobs_of,
+    read_log,
+    run_env,
+    run_harness,
+    run_tool,
+    snakemake,
+    write_config,
+)
 from dlbench.collect import mlperf_writer
 from dlbench.collect.aggregate import summarise
 from dlbench.logformats import mlperf
@@ -541,13 +551,15 @@ def test_mlperf_study_is_valid_but_for_the_cluster_paths():
 
 def test_workflow_plans_an_mlperf_log_per_time_to_quality_run(tmp_path):
     config = yaml.safe_load(CPU_STUDY.read_text())
-    jobs = planned_jobs(tmp_path, write_config(tmp_path / "study.yaml", config))
+    dry = snakemake(tmp_path, "-n", "-p", "--configfile", str(write_config(tmp_path / "study.yaml", config)))
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    jobs = jobs_of(dry.stdout + dry.stderr)
     logs = sorted(out for rule, out in jobs if rule == "mlperf_log")
     runs = sorted(out for rule, out in jobs if rule == "benchmark_run")
     assert len(runs) == 5 * 3 and logs == sorted(r.replace(".jsonl", ".mlperf.log") for r in runs)
     assert ("sample_imagenet_tree", "resources/sample/imagenet/synsets.txt") in jobs
     # each run of a configuration its own fixed seed; the sample is the learnable one
-    commands = snakemake(tmp_path, "-n", "-p", "--configfile", str(tmp_path / "study.yaml")).stdout
+    commands = dry.stdout
     bs16 = [line for line in commands.splitlines() if "--batch-size 16" in line and "--framework pytorch" in line]
     assert sorted(re.search(r"--seed (\d+)", line).group(1) for line in bs16) == ["0", "1", "2"]
     assert "--photo-per-class --long-side 64 96" in commands
