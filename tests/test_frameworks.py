@@ -115,7 +115,8 @@ def test_the_contract_is_abstract():
     } == BackendBase.__abstractmethods__
 
 
-@pytest.mark.parametrize("name", NAMES)
+# The fast tier imports PyTorch's backend (one framework where one is enough); the full tier every framework's.
+@pytest.mark.parametrize("name", [pytest.param(n, marks=() if n == "pytorch" else pytest.mark.slow) for n in NAMES])
 def test_backend_imports_as_a_concrete_backend_in_its_environment(name):
     facts = run_json(
         env_python(name),
