@@ -270,7 +270,8 @@ def snakemake(
 
 def copy_repo(dest: Path) -> Path:
     """The repository's files (tracked and untracked, not ignored) copied to `dest`, to change or install into
-    without touching this checkout."""
+    without touching this checkout: never its environments, even where `.venv` or `.venvs` is a link that git's
+    ignore rules (written for directories) do not match."""
     listing = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         cwd=REPO,
@@ -280,6 +281,8 @@ def copy_repo(dest: Path) -> Path:
     ).stdout
     for name in filter(None, listing.split("\0")):
         source = REPO / name
+        if name.split("/")[0] in (".venv", ".venvs"):
+            continue
         if source.is_symlink() or source.is_file():
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, dest / name, follow_symlinks=False)
