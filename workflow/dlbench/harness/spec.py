@@ -97,9 +97,8 @@ class RunSpec:
 
     def foreign_inputs(self) -> list[Axis]:
         """The settings given that do not apply to this model's kind (input shapes of other kinds are ignored)."""
-        return [
-            BY_NAME[name] for name in self.inputs if not BY_NAME[name].applies_to(self.kind) and not BY_NAME[name].shape
-        ]
+        given = [BY_NAME[name] for name in self.inputs]
+        return [axis for axis in given if not axis.applies_to(self.kind) and not axis.shape]
 
     def as_dict(self) -> dict[str, Any]:
         """Every setting by name (the run log header's config): the model axes of this model's kind at their
@@ -162,15 +161,12 @@ def _topology(text: str) -> tuple[int, int]:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-def _axis_value(axis: Axis):  # noqa: ANN202 (an argparse type)
-    def read(word: str) -> Any:
-        try:
-            return axis.option_value(word)
-        except ValueError as error:
-            raise argparse.ArgumentTypeError(str(error)) from None
-
-    read.__name__ = axis.name  # argparse's error names the type
-    return read
+def _axis_option(axis: Axis) -> dict[str, Any]:
+    """argparse's type and choices for a model axis's option, from the schema of its values."""
+    values = axis.values or {}
+    kind = values.get("type")
+    parse = _on_off if kind == "boolean" else _positive if kind == "integer" else str
+    return {"type": parse, "choices": values.get("enum")}
 
 
 def _on_off(text: str) -> bool:
@@ -240,7 +236,7 @@ def parser(prog: str) -> argparse.ArgumentParser:
     for axis in OPTIONS:  # the model axes: dlbench.vocabulary.axes declares them, their values and defaults
         p.add_argument(
             f"--{axis.name.replace('_', '-')}",
-            type=_axis_value(axis),
+            **_axis_option(axis),
             default=None,
             help=f"{axis.description} (default {_word(axis.default)})",
         )

@@ -70,22 +70,6 @@ class Axis:
     def applies_to(self, kind: str) -> bool:
         return kind in self.kinds
 
-    def option_value(self, word: str) -> Any:
-        """The value of a harness option's word (--<name>): on|off for a boolean axis, a positive integer for an
-        integer one, else one of its values. ValueError names what was expected."""
-        values = self.values or {}
-        if values.get("type") == "boolean":
-            if word not in ("on", "off"):
-                raise ValueError(f"expected on or off, got {word!r}")
-            return word == "on"
-        if values.get("type") == "integer":
-            if not word.isdigit() or int(word) < 1:
-                raise ValueError(f"expected a positive integer, got {word!r}")
-            return int(word)
-        if word not in values.get("enum", ()):
-            raise ValueError(f"expected one of {', '.join(values.get('enum', ()))}, got {word!r}")
-        return word
-
     def record_column(self) -> dict[str, Any]:
         """The record schema's property for this axis: its value's type, or null for the other model kinds."""
         values = self.values or {}

@@ -80,9 +80,10 @@ class BackendBase(ABC):
                 f"compiler mode {self.spec.compiler_mode} is torch.compile's; {framework.display_name}'s "
                 f"compiler ({framework.compiler}) is on or off"
             )
-        for axis in self.spec.foreign_inputs():
+        if foreign := self.spec.foreign_inputs():
+            name = foreign[0].name
             raise Unsupported(
-                f"{axis.name} {self.spec.inputs[axis.name]!r} is a {kinds_in_words(axis.name)} setting; "
+                f"{name} {self.spec.inputs[name]!r} is a {kinds_in_words(name)} setting; "
                 f"{self.spec.model} does not read it"
             )
 
