@@ -25,7 +25,7 @@ sys.path.insert(0, str(REPO / "workflow"))
 # jobs) inherits this; the tests assert behaviour, never speed.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from dlbench.harness.spec import command_line  # noqa: E402
+from dlbench.harness.spec import RunSpec, command_line  # noqa: E402
 from dlbench.venvs import MARKER, env_prefix  # noqa: E402
 
 AVX512_CORE = {"avx512f", "avx512bw", "avx512vl", "avx512dq"}  # what MXNet's oneDNN needs for bfloat16
@@ -57,6 +57,26 @@ def build_env(spec: Path, venv_dir: Path = VENV_DIR, **run_args) -> None:
 @pytest.fixture(scope="session")
 def torch_python() -> Path:
     return env_python("pytorch")
+
+
+def run_spec(**changes: object) -> RunSpec:
+    """A RunSpec of a small one-rank PyTorch ResNet-50 run, with `changes` (model axes among them)."""
+    values: dict[str, object] = dict(
+        framework="pytorch",
+        model="resnet50",
+        nodes=1,
+        devices_per_node=1,
+        batch_size=2,
+        precision="fp32",
+        compiler=False,
+        data="synthetic",
+        warmup_steps=1,
+        measured_steps=1,
+        repeat=1,
+        config_id="c",
+        log="l.jsonl",
+    )
+    return RunSpec.of(**(values | changes))
 
 
 def harness_command(

@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import copy_repo, snakemake, tiny_config, write_config
+from conftest import copy_repo, run_spec, snakemake, tiny_config, write_config
 from dlbench.collect import records
 from dlbench.collect.aggregate import BASELINE_KEY, CONFIG_COLUMNS
 from dlbench.collect.references import MATCH_KEYS
-from dlbench.harness.spec import RunSpec, parser, spec_from_args
+from dlbench.harness.spec import parser, spec_from_args
 from dlbench.logformats.common import AXIS_LABELS
 from dlbench.plan import study
 from dlbench.report.format import input_label
@@ -53,34 +53,17 @@ def test_every_model_axis_is_a_record_column_an_option_and_a_report_input():
             assert axis.name in MATCH_KEYS
         if axis.option:  # the harness takes it; a spec without it reads the registry's default
             assert options[axis.name].default is None
-            assert getattr(RunSpec.of(**BARE_SPEC), axis.name) == axis.default
+            assert getattr(run_spec(), axis.name) == axis.default
     assert records.FIELDS.index("data") + 1 == records.FIELDS.index(axes.MODEL_AXES[0].name)  # records.csv's order
 
 
-BARE_SPEC = dict(
-    framework="pytorch",
-    model="resnet50",
-    nodes=1,
-    devices_per_node=1,
-    batch_size=2,
-    precision="fp32",
-    compiler=False,
-    data="synthetic",
-    warmup_steps=1,
-    measured_steps=1,
-    repeat=1,
-    config_id="t",
-    log="t.jsonl",
-)
-
-
 def test_a_model_axis_given_reaches_the_spec_and_its_command_line_and_no_other():
-    spec = RunSpec.of(**BARE_SPEC | {"model": "bert_tiny", "seq_length": 64, "optimizer": "lamb"})
+    spec = run_spec(model="bert_tiny", seq_length=64, optimizer="lamb")
     assert (spec.seq_length, spec.optimizer, spec.grad_clip, spec.optimizer_name) == (64, "lamb", False, "lamb")
     assert spec_from_args(parser("t").parse_args(spec.to_args())) == spec  # the ranks rebuild the same spec
     assert spec.as_dict()["seq_length"] == 64 and spec.as_dict()["image_size"] is None
     assert not spec.foreign_inputs()
-    resnet = RunSpec.of(**BARE_SPEC | {"optimizer": "lamb", "grad_clip": True, "seq_length": 64})
+    resnet = run_spec(optimizer="lamb", grad_clip=True, seq_length=64)
     assert [a.name for a in resnet.foreign_inputs()] == ["optimizer", "grad_clip"]  # a shape of BERT's is ignored
     with pytest.raises(SystemExit):
         parser("t").parse_args([*spec.to_args(), "--grad-clip", "maybe"])

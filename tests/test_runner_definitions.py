@@ -15,7 +15,7 @@ import jsonschema
 import pytest
 import yaml
 
-from conftest import REPO, read_log, run_runner
+from conftest import REPO, read_log, run_runner, run_spec
 from dlbench.collect.aggregate import records_frame
 from dlbench.harness import runner
 from dlbench.harness.spec import FRAMEWORKS, RunSpec, Unsupported
@@ -42,25 +42,11 @@ FIXED = {"dle_pytorch_bert": {"optimizer": "lamb", "grad_clip": True}, "dle_tens
 
 
 def spec(framework: str, **changes) -> RunSpec:
-    values = dict(
-        framework=framework,
-        model="resnet50",
-        nodes=1,
-        devices_per_node=8,
-        batch_size=256,
-        precision="amp",
-        compiler=False,
-        data="synthetic",
-        image_size=224,
-        warmup_steps=20,
-        measured_steps=100,
-        repeat=1,
-        config_id="c",
-        log="l.jsonl",
-        seed=0,
-        device="cuda",  # what the upstream scripts were written for; CPU runs say device="cpu"
-    )
-    return RunSpec.of(**{**values, **FIXED.get(framework, {}), **changes})
+    """A shipped script's run: 1x8 at batch 256 in AMP on CUDA (what the upstream scripts were written for; CPU runs
+    say device="cpu"), 224 pixels, DLPerf's 20 + 100 steps."""
+    upstream = dict(devices_per_node=8, batch_size=256, precision="amp", image_size=224, device="cuda")
+    values = {**upstream, "warmup_steps": 20, "measured_steps": 100, **FIXED.get(framework, {}), **changes}
+    return run_spec(framework=framework, **values)
 
 
 def contains(argv: list[str], part: list[str]) -> bool:

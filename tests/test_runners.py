@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_runner
+from conftest import run_runner, run_spec
 from dlbench.harness import runner
 from dlbench.harness.spec import RunSpec, Unsupported
 
@@ -34,23 +34,9 @@ RUNNER = {
 
 
 def spec(**changes) -> RunSpec:
-    values = dict(
-        framework="dle",
-        model="resnet50",
-        nodes=1,
-        devices_per_node=2,
-        batch_size=64,
-        precision="amp",
-        compiler=False,
-        data="synthetic",
-        image_size=224,
-        warmup_steps=20,
-        measured_steps=100,
-        repeat=1,
-        config_id="c",
-        log="l.jsonl",
-    )
-    return RunSpec.of(**{**values, **changes})
+    """The runner's run: 1x2 at batch 64 in AMP, 224 pixels, DLPerf's 20 + 100 steps."""
+    dle = dict(framework="dle", devices_per_node=2, batch_size=64, precision="amp", image_size=224)
+    return run_spec(**{**dle, "warmup_steps": 20, "measured_steps": 100, **changes})
 
 
 def test_render_fills_placeholders_and_flag_groups(tmp_path):
