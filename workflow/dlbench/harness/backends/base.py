@@ -30,7 +30,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 
 from ...vocabulary.axes import kinds_in_words
-from ...vocabulary.identity import model_kind, throughput_unit
+from ...vocabulary.identity import throughput_unit
 from ..datasets import InputPipeline
 from ..frameworks import REGISTRY
 from ..spec import RunSpec, Unsupported, is_bert
@@ -55,7 +55,7 @@ class BackendBase(ABC):
         self.spec, self.rank, self.world, self.local_rank = spec, rank, world, local_rank
         self.threads = threads
         self.is_bert = is_bert(spec.model)  # BERT pretraining, else ResNet-50 (or Llama: self.kind)
-        self.kind = model_kind(spec.model)  # resnet, bert or llama: which setup_<kind> and <kind>_step run
+        self.kind = spec.kind  # resnet, bert or llama: which setup_<kind> and <kind>_step run
         self.pipeline: InputPipeline | None = None  # data real: the input pipeline, built by setup()
 
     @property
