@@ -81,7 +81,7 @@ def main() -> None:
                 "CI's stages and the test tiers on a fresh clone", ["step", "seconds", "result", "target"], rows
             )
         ],
-        notes=["pytest runs on two pytest-xdist workers (pyproject.toml); the framework environments are prebuilt"],
+        notes=["pytest runs on pyproject.toml's pytest-xdist workers (three); the framework environments are prebuilt"],
     )
 
 

@@ -441,7 +441,7 @@ def external_logs() -> Path:
     return EXTERNAL_LOGS
 
 
-# pytest-xdist (two workers, pyproject.toml's addopts) hands out the tests a group at a time, each group's tests in
+# pytest-xdist (three workers, pyproject.toml's addopts) hands out the tests a group at a time, each group's tests in
 # order on one worker: a test file is a group, so its module-scoped fixtures are built once; the files that start
 # the machine-wide SLURM test cluster (slurm-local.sh's daemons and namespaces) are one group, so that never two
 # clusters run at once. That group is the longest in time and goes first.
