@@ -7,8 +7,12 @@ environment's own interpreter (.venvs/<framework>-*/bin/python, one process each
 PyTorch, TensorFlow and MXNet; the machine peak is the highest of them. Every framework's MFU (frameworks.py) is
 that one peak's share, so two frameworks at the same achieved FLOP/s read the same MFU; each framework's own
 GEMM stays a diagnostic. On a GPU, give frameworks.py the device's specification (--peak-gflops) instead.
-Writes benchmarks/results/machine_peak.json. This file's measuring part imports only the standard library, numpy
-and the framework (`--library`), since it runs in the framework environments too.
+
+One peak per CPU model: writes benchmarks/results/machine_peak-<cpu>.json, which every benchmark on that CPU reads
+(frameworks.py runs this script itself where its CPU has none). It refuses to measure on a busy machine (more than
+QUIET of the CPU time used over 2 s before it starts): a peak read low makes every MFU against it read high.
+This file's measuring part imports only the standard library, numpy and the framework (`--library`), since it runs
+in the framework environments too.
 """
 
 from __future__ import annotations
@@ -24,10 +28,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from resultfile import REPO, Recorder, machine, table  # noqa: E402
+from resultfile import REPO, RESULTS, Recorder, busy_fraction, load1, machine, slug, table  # noqa: E402
 
-PEAK_FILE = HERE / "results" / "machine_peak.json"
 FRAMEWORKS = ("pytorch", "tensorflow", "mxnet")
+QUIET = 0.10  # the share of the CPU time other processes may use while the peak is measured
 
 
 def _timed(product: Callable[[], None], n: int, repeats: int) -> float:
@@ -101,14 +105,30 @@ def env_python(framework: str) -> Path | None:
     return found[0] if found else None
 
 
-def read_peak(path: Path = PEAK_FILE) -> dict | None:
-    """{"gflops", "library", "n", "cpu"} of the results file, or None without one."""
+def peak_file(cpu: str) -> Path:
+    """The results file of `cpu`'s peak (its variant is the CPU model)."""
+    return RESULTS / f"machine_peak-{slug(cpu)}.json"
+
+
+def read_peak(cpu: str) -> dict | None:
+    """{"gflops", "library", "cpu", "date"} of this CPU model's results file, or None without one."""
+    path = peak_file(cpu)
     if not path.exists():
         return None
     result = json.loads(path.read_text())
-    rows = result["tables"][0]["rows"]
-    best = max(rows, key=lambda r: r[1])
+    if result["machine"]["cpu"] != cpu:  # two models with one slug: never another CPU's peak
+        return None
+    best = max(result["tables"][0]["rows"], key=lambda r: r[1])
     return {"gflops": best[1], "library": best[0], "cpu": result["machine"]["cpu"], "date": result["date"]}
+
+
+def refuse_if_busy() -> None:
+    busy = busy_fraction()
+    if busy is not None and busy > QUIET:
+        raise SystemExit(
+            f"machine_peak: the machine is busy ({busy:.0%} of its CPU time used over 2 s, 1-min load {load1()}): "
+            "a peak measured now reads low, and every MFU against it high; run it again when the machine is quiet"
+        )
 
 
 def main() -> None:
@@ -121,6 +141,7 @@ def main() -> None:
     if args.library:
         print(json.dumps({"gflops": best_of(args.library, args.n, args.repeats, threads) / 1e9}))
         return
+    refuse_if_busy()
     record = Recorder(__file__)
     rows = []
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
@@ -155,6 +176,7 @@ def main() -> None:
             f"machine peak: {best[1]} GFLOP/s ({best[0]}); frameworks.py's MFU is against it",
             "fp32 only: frameworks.py measures fp32 training; a bf16 (AMP) MFU needs the bf16 peak",
         ],
+        variant=slug(machine()["cpu"]),
     )
 
 

@@ -22,21 +22,19 @@ from collections.abc import Callable
 BIMODAL_GAP = 0.20  # a machine's round-to-round noise here is ~±5%; two levels 20% apart are not that noise
 
 
-def interleaved(
-    rounds: int, first: Callable[[], float], second: Callable[[], float], warmup: int = 0
-) -> tuple[list[float], list[float]]:
-    """ABBA: round i runs first, second (i even) or second, first (i odd), so drift of the machine hits both.
-    `warmup` untimed rounds of each first: both loops start the timed rounds equally warm."""
+def interleaved(rounds: int, *loops: Callable[[], float], warmup: int = 0) -> list[list[float]]:
+    """Each loop's rounds, interleaved: round i runs the loops in order (i even) or reversed (i odd), ABBA for two
+    and ABCCBA for three, so that drift of the machine hits every loop alike. `warmup` untimed rounds of each
+    first: all loops start the timed rounds equally warm."""
     for _ in range(warmup):
-        first()
-        second()
-    a: list[float] = []
-    b: list[float] = []
+        for run in loops:
+            run()
+    values: list[list[float]] = [[] for _ in loops]
+    order = list(range(len(loops)))
     for i in range(rounds):
-        pair = ((a, first), (b, second))
-        for values, run in pair if i % 2 == 0 else pair[::-1]:
-            values.append(run())
-    return a, b
+        for index in order if i % 2 == 0 else order[::-1]:
+            values[index].append(loops[index]())
+    return values
 
 
 def modes(values: list[float], gap: float = BIMODAL_GAP) -> tuple[list[float], list[float]] | None:
@@ -106,6 +104,49 @@ def paired(
         "UNSTABLE: per-round ratios bimodal, no comparison" if loops[2]["bimodal"] else ratio_verdict(ratios, target)
     )
     return loops, verdict
+
+
+def parity(
+    baseline_name: str, baseline: list[float], name: str, values: list[float], again: list[float], target: float
+) -> tuple[list[dict], str, dict]:
+    """A comparison beside its noise floor: `again` is a second baseline loop interleaved with the two (A/A), so
+    baseline-again ÷ baseline shows what identical loops read in this sitting. Meets the target when the median of
+    per-round candidate ÷ baseline is at least `target` and no lower than the A/A ratios' interval (a reading
+    inside the noise floor is no evidence of a bias, one below it is). Returns the five summaries (baseline,
+    candidate, A/A loop, the two ratios), the verdict, and its figures."""
+    ratios = [v / b for v, b in zip(values, baseline, strict=True)]
+    same = [v / b for v, b in zip(again, baseline, strict=True)]
+    loops = [
+        summary(baseline_name, baseline),
+        summary(name, values),
+        summary(f"{baseline_name} (A/A)", again),
+        summary(f"{name} ÷ {baseline_name}", ratios),
+        summary(f"A/A: {baseline_name} ÷ {baseline_name}", same),
+    ]
+    median, (low, high) = statistics.median(ratios), median_interval(ratios)
+    aa_median, (aa_low, aa_high) = statistics.median(same), median_interval(same)
+    figures = {
+        "ratio": median,
+        "interval": [low, high],
+        "aa_ratio": aa_median,
+        "aa_interval": [aa_low, aa_high],
+        "met": median >= target and median >= aa_low and not loops[3]["bimodal"],
+    }
+    reading = (
+        f"{name} ÷ {baseline_name} {median:.3f} [{low:.3f}–{high:.3f}], "
+        f"A/A {aa_median:.3f} [{aa_low:.3f}–{aa_high:.3f}]"
+    )
+    if loops[3]["bimodal"] or loops[4]["bimodal"]:
+        verdict = f"UNSTABLE: per-round ratios bimodal, no comparison ({reading})"
+    elif figures["met"]:
+        verdict = f"{reading}: at target (median >= {target:.2f} and >= the A/A interval's low end)"
+    elif median >= aa_low:
+        verdict = f"{reading}: below target >= {target:.2f}, within the noise floor (A/A interval)"
+    else:
+        verdict = (
+            f"{reading}: below target >= {target:.2f} and below the noise floor: a bias of {1 - median / aa_median:.1%}"
+        )
+    return loops, verdict, figures
 
 
 def columns(first: str, unit: str) -> list[str]:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from conftest import REPO
 
@@ -121,3 +124,64 @@ def test_two_levels_of_rounds_are_flagged_bimodal():
         "per round",
     ]
     assert rounds.line(loops[2], 12) == "ours ÷ plain median    2.000  rounds 2–2: " + ", ".join(["2.000"] * 6)
+
+
+def test_a_parity_reads_against_its_a_a_pair():
+    """Three loops interleave ABCCBA; a harness ÷ plain ratio meets its target only at or above it and not below
+    the A/A pair's interval, and one below the A/A interval is named a bias."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import rounds
+
+    order = []
+    rounds.interleaved(2, *(lambda name=name: order.append(name) or 1.0 for name in "abc"))
+    assert order == ["a", "b", "c", "c", "b", "a"]
+    plain = [100.0, 102.0, 98.0, 101.0, 99.0, 100.0, 103.0, 97.0]
+    again = [p * f for p, f in zip(plain, [1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 1.01, 0.99], strict=True)]
+    level = [p * 1.01 for p in plain]
+    loops, verdict, figures = rounds.parity("plain", plain, "harness", level, again, 1.0)
+    assert (
+        figures["met"]
+        and "at target" in verdict
+        and [loop["name"] for loop in loops][2:]
+        == [
+            "plain (A/A)",
+            "harness ÷ plain",
+            "A/A: plain ÷ plain",
+        ]
+    )
+    assert figures["aa_interval"][0] <= figures["aa_ratio"] <= figures["aa_interval"][1]
+    low = [p * 0.99 for p in plain]  # 1% low, inside an A/A spread of ±2%: not evidence of a bias
+    _, verdict, figures = rounds.parity("plain", plain, "harness", low, again, 1.0)
+    assert not figures["met"] and "within the noise floor" in verdict
+    steady = [p * 1.0 for p in plain]
+    _, verdict, figures = rounds.parity("plain", plain, "harness", [p * 0.95 for p in plain], steady, 1.0)
+    assert not figures["met"] and "below the noise floor: a bias of 5.0%" in verdict
+
+
+def test_machine_peak_is_one_per_cpu_model_and_refused_on_a_busy_machine(tmp_path, monkeypatch):
+    monkeypatch.setenv("DLBENCH_BENCH_RESULTS", str(tmp_path))
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    for name in ("resultfile", "machine_peak"):
+        sys.modules.pop(name, None)
+    import machine_peak
+    import resultfile
+
+    cpu = resultfile.machine()["cpu"]
+    assert machine_peak.read_peak(cpu) is None
+    monkeypatch.setattr(sys, "argv", [str(REPO / "benchmarks" / "machine_peak.py")])
+    resultfile.Recorder("machine_peak.py").write(
+        [resultfile.table("t", ["library", "GFLOP/s"], [["numpy", 90.5], ["pytorch", 120.25]])],
+        variant=resultfile.slug(cpu),
+    )
+    assert machine_peak.peak_file(cpu).exists() and machine_peak.peak_file(cpu).name.startswith("machine_peak-")
+    assert machine_peak.read_peak(cpu)["gflops"] == 120.25 and machine_peak.read_peak(cpu)["library"] == "pytorch"
+    assert machine_peak.read_peak("Another CPU (family 1 model 1)") is None
+    # a real busy machine: two processes spinning on this machine's cores while the peak would be measured
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
+    try:
+        with pytest.raises(SystemExit, match="the machine is busy"):
+            machine_peak.refuse_if_busy()
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()

@@ -2,7 +2,9 @@
 
 Timing, shared by every framework: warm-up steps (not timed), a barrier, then the measured steps
 with the device synchronised at both ends. Each measured step's duration is the gap between
-consecutive step-end timestamps, so the durations add up exactly to the measured wall time and
+consecutive step-end marks of the backend's step clock (the host's clock; on CUDA, events in the stream, read
+after the window), the last step taking the rest of the window, so the durations add up exactly to the measured
+wall time and
    throughput = batch size per device x ranks x measured steps / measured wall time
 (Llama: x seq_length, in tokens/s).
 Rank 0 writes the log; every rank reports a failure to its own file for the supervisor.
@@ -218,20 +220,23 @@ def run(
     # lives, so that a collection the steps trigger scans only their own objects.
     gc.collect()
     gc.freeze()
+    clock = backend.step_clock(spec.measured_steps)
     measure_start = time.time()
     start = time.perf_counter()
-    ends = []
+    clock.start()
     for _ in range(spec.measured_steps):
         backend.step()  # no host synchronisation between measured steps
-        ends.append(time.perf_counter())
+        clock.mark()
     backend.sync()
     backend.barrier()
     end = time.perf_counter()
     measure_end = time.time()
     gc.unfreeze()
-    ends[-1] = end  # the last step ends when every rank's device has finished
-    durations = [b - a for a, b in zip([start, *ends[:-1]], ends, strict=True)]
     elapsed = end - start
+    durations = clock.durations()
+    # The last step ends when every rank's device has finished: it takes the rest of the window, so that the
+    # durations add up to the measured wall time.
+    durations[-1] += elapsed - sum(durations)
     loss = backend.loss()
     ranks = backend.all_gather(rank_facts(backend, rank, elapsed, limits or {}))
     if log is not None:

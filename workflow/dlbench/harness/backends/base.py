@@ -11,7 +11,8 @@ drives it, in this order, on every rank:
                                                                  # (with settings_in_effect() as `settings`)
     warm-up:   backend.step(); backend.loss()                    # each step timed alone (loss() waits for it)
     backend.sync(); backend.barrier()
-    measured:  backend.step() x measured_steps                   # timed back to back, no host synchronisation
+    clock = backend.step_clock(measured_steps)                   # made before the window
+    measured:  backend.step(); clock.mark() x measured_steps     # timed back to back, no host synchronisation
     backend.sync(); backend.barrier()                            # the last step ends when every rank is done
     backend.loss(); backend.all_gather({... device_name(), threads, peak_memory_bytes() ...})
     time to quality (--quality, harness/quality.py) instead of warm-up and measured steps:
@@ -27,6 +28,7 @@ the input pipeline's next batch, so reading, decoding and augmenting count.
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 
 from ...vocabulary.axes import kinds_in_words
@@ -34,6 +36,23 @@ from ...vocabulary.identity import throughput_unit
 from ..datasets import InputPipeline
 from ..frameworks import REGISTRY
 from ..spec import RunSpec, Unsupported, is_bert
+
+
+class StepClock:
+    """The measured steps' boundaries, marked without waiting for the device and read after the window: start()
+    before the first step, mark() after each; durations() the gaps in seconds, one per step."""
+
+    def __init__(self) -> None:
+        self.marks: list[float] = []
+
+    def start(self) -> None:
+        self.marks = [time.perf_counter()]
+
+    def mark(self) -> None:
+        self.marks.append(time.perf_counter())
+
+    def durations(self) -> list[float]:
+        return [b - a for a, b in zip(self.marks, self.marks[1:], strict=False)]
 
 
 class BackendBase(ABC):
@@ -140,6 +159,12 @@ class BackendBase(ABC):
     @abstractmethod
     def barrier(self) -> None:
         """Return once every rank has reached it (nothing to do with one rank)."""
+
+    def step_clock(self, steps: int) -> StepClock:
+        """What marks the end of each of `steps` measured steps: the host's clock here (a step is timed by when the
+        host finished queuing it, which on a CPU is when it ran). A device that runs steps asynchronously gives a
+        clock of its own (PyTorch on CUDA: events in the stream), read only after the window."""
+        return StepClock()
 
     @abstractmethod
     def all_gather(self, obj: dict) -> list[dict]:

@@ -430,6 +430,8 @@ class Backend(BackendBase):
             "backend_version": jax.extend.backend.get_backend().platform_version if hasattr(jax, "extend") else None,
             "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
             "XLA_FLAGS": os.environ.get("XLA_FLAGS"),
+            # a persistent cache spares a repeat its compiles (warm-up, never the measured steps)
+            "compilation_cache": jax.config.jax_compilation_cache_dir,
             "jit": "whole step, donated state",
             "compute_dtype": jnp.dtype(self.dtype).name,
             "memory_format": None if self.is_bert else "NHWC",

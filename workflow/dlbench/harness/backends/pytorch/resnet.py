@@ -39,7 +39,8 @@ class Bottleneck(nn.Module):
         out = self.relu(self.bn1(self.conv1(x)))
         out = self.relu(self.bn2(self.conv2(out)))
         out = self.bn3(self.conv3(out))
-        return self.relu(out + identity)
+        out += identity  # in place, as torchvision: BatchNorm's backward needs its input, not this output
+        return self.relu(out)
 
 
 class ResNet50(nn.Module):
