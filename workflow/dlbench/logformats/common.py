@@ -4,7 +4,7 @@ Not a format itself (FORMATS does not list it). An external log says only part o
 import's `labels` say the rest, and win where both speak (they are the study's own names for things):
 
     framework, model, topology, batch_size (per device), precision, compiler, data,      record fields
-    a model's inputs (dlbench.vocabulary.axes: image_size, seq_length, ...), strategy,
+    a model's inputs (the model axes of dlbench.vocabulary.axes), strategy,
     repeat, device_name, framework_version
     variant, config_id, run_id, run_set                                                 identity
 

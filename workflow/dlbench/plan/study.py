@@ -29,8 +29,8 @@ from ..harness import runner as runner_module
 from ..harness import strategies as strategy_registry
 from ..harness.spec import FRAMEWORKS
 from ..vocabulary import identity
+from ..vocabulary.axes import BY_NAME, MATRIX, MODEL_MATRIX, matrix_axes_of_kind, models_in_words, with_model_axes
 from ..vocabulary.axes import DEFAULTS as AXIS_DEFAULTS
-from ..vocabulary.axes import MATRIX, MODEL_MATRIX, matrix_axes_of_kind, models_in_words, with_model_axes
 from ..vocabulary.identity import PUBLISHED_MANIFEST, REPORTS_DIR, is_bert, is_llama
 from .config_errors import ConfigError, schema_problems
 
@@ -83,8 +83,8 @@ class Configuration:
     quality: str = ""  # time_to_quality: its settings as sorted JSON (part of the id but for the budget)
     max_batch_size: int | None = None  # batch_size max: the search's cap
     batch_size_multiple: int = 1  # batch_size max: the search tries multiples of this
-    # The matrix's model axes (MODEL_AXES: seq_length, optimizer, ...) by name, None for those of other model kinds;
-    # read as attributes (c.seq_length).
+    # The matrix's model axes (MODEL_AXES, declared in dlbench.vocabulary.axes) by name, None for those of other
+    # model kinds; read as attributes (c.<axis>).
     inputs: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
     @classmethod
@@ -346,20 +346,24 @@ def _include_axes(entry: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
-BERT_MAX_SEQ_LENGTH = 512  # BERT's position embeddings (harness/bert.py); Llama's rotary positions have no limit
-
-
-def _check_seq_lengths(config: dict[str, Any]) -> list[str]:
-    """A study of BERT models only cannot ask for sequences longer than BERT's position embeddings (the schema
-    allows Llama's lengths; where the matrix has Llama models too, BERT's longer cells record `unsupported`)."""
-    models = config["matrix"]["model"]
-    if not any(is_bert(m) for m in models) or any(is_llama(m) for m in models):
-        return []
-    return [
-        f"matrix.seq_length[{i}]: {length} is more than BERT's {BERT_MAX_SEQ_LENGTH} position embeddings"
-        for i, length in enumerate(config["matrix"]["seq_length"])
-        if length > BERT_MAX_SEQ_LENGTH
-    ]
+def _check_axis_limits(config: dict[str, Any]) -> list[str]:
+    """A study whose models are all of kinds that limit a model axis (axes.Axis.limits: BERT's sequence length)
+    cannot ask for more (the schema allows every kind's values; where the matrix has a model without the limit
+    too, its cells beyond the limit record `unsupported`)."""
+    kinds = {identity.model_kind(m) for m in config["matrix"]["model"]}
+    errors = []
+    for axis in (BY_NAME[name] for name in MODEL_MATRIX):
+        applying = [kind for kind in kinds if axis.applies_to(kind)]
+        if not axis.limits or not applying or any(k not in axis.limits for k in applying):
+            continue
+        for kind in applying:
+            limit, why = axis.limits[kind]
+            errors += [
+                f"matrix.{axis.name}[{i}]: {value} is more than {why}"
+                for i, value in enumerate(config["matrix"][axis.name])
+                if value > limit
+            ]
+    return errors
 
 
 def _check_includes(config: dict[str, Any], warnings: list[str]) -> list[str]:
@@ -770,7 +774,7 @@ def load_study(config: dict[str, Any], schema_path: Path, envs_dir: Path, base_d
     problems = (
         _check_report_version(validated, base_dir)
         + _check_dataset_settings(validated)
-        + _check_seq_lengths(validated)
+        + _check_axis_limits(validated)
         + _check_includes(validated, warnings)
     )
     try:

@@ -65,6 +65,9 @@ class Axis:
     label: Callable[[Any, Mapping[str, Any]], str] | None = None  # a table title's words for a value
     legend: str | None = None  # a plot legend's words for a value ("{}" is the value)
     values: Mapping[str, Any] | None = None  # a model axis: the JSON schema of one value (config and record schemas)
+    # a model kind's largest value and why ({"bert": (512, "BERT's 512 position embeddings")}): a study of such
+    # models only that asks for more is refused; the schema's `values` allow every kind's
+    limits: Mapping[str, tuple[int, str]] | None = None
     description: str = ""  # ... and what it means (the config schema, so the configuration reference; the record's)
 
     def applies_to(self, kind: str) -> bool:
@@ -152,6 +155,7 @@ AXES: tuple[Axis, ...] = (
         option=True,
         shape=True,
         values={"type": "integer", "minimum": 8, "maximum": 131072},
+        limits={"bert": (512, "BERT's 512 position embeddings")},  # harness/bert.py; Llama's rotary ones: none
         description="BERT and Llama: tokens per sequence (BERT: 128 with 20 masked positions, 512 with 80, at most "
         "512; Llama: e.g. 2048, 8192)",
         spell=lambda v: f"seq{v}",
