@@ -138,15 +138,17 @@ def supervised(args: argparse.Namespace, record: resultfile.Recorder) -> None:
         alone, with_supervisor = rounds.interleaved(
             args.pairs,
             lambda: one("dlbench.harness.rank"),
-            lambda: one("dlbench.harness", "--telemetry-ms", str(TELEMETRY_MS)),
+            lambda: one("dlbench.harness", "--telemetry-ms", str(args.telemetry_ms)),
         )
     loops, verdict = rounds.paired("rank alone", alone, "supervised", with_supervisor, SUPERVISED_TARGET)
     title = (
-        f"{args.framework} {args.model}: `python -m dlbench.harness` (supervisor, guard, sampler at {TELEMETRY_MS} ms) "
+        f"{args.framework} {args.model}: `python -m dlbench.harness` (supervisor, guard, "
+        f"{f'sampler at {args.telemetry_ms} ms' if args.telemetry_ms else 'no sampler'}) "
         f"÷ `python -m dlbench.harness.rank` alone, {args.pairs} fresh-process pairs ABBA, "
         f"{args.warmup} warm-up + {args.steps} measured steps each"
     )
-    report(title, loops, verdict, None, "throughput", record, f"{args.framework}-{args.model}-supervised")
+    sampler = "" if args.telemetry_ms == TELEMETRY_MS else f"-sampler{args.telemetry_ms}"
+    report(title, loops, verdict, None, "throughput", record, f"{args.framework}-{args.model}-supervised{sampler}")
 
 
 def core_python() -> Path:
@@ -188,6 +190,9 @@ def main() -> None:
     p.add_argument("--supervised", action="store_true", help="the supervisor's cost around a rank, fresh processes")
     p.add_argument("--pairs", type=int, default=8, help="--supervised: fresh-process pairs")
     p.add_argument("--warmup", type=int, default=5, help="--supervised: warm-up steps of each run")
+    p.add_argument(
+        "--telemetry-ms", type=int, default=TELEMETRY_MS, help="--supervised: the sampler's interval (0: no sampler)"
+    )
     args = p.parse_args()
     record = resultfile.Recorder(__file__)
     (supervised if args.supervised else in_process)(args, record)

@@ -139,12 +139,12 @@ def parity(
     if loops[3]["bimodal"] or loops[4]["bimodal"]:
         verdict = f"UNSTABLE: per-round ratios bimodal, no comparison ({reading})"
     elif figures["met"]:
-        verdict = f"{reading}: at target (median >= {target:.2f} and >= the A/A interval's low end)"
+        verdict = f"{reading}: at target (median >= {target:g} and >= the A/A interval's low end)"
     elif median >= aa_low:
-        verdict = f"{reading}: below target >= {target:.2f}, within the noise floor (A/A interval)"
+        verdict = f"{reading}: below target >= {target:g}, within the noise floor (A/A interval)"
     else:
         verdict = (
-            f"{reading}: below target >= {target:.2f} and below the noise floor: a bias of {1 - median / aa_median:.1%}"
+            f"{reading}: below target >= {target:g} and below the noise floor: a bias of {1 - median / aa_median:.1%}"
         )
     return loops, verdict, figures
 

@@ -91,6 +91,7 @@ def pytorch_resnet(env: dict, header: dict, summary: dict) -> None:
     assert settings["intra_op_threads"] == header["threads_per_rank"] and settings["memory_format"] == "contiguous"
     assert settings["onednn"] is True and settings["summary"].startswith("oneDNN on (")
     assert settings["optimizer"] == "SGD fused" and settings["summary"].endswith(", SGD fused")
+    assert settings["flush_denormal"] is True and ", subnormals flushed," in settings["summary"]
     # TFLOP/s achieved: the throughput times the model's training FLOPs per sample
     assert summary["achieved_tflops"] == pytest.approx(
         summary["throughput"] * summary["train_flops_per_sample"] / 1e12, rel=1e-12
@@ -121,6 +122,7 @@ def tensorflow_resnet(env: dict, header: dict, summary: dict) -> None:
     assert settings["onednn"] is True and settings["TF_ENABLE_ONEDNN_OPTS"] == "1"
     assert settings["intra_op_threads"] == env["threads"]["intra_op"] and settings["summary"].startswith("oneDNN on,")
     assert settings["optimizer"] == "SGD fused" and settings["summary"].endswith(", SGD fused")
+    assert settings["flush_denormal"] is True and ", subnormals flushed," in settings["summary"]
 
 
 def tensorflow_amp(env: dict, header: dict, summary: dict) -> None:
