@@ -22,8 +22,9 @@ Prints, for the model (ResNet-50, BERT, Llama: PyTorch only) at the given shape:
   distribution, two modes flagged (rounds.py: a bimodal loop is no comparison). Target (TARGET): over
   `--runs 5` consecutive runs (fresh processes), the median of the runs' median per-round ratios >= 1.00,
   each run's 95% bootstrap interval reaching 1.00, and no lower than the A/A ratios' low end (PASS or FAIL).
-- MFU = achieved model FLOP/s / the machine's one peak (machine_peak.py's results file, the best fp32 GEMM of
-  any library here; on a GPU --peak-gflops from the device's specification), the same for every framework;
+- MFU = achieved model FLOP/s / the machine's one peak (machine_peak.py's results file for this CPU model, the best
+  fp32 GEMM of any library here; on a GPU the workflow's peaks table, workflow/references/device_peaks.yaml, as
+  the report's MFU, or --peak-gflops), the same for every framework;
   the framework's own GEMM is printed beside it as a diagnostic.
 - the framework's settings in effect (its backend's `settings_in_effect`: threads, oneDNN, layout).
 Writes benchmarks/results/frameworks-<framework>[-<model>].json (figures.py renders it into the docs).
@@ -383,11 +384,20 @@ def machine_peak(args: argparse.Namespace) -> tuple[float, str]:
     specification), else machine_peak.py's results file for this machine's CPU."""
     if args.peak_gflops:
         return args.peak_gflops * 1e9, args.peak_source
-    if args.device == "cuda":
-        raise SystemExit(
-            "--device cuda: give --peak-gflops (the GPU's dense fp16/bf16 tensor-core peak from its "
-            "specification, e.g. 989400 for an H100 SXM) and --peak-source"
-        )
+    if args.device == "cuda":  # the workflow's table (the report's MFU); both loops run fp32 on TF32
+        import torch
+
+        from dlbench.vocabulary import devices
+
+        name = torch.cuda.get_device_name()
+        amp_dtype = "bfloat16" if args.model in llama.CONFIGS else "float16"  # Llama's AMP is bf16 everywhere
+        peak, source = devices.peak_tflops(name, args.precision, tf32=True, amp_dtype=amp_dtype)
+        if peak is None:
+            raise SystemExit(
+                f"--device cuda: {source} (workflow/references/device_peaks.yaml); give --peak-gflops (the GPU's "
+                "dense peak for this precision from its specification) and --peak-source"
+            )
+        return peak * 1e12, source
     cpu = resultfile.machine()["cpu"]
     found = machine_peak_file.read_peak(cpu)
     if found is None:  # the first benchmark on this CPU model measures its one peak (refused on a busy machine)
