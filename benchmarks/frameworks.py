@@ -402,7 +402,7 @@ def machine_peak(args: argparse.Namespace) -> tuple[float, str]:
     found = machine_peak_file.read_peak(cpu)
     if found is None:  # the first benchmark on this CPU model measures its one peak (refused on a busy machine)
         print(f"no machine peak for {cpu!r} yet: measuring it (machine_peak.py)", file=sys.stderr)
-        subprocess.run([sys.executable, str(Path(machine_peak_file.__file__))], check=True)
+        subprocess.run([sys.executable, machine_peak_file.__file__], check=True)
         found = machine_peak_file.read_peak(cpu)
         assert found is not None
     return found["gflops"] * 1e9, f"machine peak ({found['library']} fp32 GEMM, machine_peak.py {found['date'][:10]})"

@@ -35,7 +35,9 @@ import resultfile
 import rounds
 
 from dlbench.harness import rank
+from dlbench.harness.runlog import last_line
 from dlbench.harness.spec import TELEMETRY_PYTHON_ENV, RunSpec
+from dlbench.vocabulary.identity import model_kind
 
 IN_PROCESS_TARGET = 0.995  # at most 0.5% of a step
 SUPERVISED_TARGET = 0.99
@@ -48,12 +50,11 @@ SHAPES = {
 }
 
 
-def kind_of(model: str) -> str:
-    return "resnet" if model.startswith("resnet") else "llama" if model.startswith("llama") else "bert"
+SHAPE_KEYS = ("image_size", "seq_length", "batch_size")  # options that override SHAPES
 
 
 def run_spec(args: argparse.Namespace, log: Path) -> RunSpec:
-    shape = {**SHAPES[kind_of(args.model)], **{k: v for k, v in vars(args).items() if k in SHAPE_KEYS and v}}
+    shape = {**SHAPES[model_kind(args.model)], **{k: v for k, v in vars(args).items() if k in SHAPE_KEYS and v}}
     axes = {"image_size": shape["image_size"]} if "image_size" in shape else {"seq_length": shape["seq_length"]}
     return RunSpec.of(
         framework=args.framework,
@@ -72,9 +73,6 @@ def run_spec(args: argparse.Namespace, log: Path) -> RunSpec:
         device="cpu",
         **axes,
     )
-
-
-SHAPE_KEYS = ("image_size", "seq_length", "batch_size")
 
 
 def bare_loop(backend, steps: int) -> float:
@@ -112,7 +110,7 @@ def in_process(args: argparse.Namespace, record: resultfile.Recorder) -> None:
         shape = spec.image_size if backend.kind == "resnet" else spec.seq_length
     loops, verdict, _ = rounds.parity("bare", bare, "harness", harnessed, again, IN_PROCESS_TARGET)
     title = (
-        f"{args.framework} {args.model} ({'image' if kind_of(args.model) == 'resnet' else 'seq'} {shape}) batch "
+        f"{args.framework} {args.model} ({'image' if model_kind(args.model) == 'resnet' else 'seq'} {shape}) batch "
         f"{spec.batch_size} fp32: harness ÷ the same step bare, {args.rounds} rounds × {args.steps} steps ABCCBA, "
         "one process, one model"
     )
@@ -132,7 +130,8 @@ def supervised(args: argparse.Namespace, record: resultfile.Recorder) -> None:
             log.unlink(missing_ok=True)
             command = [python, "-m", module, *options, "--warmup-steps", str(args.warmup), *extra]
             subprocess.run(command, env=env, check=True, capture_output=True)
-            summary = [json.loads(line) for line in log.read_text().splitlines() if '"summary"' in line][-1]
+            summary = json.loads(last_line(log) or "{}")  # a run log ends with its summary
+            assert summary.get("type") == "summary", f"{module}: {log} ends without a summary"
             return summary["throughput"]
 
         alone, with_supervisor = rounds.interleaved(
@@ -153,7 +152,7 @@ def supervised(args: argparse.Namespace, record: resultfile.Recorder) -> None:
 
 def core_python() -> Path:
     """The core environment's python (the sampler's), beside the framework environments."""
-    return Path(__file__).resolve().parents[1] / ".venv" / "bin" / "python"
+    return resultfile.REPO / ".venv" / "bin" / "python"
 
 
 def report(

@@ -93,12 +93,17 @@ def summary(name: str, values: list[float]) -> dict:
     }
 
 
+def per_round(values: list[float], baseline: list[float]) -> list[float]:
+    """Each round's value ÷ the baseline's of the same round."""
+    return [v / b for v, b in zip(values, baseline, strict=True)]
+
+
 def paired(
     baseline_name: str, baseline: list[float], name: str, values: list[float], target: float
 ) -> tuple[list[dict], str]:
     """The three summaries of an interleaved comparison (baseline, candidate, per-round candidate ÷ baseline) and its
     verdict: the ratio with its interval, or UNSTABLE when the per-round ratios are bimodal."""
-    ratios = [v / b for v, b in zip(values, baseline, strict=True)]
+    ratios = per_round(values, baseline)
     loops = [summary(baseline_name, baseline), summary(name, values), summary(f"{name} ÷ {baseline_name}", ratios)]
     verdict = (
         "UNSTABLE: per-round ratios bimodal, no comparison" if loops[2]["bimodal"] else ratio_verdict(ratios, target)
@@ -114,8 +119,7 @@ def parity(
     per-round candidate ÷ baseline is at least `target` and no lower than the A/A ratios' interval (a reading
     inside the noise floor is no evidence of a bias, one below it is). Returns the five summaries (baseline,
     candidate, A/A loop, the two ratios), the verdict, and its figures."""
-    ratios = [v / b for v, b in zip(values, baseline, strict=True)]
-    same = [v / b for v, b in zip(again, baseline, strict=True)]
+    ratios, same = per_round(values, baseline), per_round(again, baseline)
     loops = [
         summary(baseline_name, baseline),
         summary(name, values),

@@ -353,16 +353,15 @@ def _check_axis_limits(config: dict[str, Any]) -> list[str]:
     kinds = {identity.model_kind(m) for m in config["matrix"]["model"]}
     errors = []
     for axis in (BY_NAME[name] for name in MODEL_MATRIX):
-        applying = [kind for kind in kinds if axis.applies_to(kind)]
-        if not axis.limits or not applying or any(k not in axis.limits for k in applying):
+        applying, limits = [kind for kind in kinds if axis.applies_to(kind)], axis.limits or {}
+        if not applying or any(kind not in limits for kind in applying):
             continue
-        for kind in applying:
-            limit, why = axis.limits[kind]
-            errors += [
-                f"matrix.{axis.name}[{i}]: {value} is more than {why}"
-                for i, value in enumerate(config["matrix"][axis.name])
-                if value > limit
-            ]
+        limit, why = min(limits[kind] for kind in applying)
+        errors += [
+            f"matrix.{axis.name}[{i}]: {value} is more than {why}"
+            for i, value in enumerate(config["matrix"][axis.name])
+            if value > limit
+        ]
     return errors
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
+from itertools import pairwise
 
 from ...vocabulary.axes import kinds_in_words
 from ...vocabulary.identity import throughput_unit
@@ -52,7 +53,7 @@ class StepClock:
         self.marks.append(time.perf_counter())
 
     def durations(self) -> list[float]:
-        return [b - a for a, b in zip(self.marks, self.marks[1:], strict=False)]
+        return [b - a for a, b in pairwise(self.marks)]
 
 
 class BackendBase(ABC):

@@ -9,6 +9,7 @@ The contract, and when the harness calls what: backends/base.py.
 from __future__ import annotations
 
 import os
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -505,5 +506,4 @@ class CudaEventClock(StepClock):
         self.recorded += 1
 
     def durations(self) -> list[float]:
-        marks = self.events[: self.recorded]
-        return [a.elapsed_time(b) / 1000 for a, b in zip(marks, marks[1:], strict=False)]
+        return [a.elapsed_time(b) / 1000 for a, b in pairwise(self.events[: self.recorded])]
