@@ -13,8 +13,9 @@ and no lower than the A/A interval's low end.
 
 --supervised: what a workflow run adds around a rank (the supervisor with its relay thread and guard, and the
 telemetry sampler at the workflow's default interval): `python -m dlbench.harness` against `python -m
-dlbench.harness.rank` alone (the same options, no supervisor, no sampler), fresh processes alternating, --pairs
-pairs. Target: supervised ÷ rank alone >= 0.99.
+dlbench.harness.rank` alone (the same options, no supervisor, no sampler) and the rank alone again (the A/A
+pair), fresh processes interleaved, --pairs rounds. Target: supervised ÷ rank alone >= 0.99, and no lower than the
+A/A interval's low end.
 
 Prints each loop's rounds (two modes flagged) and writes benchmarks/results/harness_overhead-<framework>-<model>
 [-supervised].json (figures.py puts it in the docs).
@@ -134,16 +135,20 @@ def supervised(args: argparse.Namespace, record: resultfile.Recorder) -> None:
             assert summary.get("type") == "summary", f"{module}: {log} ends without a summary"
             return summary["throughput"]
 
-        alone, with_supervisor = rounds.interleaved(
+        alone, with_supervisor, alone_again = rounds.interleaved(
             args.pairs,
             lambda: one("dlbench.harness.rank"),
             lambda: one("dlbench.harness", "--telemetry-ms", str(args.telemetry_ms)),
+            lambda: one("dlbench.harness.rank"),
         )
-    loops, verdict = rounds.paired("rank alone", alone, "supervised", with_supervisor, SUPERVISED_TARGET)
+    loops, verdict, _ = rounds.parity(
+        "rank alone", alone, "supervised", with_supervisor, alone_again, SUPERVISED_TARGET
+    )
     title = (
         f"{args.framework} {args.model}: `python -m dlbench.harness` (supervisor, guard, "
         f"{f'sampler at {args.telemetry_ms} ms' if args.telemetry_ms else 'no sampler'}) "
-        f"÷ `python -m dlbench.harness.rank` alone, {args.pairs} fresh-process pairs ABBA, "
+        f"÷ `python -m dlbench.harness.rank` alone, {args.pairs} fresh-process rounds ABCCBA "
+        "(the rank alone twice: the A/A pair), "
         f"{args.warmup} warm-up + {args.steps} measured steps each"
     )
     sampler = "" if args.telemetry_ms == TELEMETRY_MS else f"-sampler{args.telemetry_ms}"
