@@ -51,6 +51,7 @@ onstart:
 onsuccess:
     print_problems()
     print_report_location()
+    judge_expectations()  # exit status 1 when the report's expectations did not all pass
 
 
 onerror:

@@ -160,6 +160,48 @@ include:
         MATRIX + "  strategy: [DDP-fp16]\n",
         ["line 7: matrix.strategy[0]: 'DDP-fp16' is not valid", "lower-case letters, digits and '_'"],
     ),
+    "build_unknown": (
+        MATRIX + "  build: [default, sitte]\nsoftware:\n  builds: {site: {pytorch: {python: python3}}}\n",
+        ["line 7: matrix.build: 'sitte' is not a build of software.builds (did you mean 'site'?)", "default, site"],
+    ),
+    "build_of_no_framework_run": (
+        MATRIX + "  build: [default, tf]\nsoftware:\n  builds: {tf: {tensorflow: {python: python3}}}\n",
+        ["line 7: matrix.build: 'tf' names no framework the study runs (software.builds.tf has tensorflow"],
+    ),
+    "build_env_missing": (
+        MATRIX + "  build: [old]\nsoftware:\n  builds: {old: {pytorch: {env: envs/pytorch_old.yaml}}}\n",
+        ["line 9: software.builds.old.pytorch.env: envs/pytorch_old.yaml does not exist"],
+    ),
+    "build_env_name": (
+        MATRIX + "  build: [old]\nsoftware:\n  builds: {old: {pytorch: {env: envs/torch-2.12.yaml}}}\n",
+        [
+            "software.builds.old.pytorch.env: envs/torch-2.12.yaml: the file's name names its environment",
+            "torch_2_12.yaml",
+        ],
+    ),
+    "build_env_and_python": (
+        MATRIX + "  build: [old]\nsoftware:\n  builds: {old: {pytorch: {env: a.yaml, python: python3}}}\n",
+        ["line 9: software.builds.old.pytorch: give one of env, python or container (it gives env and python)"],
+    ),
+    "build_python_missing": (
+        MATRIX + "  build: [site]\nsoftware:\n  builds: {site: {pytorch: {python: /opt/none/bin/python}}}\n",
+        ["line 9: software.builds.site.pytorch.python: /opt/none/bin/python does not exist"],
+    ),
+    "build_named_default": (
+        MATRIX + "software:\n  builds: {default: {pytorch: {python: python3}}}\n",
+        ["software.builds", "'default'"],
+    ),
+    "expectation_two_kinds": (
+        MATRIX + "expectations:\n  - {match: {model: resnet50}, at_least: 10, of_previous: 0.9}\n",
+        [
+            "line 8: expectations[0]: give one of at_least, of_previous, of_build, of_published "
+            "(it gives at_least and of_previous)"
+        ],
+    ),
+    "expectation_of_unknown_build": (
+        MATRIX + "expectations:\n  - {match: {model: resnet50}, of_build: {site: 0.97}}\n",
+        ["line 8: expectations[0].of_build: 'site' is not in matrix.build (default)"],
+    ),
 }
 
 
@@ -212,6 +254,14 @@ WARNINGS = {
             "study.yaml, line 12: runners.tf_cnn: the study runs no tf_cnn configuration (it runs: dle, pytorch); "
             "ignored",
         ],
+    ),
+    "build_not_in_matrix": (
+        MATRIX + "software:\n  builds: {site: {pytorch: {python: python3}}}\n",
+        ["study.yaml, line 8: software.builds.site: not in matrix.build (it lists default); not run"],
+    ),
+    "expectation_matches_nothing": (
+        MATRIX + "expectations:\n  - {match: {model: bert_base}, at_least: 10}\n",
+        ["study.yaml, line 8: expectations[0].match: {'model': 'bert_base'} matches no configuration"],
     ),
     "identical_include": (
         MATRIX + "include:\n  - {framework: pytorch, model: resnet50, topology: '1x2', batch_size: 2}"

@@ -87,6 +87,61 @@ def test_what_a_run_waits_for(tmp_path):
     assert plain.env_spec("dataprep") == ENVS / "dataprep.yaml"
 
 
+def test_each_build_of_a_framework_runs_with_its_own_software(tmp_path):
+    """A build's environment file, interpreter, image or variables: its runs' words and inputs, and those of the
+    default build unchanged; the words run for real (the variables reach the process)."""
+    env_file = tmp_path / "pytorch_old.yaml"
+    env_file.write_text((ENVS / "pytorch.yaml").read_text().replace("torch==", "torch<"))
+    builds = {
+        "old": {"pytorch": {"env": str(env_file)}},
+        "site": {"pytorch": {"python": "/opt/other/bin/python"}, "tensorflow": {"container": "docker://x/tf:2"}},
+        "slow": {"tensorflow": {"variables": {"TF_ENABLE_ONEDNN_OPTS": 0, "NOTE": "a b"}}},
+    }
+    plain = Software(str(REPO / "workflow"), ENVS, tmp_path / "venvs", CORE, False, {}, {}, {}, {}, builds)
+    old = env_prefix(tmp_path / "venvs", env_file)
+    assert plain.env_spec("pytorch_old") == env_file and plain.run_env("pytorch", "old") == "pytorch_old"
+    assert plain.framework_python("pytorch", "old") == str(old / "bin" / "python")
+    assert plain.run_env_input("pytorch", "old") == str(old / MARKER)
+    assert plain.run_conda_env("pytorch", "old") == str(env_file)
+    assert plain.framework_python("pytorch", "site") == "/opt/other/bin/python"
+    assert plain.run_env_input("pytorch", "site") == [] and plain.run_conda_env("pytorch", "site") is None
+    assert plain.container("tensorflow", "site") == "docker://x/tf:2" and plain.container("tensorflow") is None
+    assert plain.framework_python("tensorflow", "slow") == plain.framework_python("tensorflow")
+    assert plain.run_env_input("tensorflow", "slow") == plain.run_env_input("tensorflow")
+    words = plain.run_module("tensorflow", "dlbench.plan.configfile", "slow")
+    assert words.startswith("NOTE='a b' TF_ENABLE_ONEDNN_OPTS=0 PYTHONPATH=")
+    assert plain.run_module("tensorflow", "dlbench.plan.configfile") == words.split(" ", 3)[3]
+    here = Software(
+        str(REPO / "workflow"),
+        ENVS,
+        tmp_path,
+        CORE,
+        False,
+        {},
+        {},
+        {},
+        {},
+        {"v": {"pytorch": {"python": CORE, "variables": {"NOTE": "a b; c"}}}},
+    )
+    shown = subprocess.run(
+        [
+            "bash",
+            "-c",
+            here.run_module("pytorch", "dlbench.preflight", "v").replace(
+                "-m dlbench.preflight", "-c 'import os; print(os.environ[\"NOTE\"])'"
+            ),
+        ],
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ["PATH"]},
+    )
+    assert shown.stdout.strip() == "a b; c", shown.stderr
+    probed = Interpreter("pytorch", "/opt/other/python3.12", FACTS)
+    site = Software(str(REPO / "workflow"), ENVS, tmp_path, CORE, False, {}, {}, {}, {"pytorch/site": probed}, builds)
+    assert site.run_module("pytorch", "m", "site").startswith(f"{INTERPRETER_ENV}='{probed.identity}' ")
+    assert INTERPRETER_ENV not in site.run_module("pytorch", "m")
+
+
 def test_the_shell_words_run_as_one_command_whatever_the_paths(tmp_path):
     """A workflow directory with a space, an interpreter's identity with `;`: one command, run for real."""
     workflow = tmp_path / "my workflow"

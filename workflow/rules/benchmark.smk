@@ -37,7 +37,7 @@ rule benchmark_run:
         attempt=lambda wildcards, attempt: attempt,
         max_attempts=max_attempts,
     params:
-        run=lambda wildcards: run_module(wildcards.framework, "dlbench.harness"),
+        run=run_words("dlbench.harness"),
         args=run_arguments,
     shell:
         "{params.run} {params.args} --cpus {threads}"

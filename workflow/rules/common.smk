@@ -76,6 +76,7 @@ SEARCH_PROBES = 12  # a search's SLURM time limit: this many probes, each within
 # ---- what the rules read
 VENV_DIR = Path(SETTINGS["software"]["venv_dir"])
 CONTAINERS = SETTINGS["software"]["container"]
+BUILDS = SETTINGS["software"]["builds"]
 # Which Python each command runs dlbench with, and which environment a job waits for.
 SOFTWARE = Software(
     package_dir=PACKAGE_DIR,
@@ -87,6 +88,7 @@ SOFTWARE = Software(
     containers=CONTAINERS,
     runners=SETTINGS["runners"],
     interpreters=INTERPRETERS,
+    builds=BUILDS,
 )
 env_spec = SOFTWARE.env_spec
 run_module = SOFTWARE.run_module  # shell words that run a dlbench module in an environment
@@ -101,23 +103,34 @@ DATA = DataPlan(SETTINGS["datasets"])  # data preparation's inputs and arguments
 
 
 # ---- input functions: a job's wildcards to its values
+def build_of(wildcards):
+    """The software build of a run's or a search's configuration (its variant names it away from default)."""
+    return identity.parse_variant(wildcards.model, wildcards.variant)["build"]
+
+
 def run_env_input(wildcards):
-    return SOFTWARE.run_env_input(wildcards.framework)
+    return SOFTWARE.run_env_input(wildcards.framework, build_of(wildcards))
 
 
 def run_conda_env(wildcards):
-    return SOFTWARE.run_conda_env(wildcards.framework)
+    return SOFTWARE.run_conda_env(wildcards.framework, build_of(wildcards))
 
 
 def run_container(wildcards):
-    """With --sdm apptainer: the framework's image (software.container); none: the run is not in a container."""
-    return CONTAINERS.get(wildcards.framework)
+    """With --sdm apptainer: the image of the framework's build (software.container, or a build's); none: the run
+    is not in a container."""
+    return SOFTWARE.container(wildcards.framework, build_of(wildcards))
+
+
+def run_words(module):
+    """The input function of a run's (or a search's) command: a dlbench module in the configuration's build."""
+    return lambda wildcards: run_module(wildcards.framework, module, build_of(wildcards))
 
 
 # The runs' image only where the study names one: Snakemake asks a callable for every job (and again each time it
 # answered none), a second or more in a study of thousands of runs; a rule without one asks nothing. (The conda
 # environment stays a callable: `snakemake --lint` wants every rule to name one.)
-RUN_CONTAINER = run_container if CONTAINERS else None
+RUN_CONTAINER = run_container if CONTAINERS or any("container" in b for fw in BUILDS.values() for b in fw.values()) else None
 
 
 def dataprep_env(wildcards):
@@ -190,3 +203,7 @@ def print_problems():
 
 def print_report_location():
     session.print_report_location(PUBLISHED_MANIFEST)
+
+
+def judge_expectations():
+    session.judge_expectations(PUBLISHED_MANIFEST)

@@ -28,7 +28,7 @@ checkpoint batch_search:
         gres=lambda wildcards: gpu_gres(configuration(wildcards)),
         slurm_extra="--exclusive --no-requeue",  # as benchmark_run
     params:
-        run=lambda wildcards: run_module(wildcards.framework, "dlbench.harness.batchsearch"),
+        run=run_words("dlbench.harness.batchsearch"),
         args=search_arguments,
     shell:
         "{params.run} {params.args} --cpus {threads} --out {output} > {log} 2>&1"

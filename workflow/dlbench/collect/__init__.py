@@ -8,6 +8,10 @@ the runs).
     references       published figures matched to a summary
     compare          two result sets compared, configuration by configuration (`python -m
                      dlbench.collect.compare A B`)
+    builds           the software builds of one set compared, configuration by configuration, and what differs
+    history          a study's configurations across its published versions, each against the newest earlier one
+    expectations     the figures a study expects, judged pass, fail or cannot be judged (`python -m
+                     dlbench.collect.expectations <report>`: the acceptance test's exit status)
 
 Existing logs read as records beside the study's own runs (rule import_logs) are dlbench.imports, at the
 package's top. It reads the shared vocabulary (dlbench.vocabulary), the log formats and the harness's

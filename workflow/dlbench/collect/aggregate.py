@@ -29,7 +29,7 @@ from ..imports import read_records
 from ..logformats import mlperf
 from ..logformats.runlogs import read_header
 from ..vocabulary import identity
-from ..vocabulary.axes import INPUTS
+from ..vocabulary.axes import INPUTS, NAMED_AWAY
 from ..vocabulary.devices import describe, peak_for_run
 from . import stats
 from .records import FIELDS
@@ -48,11 +48,12 @@ CONFIG_COLUMNS = [
     "compiler_mode",
     "data",
     *INPUTS,
-    "strategy",
+    *NAMED_AWAY,
 ]
 # Configurations whose speedups are comparable: everything but the topology and the strategy (every strategy's
-# speedup is over the same single-device auto run: one device exchanges no gradients).
+# speedup is over the same single-device auto run: one device exchanges no gradients); a build's over its own.
 BASELINE_KEY = [
+    "build",
     "framework",
     "model",
     "batch_size",
@@ -523,6 +524,7 @@ def environment(records: pd.DataFrame, env_markers: list[str], config: dict) -> 
                 break
     commits = _values(records["git_commit"])
     return {
+        "builds": builds_of(ordered, header),
         "study": config.get("study"),
         "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "git_commit": commits[-1] if commits else None,
@@ -538,6 +540,28 @@ def environment(records: pd.DataFrame, env_markers: list[str], config: dict) -> 
         "frameworks": frameworks,
         "machines": machines,
     }
+
+
+def builds_of(records: pd.DataFrame, header: Any) -> dict[str, dict[str, dict[str, Any]]]:
+    """Each framework's builds as their runs found them (framework -> build -> framework version, interpreter,
+    packages by name), from the environment line of one run per build (ok runs first): what the report names
+    when two builds differ."""
+    builds: dict[str, dict[str, dict[str, Any]]] = {}
+    if "build" not in records:
+        return builds
+    named = records[records["build"].notna()]
+    for (framework, build), runs in named.groupby(["framework", "build"], sort=True):
+        for path in runs["log_path"]:
+            env = ((header(path) if isinstance(path, str) else None) or {}).get("environment") or {}
+            if env.get("packages"):
+                builds.setdefault(str(framework), {})[str(build)] = {
+                    "framework_version": env.get("framework_version"),
+                    "interpreter": env.get("interpreter"),
+                    "interpreter_identity": env.get("interpreter_identity"),
+                    "packages": env["packages"],
+                }
+                break
+    return builds
 
 
 def write_all(

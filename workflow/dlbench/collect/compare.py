@@ -69,7 +69,7 @@ def load_records(path: str | Path) -> pd.DataFrame:
     return records
 
 
-def _ok_throughputs(records: pd.DataFrame) -> dict[str, np.ndarray]:
+def ok_throughputs(records: pd.DataFrame) -> dict[str, np.ndarray]:
     ok = records[records["status"].astype(str) == "ok"]
     values = pd.to_numeric(ok["throughput"], errors="coerce")
     return {str(k): v.dropna().to_numpy(float) for k, v in values.groupby(ok[KEY], sort=False)}
@@ -91,7 +91,7 @@ def compare(
     """One row per configuration of either set: B against A where both have it (verdict per
     dlbench.collect.stats.compare_repeats), `present` = both | A only | B only. Configurations in both come first, in
     A's order, then those of A only, then those of B only."""
-    runs_a, runs_b = _ok_throughputs(records_a), _ok_throughputs(records_b)
+    runs_a, runs_b = ok_throughputs(records_a), ok_throughputs(records_b)
     about = _descriptions(records_b) | _descriptions(records_a)
     keys_a = list(dict.fromkeys(map(str, records_a[KEY])))
     keys_b = list(dict.fromkeys(map(str, records_b[KEY])))

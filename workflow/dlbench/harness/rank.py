@@ -196,6 +196,8 @@ def run(
                 "strategy_in_effect": in_effect,
                 "interpreter": sys.executable,
                 "interpreter_identity": os.environ.get(INTERPRETER_ENV),
+                "build": spec.build,
+                "packages": sysinfo.installed_packages(),
             },
         )
         print(f"[dlbench] strategy {spec.strategy}: {in_effect['summary']}", file=sys.stderr)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ..vocabulary.axes import BY_NAME, OPTIONS, Axis, default_max_predictions
+from ..vocabulary.axes import BUILD_NAME, BY_NAME, DEFAULT_BUILD, OPTIONS, Axis, default_max_predictions
 from ..vocabulary.identity import (
     BERT_MODELS,
     COMPILER_MODES,
@@ -68,6 +69,7 @@ class RunSpec:
     max_warmup_steps: int = 200  # warmup_steps auto: the most warm-up steps
     max_predictions: int = 0  # BERT: masked positions per sequence; 0 = 20 at 128, 80 at 512 (bert.py)
     strategy: str = "auto"  # gradient exchange between ranks (strategies.py); auto: the framework's default
+    build: str = DEFAULT_BUILD  # the software build the run uses (the study's software.builds), recorded
     data_dir: str = ""  # data real: ImageNet shards (train-*, dali_index/) or BERT shards (tfrecord/, hdf5/)
     launcher: str = "auto"  # auto | local | srun
     attempt: int = 1  # this try of the run (Snakemake's attempt), 1-based
@@ -196,6 +198,12 @@ def _strategy_name(text: str) -> str:
     return text
 
 
+def _build_name(text: str) -> str:
+    if not re.fullmatch(BUILD_NAME, text):
+        raise argparse.ArgumentTypeError(f"expected a build name (lower-case letters, digits, '_', '.'), got {text!r}")
+    return text
+
+
 def parser(prog: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description="Run one training-throughput benchmark.")
     p.add_argument("--framework", required=True, help=f"{', '.join(FRAMEWORKS)}, or a runner's name (--runner)")
@@ -246,6 +254,13 @@ def parser(prog: str) -> argparse.ArgumentParser:
         type=_strategy_name,
         help="gradient exchange between ranks: auto (the framework's default) or one of the framework's "
         "strategies (dlbench/harness/strategies.py), e.g. ddp_fp16, mwms_ring, dist_sync_ps",
+    )
+    p.add_argument(
+        "--build",
+        default=DEFAULT_BUILD,
+        type=_build_name,
+        help="the software build this run uses, as the study names it (recorded; the build is the interpreter "
+        "and environment the run was started with)",
     )
     p.add_argument(
         "--launcher",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import os
 import platform
 import socket
@@ -12,6 +13,17 @@ from pathlib import Path
 
 def hostname() -> str:
     return socket.gethostname()
+
+
+def installed_packages() -> dict[str, str]:
+    """Every distribution this interpreter can import, by normalised name (as pip names it: lower case, '-'),
+    with its version: what a build is, beyond its framework's version."""
+    found: dict[str, str] = {}
+    for dist in importlib.metadata.distributions():
+        name = dist.metadata["Name"]
+        if name:
+            found.setdefault(name.lower().replace("_", "-").replace(".", "-"), dist.version)
+    return dict(sorted(found.items()))
 
 
 # the widest vector instruction set a CPU has, widest first: (the /proc/cpuinfo flags it needs, its name)

@@ -18,6 +18,7 @@ from ..collect.records import LogError, complete, model_inputs
 from ..collect.stats import steady_state
 from ..telemetry import summary as telemetry_summary
 from ..vocabulary import devices, identity
+from ..vocabulary.axes import DEFAULT_BUILD
 from . import external
 from .common import AXIS_LABELS
 from .mlperf import BENCHMARKS
@@ -273,6 +274,7 @@ def run_fields(path: Path, header: dict[str, Any], summary: dict[str, Any]) -> d
         "data": cfg["data"],
         **model_inputs(cfg),
         "strategy": cfg.get("strategy", identity.DEFAULT_STRATEGY),  # logs from before the axis: auto
+        "build": cfg.get("build", DEFAULT_BUILD),  # logs from before the axis: the study's one build
         "warmup_steps": cfg.get("warmup_steps"),
         "measured_steps": cfg.get("measured_steps"),
         "repeat": cfg["repeat"],

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..harness.spec import command_line
 from ..vocabulary import identity
-from ..vocabulary.axes import of_kind
+from ..vocabulary.axes import DEFAULT_BUILD, of_kind
 from ..vocabulary.identity import AGGREGATE_DIR, model_kind
 from .study import Configuration, Study, dataset_of
 
@@ -135,6 +135,8 @@ class Plan:
         # The strategy changes the memory a rank needs (FSDP shards the model): a search's probes run with it too.
         if c.strategy != "auto":
             options["strategy"] = c.strategy
+        if c.build != DEFAULT_BUILD:  # recorded by the run; its software is in the rule's command (plan.software)
+            options["build"] = c.build
         if run:
             options["warmup_steps"] = c.warmup_steps
             if c.warmup_steps == "auto":  # the bound matters only to auto warm-up

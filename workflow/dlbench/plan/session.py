@@ -26,11 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from .. import venvs
+from ..collect import expectations as expected
 from ..harness.lifeline import OWNER_ENV
 from ..harness.spec import TELEMETRY_PYTHON_ENV
 from . import interpreters, problems, stale_lock
 from .configfile import StudyFile, StudyFileError, load_study_files, locate
 from .interpreters import Interpreter
+from .software import build_key
 from .study import ConfigError, Study
 
 
@@ -113,6 +115,18 @@ def announce_size(study: Study) -> None:
     )
 
 
+def build_interpreters(study: Study) -> dict[str, tuple[str, str]]:
+    """The interpreters of the builds the study runs (software.builds.<build>.<framework>.python), keyed as the
+    probed interpreters are (dlbench.plan.software.build_key): (framework, python)."""
+    builds = study.config["software"]["builds"]
+    run = {(c.framework, c.build) for c in study.configurations.values()}
+    return {
+        build_key(framework, build): (framework, builds[build][framework]["python"])
+        for framework, build in sorted(run)
+        if "python" in builds.get(build, {}).get(framework, {})
+    }
+
+
 def check_software(
     study: Study,
     study_files: list[StudyFile],
@@ -133,8 +147,14 @@ def check_software(
     device = settings["platform"]["device"]
     found: dict[str, Interpreter] = {}  # probed once by the Snakemake that plans
     plans = not remote_exec and not subprocess_exec  # the Snakemake that plans, not a job's own
-    if containers and not use_apptainer and not remote_exec:
-        names = ", ".join(f"software.container.{name}" for name in sorted(containers))
+    build_images = [
+        f"software.builds.{build}.{framework}.container"
+        for build, per_framework in settings["software"]["builds"].items()
+        for framework, entry in per_framework.items()
+        if "container" in entry
+    ]
+    if (containers or build_images) and not use_apptainer and not remote_exec:
+        names = ", ".join([*(f"software.container.{name}" for name in sorted(containers)), *build_images])
         sys.exit(
             f"dlbench: invalid configuration:\n  {names}: an image runs only with --sdm apptainer (Snakemake's "
             "own container support); without it these runs would use another build. Add --sdm apptainer, or "
@@ -151,8 +171,24 @@ def check_software(
             lines = "\n  ".join(locate(problem, study_files) for problem in str(error).splitlines())
             sys.exit(f"dlbench: invalid configuration:\n  {lines}")
         no_gpu_seen = [locate(problem, study_files) for problem in no_gpu_seen]
-        for framework, interpreter in found.items():
-            print(f"dlbench: {framework} runs with {interpreter.python} ({interpreter.identity})", file=sys.stderr)
+    # The builds' interpreters, probed as software.python's; their problems keyed by the build.
+    for key, (framework, python) in build_interpreters(study).items() if plans else ():
+        where = f"software.builds.{key.split('/')[1]}.{framework}.python"
+        try:
+            probed, unseen = interpreters.check({framework: python}, [framework], device, package_dir)
+        except ConfigError as error:
+            lines = "\n  ".join(
+                locate(problem.replace(f"software.python.{framework}", where), study_files)
+                for problem in str(error).splitlines()
+            )
+            sys.exit(f"dlbench: invalid configuration:\n  {lines}")
+        found[key] = probed[framework]
+        no_gpu_seen += [
+            locate(problem.replace(f"software.python.{framework}", where), study_files) for problem in unseen
+        ]
+    if plans:
+        for key, interpreter in found.items():
+            print(f"dlbench: {key} runs with {interpreter.python} ({interpreter.identity})", file=sys.stderr)
     # Frameworks without a study interpreter (those were asked above): this machine is asked instead.
     built_for_cuda = [fw for fw in study.frameworks() if fw not in site_python]
     if device == "cuda" and built_for_cuda and plans:
@@ -297,3 +333,19 @@ def print_report_location(manifest_path: str | Path) -> None:
     if Path(manifest_path).exists():
         manifest = json.loads(Path(manifest_path).read_text())
         print(f"dlbench: report {manifest['version']}: {manifest['index']}")
+
+
+def judge_expectations(manifest_path: str | Path) -> None:
+    """After a report: the study's expectations as it judged them (expectations.json beside the manifest, the
+    copy of the published version); one line each that did not pass, and exit status 1 when any failed or could
+    not be judged, for a cluster's acceptance job or CI. The report is published all the same."""
+    path = Path(manifest_path).parent / expected.FILE
+    if not path.exists():
+        return
+    judgements = expected.read(path)
+    for line in expected.failure_lines(judgements):
+        print(f"dlbench: {line}", file=sys.stderr)
+    print(f"dlbench: expectations: {expected.summary_line(judgements)}", file=sys.stderr)
+    failed = expected.counts(judgements)
+    if failed[expected.FAIL] or failed[expected.UNJUDGED]:
+        sys.exit(1)

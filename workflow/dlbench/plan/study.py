@@ -23,13 +23,22 @@ from typing import Any
 import yaml
 
 from .. import imports, logformats
+from ..collect.expectations import KINDS as EXPECTATION_KINDS
 from ..collect.references import load_references
 from ..harness import quality
 from ..harness import runner as runner_module
 from ..harness import strategies as strategy_registry
 from ..harness.spec import FRAMEWORKS
 from ..vocabulary import identity
-from ..vocabulary.axes import BY_NAME, MATRIX, MODEL_MATRIX, matrix_axes_of_kind, models_in_words, with_model_axes
+from ..vocabulary.axes import (
+    BY_NAME,
+    DEFAULT_BUILD,
+    MATRIX,
+    MODEL_MATRIX,
+    matrix_axes_of_kind,
+    models_in_words,
+    with_model_axes,
+)
 from ..vocabulary.axes import DEFAULTS as AXIS_DEFAULTS
 from ..vocabulary.identity import PUBLISHED_MANIFEST, REPORTS_DIR, is_bert, is_llama
 from .config_errors import ConfigError, schema_problems
@@ -81,6 +90,7 @@ class Configuration:
     timeout_minutes: float
     metric: str = identity.THROUGHPUT  # or time_to_quality (harness/quality.py)
     quality: str = ""  # time_to_quality: its settings as sorted JSON (part of the id but for the budget)
+    build: str = DEFAULT_BUILD  # the software build (software.builds; default: the study's one per framework)
     max_batch_size: int | None = None  # batch_size max: the search's cap
     batch_size_multiple: int = 1  # batch_size max: the search tries multiples of this
     # The matrix's model axes (MODEL_AXES, declared in dlbench.vocabulary.axes) by name, None for those of other
@@ -209,6 +219,7 @@ def _fill_defaults(config: dict[str, Any], schema: dict[str, Any]) -> dict[str, 
         "venv_dir": ".venvs",
         "python": {},
         "container": {},
+        "builds": {},
         **config.get("software", {}),
     }
     out["defaults"] = {k: v["default"] for k, v in settings_schema.items() if "default" in v} | config.get(
@@ -220,7 +231,7 @@ def _fill_defaults(config: dict[str, Any], schema: dict[str, Any]) -> dict[str, 
         if axis in AXIS_DEFAULTS:
             matrix.setdefault(axis, [AXIS_DEFAULTS[axis]])
     out["matrix"] = matrix
-    for key in ("exclude", "include", "overrides", "imports", "references"):
+    for key in ("exclude", "include", "overrides", "imports", "references", "expectations"):
         out.setdefault(key, [])
     runner_schema = schema["$defs"]["runner"]["properties"]
     out["runners"] = {
@@ -414,11 +425,45 @@ def _unused_framework_settings(config: dict[str, Any], configurations: dict[str,
     run = sorted({c.framework for c in configurations.values()})
     given = [(f"software.{key}.{name}", name) for key in ("python", "container") for name in config["software"][key]]
     given += [(f"runners.{name}", name) for name in config["runners"]]
-    return [
+    given += [(f"software.builds.{b}.{name}", name) for b, fws in config["software"]["builds"].items() for name in fws]
+    listed = {*config["matrix"]["build"], *(e.get("build") for e in config["include"])}
+    unlisted = [
+        f"software.builds.{b}: not in matrix.build (it lists {', '.join(config['matrix']['build'])}); not run"
+        for b in config["software"]["builds"]
+        if b not in listed
+    ]
+    return unlisted + [
         f"{where}: the study runs no {name} configuration (it runs: {', '.join(run) or 'none'}); ignored"
         for where, name in given
         if name not in run
     ]
+
+
+def _check_expectations(
+    config: dict[str, Any], configurations: dict[str, Configuration], warnings: list[str]
+) -> list[str]:
+    """An expectation against a build names one the matrix runs; one whose selector matches none of the study's
+    configurations (nor, with imports, perhaps an imported one) is noted: the report says it cannot be judged."""
+    problems = []
+    for i, entry in enumerate(config["expectations"]):
+        kinds = [kind for kind in EXPECTATION_KINDS if kind in entry]
+        if len(kinds) != 1:
+            problems.append(
+                f"expectations[{i}]: give one of {', '.join(EXPECTATION_KINDS)} "
+                + (f"(it gives {' and '.join(kinds)})" if kinds else "(it gives none)")
+            )
+        for build in entry.get("of_build", {}):
+            if build not in config["matrix"]["build"]:
+                problems.append(
+                    f"expectations[{i}].of_build: {build!r} is not in matrix.build "
+                    f"({', '.join(config['matrix']['build'])})"
+                )
+        if configurations and not any(_matches(entry["match"], c.as_dict()) for c in configurations.values()):
+            warnings.append(
+                f"expectations[{i}].match: {entry['match']} matches no configuration of the study; the report will "
+                "say it cannot be judged"
+            )
+    return problems
 
 
 def _check_comparisons(config: dict[str, Any], base_dir: Path) -> list[str]:
@@ -467,6 +512,75 @@ def _batch_sizes(matrix: dict[str, Any], model: str, precision: str) -> list[int
 def _strategies(matrix: dict[str, Any], framework: str) -> list[str]:
     spec = matrix["strategy"]
     return spec if isinstance(spec, list) else spec.get(framework, [strategy_registry.AUTO])
+
+
+def _builds(config: dict[str, Any], framework: str) -> list[str]:
+    """The matrix's builds a framework has: default, and those of software.builds that name it."""
+    defined = config["software"]["builds"]
+    return [b for b in config["matrix"]["build"] if b == DEFAULT_BUILD or framework in defined.get(b, {})]
+
+
+def _check_builds(config: dict[str, Any], base_dir: Path) -> list[str]:
+    """Every build the matrix or an include names is defined for a framework the study runs; a build's
+    environment file exists, reads as one and has a name no other environment of the study has; its interpreter
+    is an executable file (what it imports is probed later, as software.python's); its .sif image exists."""
+    problems = []
+    builds, matrix = config["software"]["builds"], config["matrix"]
+    frameworks = {*matrix["framework"], *(e["framework"] for e in config["include"])}
+    for name in matrix["build"]:
+        if name != DEFAULT_BUILD and name not in builds:
+            close = difflib.get_close_matches(name, list(builds), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            problems.append(
+                f"matrix.build: {name!r} is not a build of software.builds{hint}; builds: "
+                f"{', '.join([DEFAULT_BUILD, *builds])}"
+            )
+        elif name != DEFAULT_BUILD and not frameworks & set(builds[name]):
+            problems.append(
+                f"matrix.build: {name!r} names no framework the study runs (software.builds.{name} has "
+                f"{', '.join(builds[name])}; the matrix runs {', '.join(sorted(frameworks))})"
+            )
+    for i, entry in enumerate(config["include"]):
+        name = entry.get("build", DEFAULT_BUILD)
+        if name != DEFAULT_BUILD and entry["framework"] not in builds.get(name, {}):
+            problems.append(f"include[{i}].build: software.builds has no {name!r} of {entry['framework']}")
+    stems: dict[str, str] = {fw: str(Path("envs", f"{fw}.yaml")) for fw in FRAMEWORKS}
+    for name, per_framework in builds.items():
+        for framework, entry in per_framework.items():
+            where = f"software.builds.{name}.{framework}"
+            given = [key for key in ("env", "python", "container") if key in entry]
+            if len(given) > 1:
+                problems.append(f"{where}: give one of env, python or container (it gives {' and '.join(given)})")
+                continue
+            if "env" in entry:
+                problems += _check_build_env(f"{where}.env", entry["env"], base_dir, stems)
+            if "python" in entry:
+                problems += _check_interpreter(f"{where}.python", entry["python"], base_dir)
+            if entry.get("container", "").endswith(".sif") and not Path(base_dir, entry["container"]).is_file():
+                problems.append(f"{where}.container: {entry['container']} does not exist")
+    return problems
+
+
+def _check_build_env(where: str, path: str, base_dir: Path, stems: dict[str, str]) -> list[str]:
+    """A build's environment file: it exists, reads as an environment (dlbench.venvs.read_spec), and its name
+    (which names its environment under software.venv_dir) is its own."""
+    from ..venvs import EnvSpecError, read_spec
+
+    stem = Path(path).stem
+    if not re.fullmatch(r"[a-z0-9_]+", stem):
+        return [
+            f"{where}: {path}: the file's name names its environment: use lower-case letters, digits and '_' "
+            f"before .yaml (e.g. {re.sub(r'[^a-z0-9_]', '_', stem.lower())}.yaml)"
+        ]
+    if not Path(base_dir, path).is_file():
+        return [f"{where}: {path} does not exist"]
+    if stems.setdefault(stem, path) != path:
+        return [f"{where}: {path} has the name of another environment ({stems[stem]}); rename one of the two files"]
+    try:
+        read_spec(Path(base_dir, path))
+    except (EnvSpecError, OSError, yaml.YAMLError, AttributeError, TypeError) as error:
+        return [f"{where}: {path} is not an environment file dlbench can build ({error})"]
+    return []
 
 
 def _check_strategies(config: dict[str, Any]) -> list[str]:
@@ -580,19 +694,8 @@ def _check_software(software: dict[str, Any], base_dir: Path) -> list[str]:
                 )
             elif "\n" in value:
                 problems.append(f"{where}: {value!r} has a line break in it")
-            elif key == "python" and "/" not in value:
-                if shutil.which(value) is None:
-                    problems.append(
-                        f"{where}: no {value!r} on PATH (give the interpreter's path, or load the module "
-                        "that provides it first)"
-                    )
-            elif key == "python" and not Path(base_dir, value).is_file():
-                problems.append(
-                    f"{where}: {value} does not exist (give the interpreter's path, e.g. the output of "
-                    "`which python` with the site's module loaded)"
-                )
-            elif key == "python" and not os.access(Path(base_dir, value), os.X_OK):
-                problems.append(f"{where}: {value} is not executable")
+            elif key == "python":
+                problems += _check_interpreter(where, value, base_dir)
             elif key == "container" and value.endswith(".sif") and not Path(base_dir, value).is_file():
                 problems.append(f"{where}: {value} does not exist")
     for name in sorted(set(software["python"]) & set(software["container"])):
@@ -602,12 +705,31 @@ def _check_software(software: dict[str, Any], base_dir: Path) -> list[str]:
     return problems
 
 
+def _check_interpreter(where: str, value: str, base_dir: Path) -> list[str]:
+    """An interpreter a study names: on PATH (a command name) or an executable file."""
+    if "/" not in value:
+        if shutil.which(value) is None:
+            return [
+                f"{where}: no {value!r} on PATH (give the interpreter's path, or load the module that provides it "
+                "first)"
+            ]
+    elif not Path(base_dir, value).is_file():
+        return [
+            f"{where}: {value} does not exist (give the interpreter's path, e.g. the output of `which python` with "
+            "the site's module loaded)"
+        ]
+    elif not os.access(Path(base_dir, value), os.X_OK):
+        return [f"{where}: {value} is not executable"]
+    return []
+
+
 def _check_matrix(config: dict[str, Any], envs_dir: Path, base_dir: Path = Path(".")) -> None:
     matrix = config["matrix"]
     problems = (
         _check_software(config["software"], base_dir)
         + _check_runners(config["runners"], envs_dir, base_dir)
         + _check_strategies(config)
+        + _check_builds(config, base_dir)
     )
     available = [fw for fw in FRAMEWORKS if Path(envs_dir, f"{fw}.yaml").exists()] + list(config["runners"])
     frameworks = {*matrix["framework"], *(e["framework"] for e in config["include"])}
@@ -662,8 +784,8 @@ def expand(
     ):
         applies = model_axes(model)  # the model's own axes vary; the other kinds' are None
         model_cells = itertools.product(*(matrix[a] if a in applies else [None] for a in MODEL_AXES))
-        for model_values, bs, strategy in itertools.product(
-            list(model_cells), _batch_sizes(matrix, model, prec), _strategies(matrix, fw)
+        for model_values, bs, strategy, build in itertools.product(
+            list(model_cells), _batch_sizes(matrix, model, prec), _strategies(matrix, fw), _builds(config, fw)
         ):
             cells.append(
                 dict(
@@ -676,6 +798,7 @@ def expand(
                     batch_size=bs,
                     **dict(zip(MODEL_AXES, model_values, strict=True)),
                     strategy=strategy,
+                    build=build,
                 )
             )
     cells = [dict(cell, metric=metric) for cell in cells for metric in matrix["metric"]]
@@ -782,6 +905,9 @@ def load_study(config: dict[str, Any], schema_path: Path, envs_dir: Path, base_d
         raise ConfigError("\n".join([*problems, str(error)])) from None
     problems += _check_datasets(validated, configurations, base_dir) + _check_batch_search(validated, configurations)
     problems += imports.check_entries(validated["imports"], base_dir) + _check_comparisons(validated, base_dir)
+    if problems:
+        raise ConfigError("\n".join(problems))
+    problems += _check_expectations(validated, configurations, warnings)
     if problems:
         raise ConfigError("\n".join(problems))
     warnings += _unused_framework_settings(validated, configurations)

@@ -15,7 +15,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
-from ..vocabulary.axes import MODEL_AXES
+from ..vocabulary.axes import BY_NAME, MODEL_AXES, NAMED_AWAY
 from .format import fmt_text, unit_text
 from .tables import group_key
 
@@ -81,7 +81,7 @@ VARIANT_AXES = (
     ("batch_size", "bs {}"),
     ("compiler", "compiler {}"),
     *((axis.name, axis.legend) for axis in MODEL_AXES if axis.legend),
-    ("strategy", "{}"),
+    *((name, BY_NAME[name].legend or "{}") for name in NAMED_AWAY),  # strategy, build
 )
 
 
@@ -390,4 +390,53 @@ def write_quality_plots(records: pd.DataFrame, summary: pd.DataFrame, out_dir: P
         fig.suptitle("Samples to converge vs. global batch size (line: median)")
         fig.savefig(out_dir / "samples_to_converge.png", format="png")
         fig.clear()
+    return True
+
+
+HISTORY_LINES = 12  # configurations drawn in history.png (the table lists them all)
+
+
+def write_history(points: pd.DataFrame, out_dir: Path) -> bool:
+    """history.png: each configuration's median in every published version that has it, relative to its first
+    (1 = as then), with the median's interval where it has one; True when drawn. The configurations whose last
+    change is largest are drawn when there are more than HISTORY_LINES."""
+    if points.empty:
+        return False
+    order = list(dict.fromkeys(points["version"]))
+    first = points.groupby("configuration", sort=False)["median"].transform("first").astype(float)
+    data = points.assign(
+        relative=points["median"].astype(float) / first,
+        rel_low=points["low"].astype(float) / first,
+        rel_high=points["high"].astype(float) / first,
+        x=points["version"].map({v: i for i, v in enumerate(order)}),
+    )
+    change = data.groupby("configuration", sort=False)["relative"].last().sub(1).abs()
+    shown = list(change.sort_values(ascending=False).index[:HISTORY_LINES])
+    with sns.axes_style("whitegrid"):
+        fig = Figure(figsize=(8, 4.5), layout="constrained")
+        ax = fig.add_subplot()
+        for config in shown:
+            line = data[data["configuration"] == config]
+            has = line["rel_low"].notna()
+            ax.plot(line["x"], line["relative"], marker="o", label=config)
+            ax.errorbar(
+                line.loc[has, "x"],
+                line.loc[has, "relative"],
+                yerr=[
+                    line.loc[has, "relative"] - line.loc[has, "rel_low"],
+                    line.loc[has, "rel_high"] - line.loc[has, "relative"],
+                ],
+                fmt="none",
+                capsize=3,
+                ecolor="#888888",
+            )
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.set_xticks(range(len(order)), order)
+        ax.set_ylabel("median / the first version's median")
+        more = len(change) - len(shown)
+        ax.set_title(
+            "Each configuration across the published versions" + (f" ({more} more in the table)" if more > 0 else "")
+        )
+        ax.legend(fontsize=6, loc="best")
+        fig.savefig(out_dir / "history.png", dpi=110)
     return True

@@ -196,6 +196,21 @@ def comparison_baseline(reports_dir: Path, compare_to: str | None) -> tuple[pd.D
     return load_records(path), compare_to
 
 
+def earlier_results(reports_dir: Path) -> list[tuple[str, pd.DataFrame]]:
+    """The published versions' records, oldest first (by the time their results were aggregated, then name): the
+    history a new version is set against. A version whose records cannot be read is left out of it."""
+    found = []
+    for name in versions(reports_dir):
+        version_dir = Path(reports_dir) / name
+        try:
+            when = json.loads((version_dir / "environment.json").read_text(encoding="utf-8"))["generated_at"]
+            records = load_records(version_dir)
+        except (OSError, ValueError, KeyError, TypeError, pd.errors.ParserError):
+            continue
+        found.append((str(when), name, records))
+    return [(name, records) for _, name, records in sorted(found, key=lambda f: (f[0], f[1]))]
+
+
 def publish_report(
     records_csv: Path,
     summary_csv: Path,
@@ -224,6 +239,7 @@ def publish_report(
     try:
         os.chmod(tmp_dir, 0o755)  # mkdtemp makes it 0700; reports are meant to be shared
         baseline, label = comparison_baseline(reports_dir, compare_to)
+        earlier = earlier_results(reports_dir)
         render_report(
             records_csv,
             summary_csv,
@@ -232,6 +248,7 @@ def publish_report(
             version=version,
             baseline=baseline,
             baseline_label=label,
+            earlier=earlier,
         )
         if target.exists() or target.is_symlink():  # appeared while rendering
             raise exists_error(target)

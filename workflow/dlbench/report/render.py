@@ -6,6 +6,7 @@ import base64
 import mimetypes
 import re
 import shutil
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -14,12 +15,15 @@ import jinja2
 import pandas as pd
 
 from .. import __version__
+from ..collect import expectations as expected
+from ..collect import history as versions
 from ..collect.aggregate import SUMMARY_COLUMNS, real_vs_synthetic
+from ..collect.references import load_references
 from .format import DASH, fmt_text, md_escape
 from .headline import hardware_line, headline_rows, measured_line, study_conditions, study_wide_flags
 from .load import RECORD_COLUMNS, load_environment, read_table
 from .notes import caveats, mfu_caveat
-from .plots import write_plots, write_quality_plots, write_real_vs_synthetic
+from .plots import write_history, write_plots, write_quality_plots, write_real_vs_synthetic
 from .sections import ReportInputs, build_sections, confidence_level, pair_label, supported_ratios
 from .tables import (
     build_groups,
@@ -62,6 +66,33 @@ def tool_version_text(env: dict[str, Any]) -> str:
     return __version__ + (f" (runs made by {', '.join(runs)})" if others else "")
 
 
+def published_figures(config: dict[str, Any]) -> pd.DataFrame:
+    """The published figures expectations of_published are judged against: the study's references files, else
+    the ones dlbench ships."""
+    files = config.get("references") or []
+    if not files:
+        return load_references()
+    return pd.concat([load_references(f) for f in files], ignore_index=True)
+
+
+def verdict_lines(judgements: list[dict[str, Any]], changes: pd.DataFrame) -> list[str]:
+    """What the report says first: the expectations' summary and each one not passed, and the configurations
+    slower than in an earlier version."""
+    lines = []
+    if judgements:
+        lines.append(f"Expectations: {expected.summary_line(judgements)}")
+        lines += expected.failure_lines(judgements)[:VERDICT_LINES]
+    for since, configs in versions.slower_since(changes).items():
+        shown = ", ".join(configs[:VERDICT_LINES]) + (
+            f" and {len(configs) - VERDICT_LINES} more" if configs[VERDICT_LINES:] else ""
+        )
+        lines.append(f"Slower than {since}: {len(configs)} configuration{'s' if len(configs) > 1 else ''} ({shown})")
+    return lines
+
+
+VERDICT_LINES = 10  # failures named at the top of a report; the expectations section has them all
+
+
 def markdown(ctx: dict[str, Any]) -> str:
     lines = [f"# {md_escape(ctx['title'], table=False)}", ""]
     meta = [f"- Generated: {ctx['generated_at']} by dlbench {ctx['tool_version']}"]
@@ -75,6 +106,7 @@ def markdown(ctx: dict[str, Any]) -> str:
         "",
         f"**Measured:** {md_escape(ctx['measured'], table=False)}",
         "",
+        *(f"**{md_escape(line, table=False)}**\n" for line in ctx["verdicts"]),
         rows_markdown(ctx["headline"]),
         "",
         *(f"**Study-wide:** {md_escape(c, table=False)}\n" for c in ctx["conditions"]),
@@ -114,6 +146,7 @@ def markdown(ctx: dict[str, Any]) -> str:
         "",
         *(["![Samples per joule vs. devices](energy.png)", ""] if ctx.get("energy_plot") else []),
         *(["![Real ÷ synthetic data](real_vs_synthetic.png)", ""] if ctx.get("input_plot") else []),
+        *(["![Across published versions](history.png)", ""] if ctx.get("history_plot") else []),
         *(
             [
                 "![Convergence curves](convergence.png)",
@@ -182,11 +215,14 @@ def render_report(
     version: str | None = None,
     baseline: pd.DataFrame | None = None,
     baseline_label: str = "",
+    earlier: Sequence[tuple[str, pd.DataFrame]] = (),
 ) -> None:
     """Write into out_dir (created; must not exist yet or be empty): index.html, README.md,
     records.csv, summary.csv, records.parquet, summary.parquet (when pyarrow is installed; a note says when not),
     environment.json (copies), throughput.png, speedup.png. `version` is only shown in the page header;
-    `baseline`: the records of the set this version is compared with (report.compare_to), named `baseline_label`."""
+    `baseline`: the records of the set this version is compared with (report.compare_to), named `baseline_label`;
+    `earlier`: the study's published versions before this one (name, records), oldest first: the history, and what
+    the expectations of the previous version are judged against (expectations.json, read by `snakemake`'s end)."""
     records_csv, summary_csv = Path(records_csv), Path(summary_csv)
     environment_json, out_dir = Path(environment_json), Path(out_dir)
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
@@ -212,6 +248,14 @@ def render_report(
     pairs = supported_ratios(real_vs_synthetic(records, level), ("n_real", "n_synthetic"), level)
     input_plot = write_real_vs_synthetic(pairs, out_dir, pair_label)
     quality_plots = write_quality_plots(records, summary, out_dir)
+    config = env.get("config") or {}
+    judgements = expected.judge(
+        config.get("expectations") or [], records, summary, earlier, published_figures(config), level
+    )
+    if config.get("expectations"):
+        expected.write(out_dir / expected.FILE, judgements)
+    points, changes = versions.history(records, earlier, level) if earlier else (pd.DataFrame(), pd.DataFrame())
+    history_plot = write_history(points, out_dir)
 
     groups = build_groups(summary, frozenset(study_wide_flags(summary)))
     for group in groups:
@@ -234,6 +278,7 @@ def render_report(
         "hardware": hardware_line(env, records),
         "measured": measured_line(summary, records),
         "headline": headline_rows(summary),
+        "verdicts": verdict_lines(judgements, changes),
         "conditions": study_conditions(summary, level),
         "overview": overview(summary, records),
         "groups": groups,
@@ -242,7 +287,10 @@ def render_report(
         "energy_plot": energy_plot,
         "input_plot": input_plot,
         "quality_plots": quality_plots,
-        "sections": build_sections(ReportInputs(records, summary, env, baseline, baseline_label)),
+        "history_plot": history_plot,
+        "sections": build_sections(
+            ReportInputs(records, summary, env, baseline, baseline_label, tuple(earlier), tuple(judgements))
+        ),
         "env": environment_view(env),
         "data_files": data_files,
     }

@@ -14,6 +14,9 @@ from typing import Any
 
 import pandas as pd
 
+from ..collect import builds as build_comparison
+from ..collect import expectations as expected
+from ..collect import history as versions
 from ..collect import stats
 from ..collect.aggregate import across_nodes, real_vs_synthetic
 from ..collect.compare import compare
@@ -32,6 +35,9 @@ class ReportInputs:
     env: dict[str, Any]
     baseline: pd.DataFrame | None = None
     baseline_label: str = ""
+    # the study's earlier published versions (name, records), oldest first: the history
+    earlier: tuple[tuple[str, pd.DataFrame], ...] = ()
+    judgements: tuple[dict[str, Any], ...] = ()  # the study's expectations judged (dlbench.collect.expectations)
 
 
 @dataclass(frozen=True)
@@ -356,6 +362,96 @@ def comparison(inputs: ReportInputs) -> Section | None:
     )
 
 
+def expectations(inputs: ReportInputs) -> Section | None:
+    """The study's expectations, one row per expectation and configuration it matches: pass, fail or cannot be
+    judged, with the figure and the interval it was judged on (dlbench.collect.expectations)."""
+    if not inputs.judgements:
+        return None
+    level = confidence_level(inputs.env)
+    rows = [
+        {
+            "Verdict": str(j["verdict"]).upper() if j["verdict"] != expected.PASS else "pass",
+            "Expectation": fmt_text(j["expectation"]),
+            "Config": fmt_text(j["configuration"]) or DASH,
+            "Judged on": fmt_text(j["reason"]),
+        }
+        for j in inputs.judgements
+    ]
+    return Section(
+        "expectations",
+        f"Expectations: {expected.summary_line(inputs.judgements)}",
+        f"Each expectation judged on a {level:.0%} interval: a floor passes when the median's interval lies at or "
+        "above it and fails when it lies below; a factor of another set (a build, the previous version) likewise "
+        "with the ratio of medians' bootstrap interval. An interval that contains the bound, too few repeats or "
+        "nothing to compare with cannot be judged, which is not a pass (snakemake exits 1).",
+        rows,
+    )
+
+
+def builds(inputs: ReportInputs) -> Section | None:
+    """Each configuration in another build against the same configuration in the study's first build: ratio of
+    medians with its interval and the verdict (dlbench.collect.builds), and what differs between the two."""
+    records = inputs.records
+    config = inputs.env.get("config") or {}
+    baseline = build_comparison.baseline_build(records, config)
+    level = confidence_level(inputs.env)
+    result = build_comparison.compare_builds(records, baseline, level)
+    if result.empty:
+        return None
+    rows = [
+        {
+            "Config": fmt_text(r["configuration"]),
+            "Build": f"{r['build']} vs {r['baseline']}",
+            "Verdict": fmt_text(r["verdict"]),
+            f"{baseline} median": fmt_num(r["median_baseline"]),
+            "build median": fmt_num(r["median_build"]),
+            "Ratio [interval]": _ratio(r),
+            "n": f"{int(r['n_baseline'])}/{int(r['n_build'])}",
+            "What differs": build_comparison.differences(inputs.env, str(r["framework"]), baseline, str(r["build"])),
+        }
+        for _, r in result.iterrows()
+    ]
+    return Section(
+        "builds",
+        f"Builds compared with {baseline}",
+        f"Ratio = the build's median / build {baseline}'s for the same configuration, with its {level:.0%} "
+        "bootstrap interval; verdict from an exact rank test on log throughput (docs/statistics.md). What differs: "
+        "the package versions each build's runs recorded, and the variables the study sets.",
+        rows,
+    )
+
+
+def history(inputs: ReportInputs) -> Section | None:
+    """Each configuration across the study's published versions: this version against the newest earlier one
+    that has it (dlbench.collect.history), the medians of every version in history.png."""
+    if not inputs.earlier:
+        return None
+    level = confidence_level(inputs.env)
+    _, changes = versions.history(inputs.records, inputs.earlier, level)
+    if changes.empty:
+        return None
+    rows = [
+        {
+            "Config": fmt_text(r["configuration"]),
+            "Since": fmt_text(r["since"]),
+            "Verdict": fmt_text(r["verdict"]),
+            "then": fmt_num(r["median_then"]),
+            "now": fmt_num(r["median_now"]),
+            "Ratio [interval]": _ratio(r),
+            "p": DASH if missing(r.get("p_value")) else f"{float(r['p_value']):.3g}",
+        }
+        for _, r in changes.iterrows()
+    ]
+    return Section(
+        "history",
+        f"History across {len(inputs.earlier)} earlier version{'s' if len(inputs.earlier) > 1 else ''}",
+        f"This version's median / the newest earlier version's that has the configuration, with its {level:.0%} "
+        "bootstrap interval and a rank-test verdict; every version's median in history.png. A figure an import "
+        "gives once is a point without an interval: its change is 'too few repeats'.",
+        rows,
+    )
+
+
 def references(inputs: ReportInputs) -> Section | None:
     """Our median / published figures (the study's `references:` files) for the configurations they match.
     Published figures are at 224x224: configurations at another image size are not compared."""
@@ -496,10 +592,13 @@ def batch_searches(inputs: ReportInputs) -> Section | None:
 
 
 SECTIONS: tuple[Callable[[ReportInputs], Section | None], ...] = (
+    expectations,
     flags,
     real_synthetic,
     interconnect,
     comparison,
+    builds,
+    history,
     references,
     time_to_quality,
     time_to_train,

@@ -9,7 +9,8 @@ import pandas as pd
 import yaml
 
 from ..collect.aggregate import parse_statuses
-from ..vocabulary.axes import INPUTS
+from ..vocabulary.axes import DEFAULTS as AXIS_DEFAULTS
+from ..vocabulary.axes import INPUTS, NAMED_AWAY
 from .format import (
     DASH,
     compiler_label,
@@ -36,7 +37,7 @@ from .format import (
 # None if n/a.
 INPUT_KEYS = INPUTS
 NO_INTERVAL = "(n=k: too few repeats for an interval)"
-GROUP_KEYS = ("model", "precision", "batch_size", "compiler", "data", *INPUT_KEYS, "strategy")
+GROUP_KEYS = ("model", "precision", "batch_size", "compiler", "data", *INPUT_KEYS, *NAMED_AWAY)
 
 
 def supported_interval(row: pd.Series | None) -> bool:
@@ -136,7 +137,8 @@ def build_groups(summary: pd.DataFrame, wide: frozenset[str] = frozenset()) -> l
     groups = []
     for key in sorted(keyed, key=sort_key):
         rows = keyed[key]
-        model, precision, batch, compiler, data, *inputs, strategy = key
+        model, precision, batch, compiler, data, *rest = key
+        inputs, named = rest[: len(INPUT_KEYS)], dict(zip(NAMED_AWAY, rest[len(INPUT_KEYS) :], strict=True))
         group_fws = [f for f in frameworks if any(fmt_text(r["framework"]) == f for r in rows)]
         by_topo: dict[str, dict[str, pd.Series]] = {}
         topo_rows: dict[str, pd.Series] = {}
@@ -166,8 +168,12 @@ def build_groups(summary: pd.DataFrame, wide: frozenset[str] = frozenset()) -> l
             f"{fmt_text(data) or '?'} data",
             input_label(dict(zip(INPUT_KEYS, inputs, strict=True))),
         ]
-        if fmt_text(strategy) not in ("", "auto"):  # speedups against the auto 1x1 (aggregate.py)
-            title_parts.append(f"strategy {fmt_text(strategy)}")
+        # Away from their defaults: a strategy (speedups against the auto 1x1, aggregate.py), a build.
+        title_parts += [
+            f"{name} {fmt_text(value)}"
+            for name, value in named.items()
+            if fmt_text(value) not in ("", str(AXIS_DEFAULTS[name]))
+        ]
         unit = unit_text([r.get("unit") for r in rows], model)
         groups.append(
             {

@@ -4,7 +4,7 @@ to, its spelling in a variant (and back), its record column and its words in a r
 Standard library only: the study (core environment), the rules, the harness (framework environments, through
 dlbench.vocabulary.identity), the log formats, the aggregate and the report read it, so none of them restates an axis.
 
-    every kind   framework, model, topology, batch_size, precision, compiler, data, strategy, metric
+    every kind   framework, model, topology, batch_size, precision, compiler, data, strategy, build, metric
     a model's    image_size (ResNet), seq_length (BERT, Llama), max_predictions (BERT, derived from seq_length),
                  optimizer and grad_clip (BERT), activation_checkpointing (Llama)
 
@@ -114,6 +114,15 @@ SEQ_LENGTH = 128  # the sequence length a study or a run log that says none trai
 STRATEGY_PREFIX = "via_"  # no other part starts so (optimizers are adam or lamb)
 
 
+DEFAULT_BUILD = "default"  # the study's one software per framework; a build of software.builds otherwise
+BUILD_PREFIX = "build_"
+BUILD_NAME = "^[a-z0-9][a-z0-9_.]*$"  # a variant part after its prefix: no '-' (it separates the parts)
+
+
+def _read_build(part: str) -> Any:
+    return part[len(BUILD_PREFIX) :] if part.startswith(BUILD_PREFIX) and part != BUILD_PREFIX else NOT_THIS
+
+
 def _read_strategy(part: str) -> Any:
     return part[len(STRATEGY_PREFIX) :] if part.startswith(STRATEGY_PREFIX) and part != STRATEGY_PREFIX else NOT_THIS
 
@@ -202,6 +211,19 @@ AXES: tuple[Axis, ...] = (
         "a third more compute)",
     ),
     Axis("strategy", "auto", spell=lambda v: f"{STRATEGY_PREFIX}{v}", read=_read_strategy, omit_default=True),
+    Axis(
+        "build",
+        DEFAULT_BUILD,
+        spell=lambda v: f"{BUILD_PREFIX}{v}",
+        read=_read_build,
+        omit_default=True,
+        record=lambda v, _: v or DEFAULT_BUILD,
+        label=lambda v, _: f"build {v}",
+        legend="build {}",
+        values={"type": "string", "pattern": BUILD_NAME},
+        description="the software build a run used (software.builds): default is the study's one environment per "
+        "framework (envs/<framework>.yaml, software.python or software.container)",
+    ),
     Axis("metric", "throughput"),
 )
 BY_NAME = {axis.name: axis for axis in AXES}
@@ -212,6 +234,9 @@ MODEL_AXES = tuple(a for a in AXES if a.kinds != EVERY_KIND)  # the axes of some
 INPUTS = tuple(a.name for a in MODEL_AXES)  # their record columns: a configuration's inputs beside its axes
 MODEL_MATRIX = tuple(a.name for a in MODEL_AXES if a.matrix)  # the model axes a study's matrix lists
 OPTIONS = tuple(a for a in MODEL_AXES if a.option)  # the model axes the harness takes as options (--<name>)
+# The axes of every model kind that a variant names only away from their defaults (strategy, build): a
+# configuration's columns after its model inputs (records, summary, report tables and plots).
+NAMED_AWAY = tuple(a.name for a in AXES if a.kinds == EVERY_KIND and a.omit_default)
 # The parts a variant spells after its first four, in order; reading them back tries the catch-all last.
 SPELLED = tuple(a for a in AXES if a.spell is not None)
 READ_ORDER = (*(a for a in SPELLED if a.name != "optimizer"), BY_NAME["optimizer"])

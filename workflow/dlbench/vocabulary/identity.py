@@ -190,6 +190,18 @@ def with_batch_size(config: str, batch_size: int | str) -> str:
     return "/".join([*parts[:3], f"bs{batch_size}-{rest}"])
 
 
+def with_build(config: str, build: str) -> str:
+    """The same configuration in another software build (registry.DEFAULT_BUILD: the part left out)."""
+    parts = config.split("/")
+    if len(parts) != 4:
+        raise IdentityError(f"config id {config!r} is not <model>/<framework>/<topology>/<variant>")
+    variant_parts = [p for p in parts[3].split("-") if registry.BY_NAME["build"].read(p) is registry.NOT_THIS]  # type: ignore[misc]
+    if build != registry.DEFAULT_BUILD:
+        at = next((i for i, p in enumerate(variant_parts) if re.fullmatch(r"ttq[0-9.]+_[0-9a-f]{6}", p)), None)
+        variant_parts.insert(len(variant_parts) if at is None else at, registry.BY_NAME["build"].spell(build))  # type: ignore[misc]
+    return "/".join([*parts[:3], "-".join(variant_parts)])
+
+
 def search_id(config: str) -> str:
     """The batch-size search a configuration's size is found by (or would be, at batch_size max): the same
     configuration at bsmax, on one node with its devices per node."""
