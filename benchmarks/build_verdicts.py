@@ -1,16 +1,18 @@
 """How often the report's build comparison calls a planted slowdown slower, and an identical build different.
 
-    PYTHONPATH=workflow .venv/bin/python benchmarks/build_verdicts.py [--runs 40] [--repeats 4]
+    PYTHONPATH=workflow .venv/bin/python benchmarks/build_verdicts.py [--runs 40] [--repeats 4] [--seed 1]
         [--variables ONEDNN_MAX_CPU_ISA=SSE41 ATEN_CPU_CAPABILITY=default]
 
-Three builds of PyTorch's ResNet-tiny (32x32, batch 8; one rank, as the workflow runs it: `python -m
-dlbench.harness` in the PyTorch environment): `default`, `same` (the identical software: an A/A pair) and
-`slow` (the same software with the given variables set, the planted slowdown; by default the case's, oneDNN and
-ATen at their baseline instruction sets). `--runs` fresh-process runs of each, interleaved (default, same, slow,
-default, ...) so that the machine's drift falls on all three. The runs are then cut into disjoint trials of
-`--repeats` repeats per build, and each trial compared as the report compares builds
-(dlbench.collect.builds: dlbench.collect.stats.compare_repeats at 95%): detection rate = trials in which `slow` is
-called slower than `default`; false-alarm rate = trials in which `same` is called slower or faster.
+Three builds of PyTorch's ResNet-tiny in the case's shape (.test/config_builds: 64x64, batch 8, 5 + 30 steps; one
+rank, as the workflow runs it: `python -m dlbench.harness` in the PyTorch environment): `default`, `same` (the
+identical software: an A/A pair) and `slow` (the same software with the given variables set, the planted
+slowdown; by default the case's, oneDNN and ATen at their baseline instruction sets). `--runs` rounds of one
+fresh-process run of each, in a random order per round (seeded): the machine's drift falls on all three, and no
+build always runs after another (in a fixed order default, same, slow, `same` read 7% below `default` over 20
+rounds on a 2-core VM: a position effect). The runs are then cut into disjoint trials of `--repeats` repeats per
+build, and each trial compared as the report compares builds (dlbench.collect.builds:
+dlbench.collect.stats.compare_repeats at 95%): detection rate = trials in which `slow` is called slower than
+`default`; false-alarm rate = trials in which `same` is called slower or faster.
 Writes benchmarks/results/build_verdicts.json.
 """
 
@@ -40,8 +42,8 @@ def run_once(python: str, log: Path, build: str, variables: dict[str, str]) -> f
     """One run as the workflow starts it; its throughput (None: it failed)."""
     env = dict(os.environ, PYTHONPATH=str(REPO / "workflow"), **(variables if build == "slow" else {}))
     command = [python, "-m", "dlbench.harness", "--framework", "pytorch", "--model", "resnet_tiny"]
-    command += ["--topology", "1x1", "--batch-size", "8", "--image-size", "32", "--device", "cpu"]
-    command += ["--warmup-steps", "2", "--measured-steps", "5", "--log", str(log), "--build", build]
+    command += ["--topology", "1x1", "--batch-size", "8", "--image-size", "64", "--device", "cpu"]
+    command += ["--warmup-steps", "5", "--measured-steps", "30", "--log", str(log), "--build", build]
     subprocess.run(command, env=env, capture_output=True, check=False, timeout=600)
     for line in reversed(log.read_text().splitlines() if log.exists() else []):
         entry = json.loads(line)
@@ -54,18 +56,20 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", type=int, default=40, help="fresh-process runs per build")
     p.add_argument("--repeats", type=int, default=4, help="repeats per build in one trial")
+    p.add_argument("--seed", type=int, default=1, help="the order of the three builds in each round")
     p.add_argument("--variables", nargs="*", default=["ONEDNN_MAX_CPU_ISA=SSE41", "ATEN_CPU_CAPABILITY=default"])
     p.add_argument("--python", default=next(iter(sorted(glob.glob(str(REPO / ".venvs/pytorch-*/bin/python")))), ""))
     args = p.parse_args()
     record = resultfile.Recorder(__file__)
     variables = dict(v.split("=", 1) for v in args.variables)
     values: dict[str, list[float]] = {b: [] for b in BUILDS}
+    order = np.random.default_rng(args.seed)
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.runs):
-            for build in BUILDS:
-                value = run_once(args.python, Path(tmp, f"{build}-{i}.jsonl"), build, variables)
+            for build in order.permutation(BUILDS):  # a fixed order would put a position effect on one build
+                value = run_once(args.python, Path(tmp, f"{build}-{i}.jsonl"), str(build), variables)
                 if value is not None:
-                    values[build].append(value)
+                    values[str(build)].append(value)
             print(f"run {i + 1}/{args.runs}: " + ", ".join(f"{b} {values[b][-1]:.1f}" for b in BUILDS if values[b]))
     trials = min(len(v) for v in values.values()) // args.repeats
     verdicts: dict[str, list[str]] = {"slow": [], "same": []}
@@ -84,7 +88,8 @@ def main() -> None:
         + [", ".join(f"{verdicts['same'].count(v)} {v}" for v in stats.VERDICTS if verdicts["same"].count(v))],
     ]
     title = (
-        f"PyTorch resnet_tiny 32x32 batch 8, {args.runs} fresh runs per build interleaved, {trials} trials of "
+        f"PyTorch resnet_tiny 64x64 batch 8, 5 warm-up and 30 measured steps, {args.runs} fresh runs per build "
+        f"interleaved in random order, {trials} trials of "
         f"{args.repeats} vs {args.repeats} repeats; slow sets {' '.join(args.variables)}"
     )
     columns = ["pair", "ratio over all runs [95%]", "called (slower / slower or faster)", "verdicts"]

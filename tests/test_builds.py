@@ -28,8 +28,8 @@ def test_two_builds_side_by_side_their_comparison_history_and_acceptance(tmp_pat
     assert first.returncode == 1, first.stdout + first.stderr
     err = first.stderr
     assert "dlbench: expectations: 1 pass, 1 fail, 1 cannot be judged" in err, err
-    assert f"dlbench: FAIL: expectations[1] (build {SLOW}): >= 0.95 x build default: {CONFIG}-build_{SLOW}" in err
-    assert "CANNOT BE JUDGED: expectations[2] (build default): >= 0.9 x the previous version" in err
+    assert f"dlbench: FAIL: expectations[1] (build {SLOW}): ≥ 0.95 × build default: {CONFIG}-build_{SLOW}" in err
+    assert "CANNOT BE JUDGED: expectations[2] (build default): ≥ 0.9 × the previous version" in err
     assert "no earlier published version has this configuration" in err
 
     v1 = tmp_path / "results" / "reports" / "v1"
@@ -147,9 +147,9 @@ def test_factors_of_another_build_and_of_the_previous_version():
         {"match": {"model": "bert_base"}, "at_least": 1},
     ]
     verdicts = [(j["verdict"], j["reason"]) for j in judge(entries, current, earlier)]
-    assert verdicts[0][0] == "fail" and verdicts[0][1].startswith("0.800 x build default [")
+    assert verdicts[0][0] == "fail" and verdicts[0][1].startswith("0.800 × build default [")
     assert verdicts[1][0] == "pass"
-    assert verdicts[2][0] == "pass" and "x v2" in verdicts[2][1]
+    assert verdicts[2][0] == "pass" and "× v2" in verdicts[2][1]
     assert verdicts[3] == ("cannot be judged", "no earlier published version has this configuration")
     assert verdicts[4] == ("cannot be judged", "matches no configuration of this report")
 
@@ -179,7 +179,7 @@ def test_what_differs_between_two_builds():
         "config": {"software": {"builds": {"old": {"pytorch": {"variables": {"OMP_PROC_BIND": "close"}}}}}},
     }
     assert builds.differences(env, "pytorch", "default", "old") == (
-        "six 1.17.0 → absent, torch 2.13.0 → 2.12.1; old sets OMP_PROC_BIND=close"
+        "torch 2.13.0 → 2.12.1, −six 1.17.0; old sets OMP_PROC_BIND=close"
     )
     assert "packages not recorded" in builds.differences(env, "pytorch", "default", "missing")
 
@@ -190,5 +190,5 @@ def test_the_expectations_command_exits_with_the_verdict(tmp_path, capsys):
     assert expectations.main([str(tmp_path)]) == 0
     expectations.write(tmp_path / expectations.FILE, judge([{"match": {}, "at_least": 200}], {CONFIG: STEADY}))
     assert expectations.main([str(tmp_path)]) == 1
-    assert f"FAIL: expectations[0] (every configuration): throughput >= 200: {CONFIG}" in capsys.readouterr().err
+    assert f"FAIL: expectations[0] (every configuration): throughput ≥ 200: {CONFIG}" in capsys.readouterr().err
     assert expectations.main([str(tmp_path / "nowhere")]) == 2

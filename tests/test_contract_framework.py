@@ -133,6 +133,7 @@ def mxnet_resnet(env: dict, header: dict, summary: dict) -> None:
     assert env["settings"]["omp_threads"] == header["threads_per_rank"] and not env["settings"]["hybridize"]
     assert env["settings"]["summary"].startswith(f"oneDNN {'on' if env['onednn'] else 'off'}, ")
     assert env["settings"]["optimizer_aggregation"] == 1  # one update call per tensor on CPU (4 is slower there)
+    assert env["settings"]["flush_subnormals"] is True and ", subnormals flushed" in env["settings"]["summary"]
     assert env["threads"]["omp"] == header["threads_per_rank"] == summary["ranks"][0]["threads"]
     assert env["threads"]["OMP_NUM_THREADS"] == str(header["threads_per_rank"])
 

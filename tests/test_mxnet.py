@@ -57,6 +57,29 @@ def test_env_is_mxnet_1_9_1_with_numpy_below_1_24(mx_python):
     assert out[2].strip() == "(3, 11)"
 
 
+def test_the_backend_computes_subnormals_as_zero_in_every_thread(mx_python):
+    """ResNet-50's γ = 0 BatchNorms make subnormal floats, on which MXNet's GEMM is ~100x slower on an Intel Xeon:
+    the backend flushes them (results and inputs) in the threads of a parallel product; the plain interpreter
+    does not."""
+    code = """
+import sys, numpy as np, mxnet as mx
+from dlbench.harness.spec import RunSpec
+from dlbench.harness.backends.mxnet.backend import Backend
+if sys.argv[1] == "backend":
+    spec = RunSpec.of(framework="mxnet", model="resnet50", nodes=1, devices_per_node=1, batch_size=2,
+                      precision="fp32", compiler=False, data="synthetic", warmup_steps=1, measured_steps=1, repeat=1,
+                      config_id="t", log="/dev/null", device="cpu")
+    Backend(spec, rank=0, world=1, local_rank=0, threads=2)
+tiny = mx.nd.full((256, 256), 1e-39)  # subnormal in fp32
+print(float((tiny * 3.0).abs().sum().asscalar()), float(mx.nd.dot(tiny, mx.nd.ones((256, 256))).abs().sum().asscalar()))
+"""
+    run = lambda mode: subprocess.run(  # noqa: E731
+        [str(mx_python), "-c", code, mode], env=harness_env(), capture_output=True, text=True, check=True
+    )
+    assert all(float(v) > 0 for v in run("plain").stdout.split())
+    assert [float(v) for v in run("backend").stdout.split()] == [0.0, 0.0]
+
+
 def test_resnet50_v1_5_has_the_reference_parameter_count_and_strides(mx_python):
     code = (
         "from dlbench.harness.backends.mxnet.resnet import ResNet50, parameter_count\n"

@@ -80,11 +80,9 @@ def differences(env: Mapping[str, Any], framework: str, baseline: str, build: st
     if a is None or b is None:
         parts.append("packages not recorded (runs of a dlbench before 0.13, or no ok run)")
     else:
-        changed = [
-            f"{name} {a.get(name, 'absent')} → {b.get(name, 'absent')}"
-            for name in sorted(set(a) | set(b))
-            if a.get(name) != b.get(name)
-        ]
+        # versions that changed first (the framework's own among them), then packages only one build has
+        changed = [f"{n} {a[n]} → {b[n]}" for n in sorted(set(a) & set(b)) if a[n] != b[n]]
+        changed += [f"+{n} {b[n]}" for n in sorted(set(b) - set(a))] + [f"−{n} {a[n]}" for n in sorted(set(a) - set(b))]
         shown = changed[:SHOWN_PACKAGES] + (
             [f"{len(changed) - SHOWN_PACKAGES} more"] if changed[SHOWN_PACKAGES:] else []
         )

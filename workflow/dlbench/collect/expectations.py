@@ -40,6 +40,7 @@ from ..vocabulary.axes import DEFAULT_BUILD
 from ..vocabulary.identity import IdentityError, parse_config_id, with_build
 from . import stats
 from .compare import ok_throughputs
+from .references import match_references
 
 PASS, FAIL, UNJUDGED = "pass", "fail", "cannot be judged"
 KINDS = ("at_least", "of_previous", "of_build", "of_published")
@@ -66,10 +67,10 @@ class Expectation:
         """The expectation as the report states it."""
         where = ", ".join(f"{k} {v}" for k, v in self.match.items()) or "every configuration"
         bound = {
-            "at_least": f"throughput >= {self.bound:g}",
-            "of_previous": f">= {self.bound:g} x the previous version",
-            "of_build": f">= {self.bound:g} x build {self.other}",
-            "of_published": f">= {self.bound:g} x the published figure",
+            "at_least": f"throughput ≥ {self.bound:g}",
+            "of_previous": f"≥ {self.bound:g} × the previous version",
+            "of_build": f"≥ {self.bound:g} × build {self.other}",
+            "of_published": f"≥ {self.bound:g} × the published figure",
         }[self.kind]
         return f"expectations[{self.index}] ({where}): {bound}"
 
@@ -120,8 +121,6 @@ def _published(summary: pd.DataFrame, published: pd.DataFrame | None) -> dict[st
     """The published figure each configuration matches (the first), with its label."""
     if published is None or published.empty or summary.empty:
         return {}
-    from .references import match_references
-
     matched = match_references(summary, published)
     return {
         str(r["config_id"]): (float(r["published"]), f"{r['label']} ({r['device']})")
@@ -160,7 +159,7 @@ def _judge_one(
     ci = stats.ratio_ci(mine, other, level)
     verdict = _bounded(ci.low, ci.high, expectation.bound)
     interval = f"[{ci.low:.3f}, {ci.high:.3f}]" if ci.ok else "(no interval)"
-    measured = f"{ci.ratio:.3f} x {against} {interval}"
+    measured = f"{ci.ratio:.3f} × {against} {interval}"
     if verdict is None:
         why = ci.note if not ci.ok else f"the {level:.0%} interval contains {expectation.bound:g}: more repeats"
         return _verdict(expectation, config, UNJUDGED, f"{measured}: {why}", ci.ratio, ci.low, ci.high)
@@ -179,7 +178,7 @@ def _judge_floor(
         if config not in figures:
             return _verdict(expectation, config, UNJUDGED, "no published figure matches this configuration")
         figure, label = figures[config]
-        floor, what = expectation.bound * figure, f"{expectation.bound:g} x {figure:g} ({label})"
+        floor, what = expectation.bound * figure, f"{expectation.bound:g} × {figure:g} ({label})"
     ci = stats.median_ci(mine, level)
     verdict = _bounded(ci.low, ci.high, floor)
     interval = f"[{ci.low:.4g}, {ci.high:.4g}]" if ci.ok else "(no interval)"

@@ -29,6 +29,7 @@ from ..harness import quality
 from ..harness import runner as runner_module
 from ..harness import strategies as strategy_registry
 from ..harness.spec import FRAMEWORKS
+from ..venvs import EnvSpecError, read_spec
 from ..vocabulary import identity
 from ..vocabulary.axes import (
     BY_NAME,
@@ -564,8 +565,6 @@ def _check_builds(config: dict[str, Any], base_dir: Path) -> list[str]:
 def _check_build_env(where: str, path: str, base_dir: Path, stems: dict[str, str]) -> list[str]:
     """A build's environment file: it exists, reads as an environment (dlbench.venvs.read_spec), and its name
     (which names its environment under software.venv_dir) is its own."""
-    from ..venvs import EnvSpecError, read_spec
-
     stem = Path(path).stem
     if not re.fullmatch(r"[a-z0-9_]+", stem):
         return [

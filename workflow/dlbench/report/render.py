@@ -77,10 +77,11 @@ def published_figures(config: dict[str, Any]) -> pd.DataFrame:
 
 def verdict_lines(judgements: list[dict[str, Any]], changes: pd.DataFrame) -> list[str]:
     """What the report says first: the expectations' summary and each one not passed, and the configurations
-    slower than in an earlier version."""
+    slower than in an earlier version (every line but an all-pass summary is an alert)."""
     lines = []
     if judgements:
-        lines.append(f"Expectations: {expected.summary_line(judgements)}")
+        passed = all(j["verdict"] == expected.PASS for j in judgements)
+        lines.append(f"Expectations: {expected.summary_line(judgements)}" + (" ✓" if passed else ""))
         lines += expected.failure_lines(judgements)[:VERDICT_LINES]
     for since, configs in versions.slower_since(changes).items():
         shown = ", ".join(configs[:VERDICT_LINES]) + (
