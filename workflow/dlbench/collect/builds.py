@@ -60,12 +60,7 @@ def compare_builds(records: pd.DataFrame, baseline: str, level: float = stats.DE
                 "n_build": len(b),
                 "median_baseline": float(np.median(a)) if len(a) else None,
                 "median_build": float(np.median(b)) if len(b) else None,
-                "ratio": result.ratio,
-                "ratio_low": result.low,
-                "ratio_high": result.high,
-                "p_value": result.p_value,
-                "verdict": result.verdict,
-                "note": result.note,
+                **result.columns(),
             }
         )
     return pd.DataFrame(rows)

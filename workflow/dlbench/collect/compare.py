@@ -109,12 +109,7 @@ def compare(
                 "n_b": len(b),
                 "median_a": np.median(a) if len(a) else None,
                 "median_b": np.median(b) if len(b) else None,
-                "ratio": result.ratio,
-                "ratio_low": result.low,
-                "ratio_high": result.high,
-                "p_value": result.p_value,
-                "verdict": result.verdict,
-                "note": result.note,
+                **result.columns(),
             }
         )
     for key, side, runs in [

@@ -156,14 +156,12 @@ def _judge_one(
         if twin not in runs:
             return _verdict(expectation, config, UNJUDGED, f"no ok run of build {expectation.other} ({twin})")
         against, other = f"build {expectation.other}", runs[twin]
-    ci = stats.ratio_ci(mine, other, level)
-    verdict = _bounded(ci.low, ci.high, expectation.bound)
-    interval = f"[{ci.low:.3f}, {ci.high:.3f}]" if ci.ok else "(no interval)"
-    measured = f"{ci.ratio:.3f} × {against} {interval}"
-    if verdict is None:
-        why = ci.note if not ci.ok else f"the {level:.0%} interval contains {expectation.bound:g}: more repeats"
-        return _verdict(expectation, config, UNJUDGED, f"{measured}: {why}", ci.ratio, ci.low, ci.high)
-    return _verdict(expectation, config, verdict, measured, ci.ratio, ci.low, ci.high)
+    ratio = stats.ratio_ci(mine, other, level)
+    interval = f"[{ratio.low:.3f}, {ratio.high:.3f}]" if ratio.ok else "(no interval)"
+    measured = f"{ratio.ratio:.3f} × {against} {interval}"
+    return _decide(
+        expectation, config, expectation.bound, measured, (ratio.ratio, ratio.low, ratio.high), ratio.note, level
+    )
 
 
 def _judge_floor(
@@ -180,13 +178,28 @@ def _judge_floor(
         figure, label = figures[config]
         floor, what = expectation.bound * figure, f"{expectation.bound:g} × {figure:g} ({label})"
     ci = stats.median_ci(mine, level)
-    verdict = _bounded(ci.low, ci.high, floor)
     interval = f"[{ci.low:.4g}, {ci.high:.4g}]" if ci.ok else "(no interval)"
     measured = f"median {ci.median:.4g} {interval} against {what}"
+    return _decide(expectation, config, floor, measured, (ci.median, ci.low, ci.high), ci.note, level)
+
+
+def _decide(
+    expectation: Expectation,
+    config: str,
+    bound: float,
+    measured: str,
+    figure: tuple[float | None, float | None, float | None],
+    note: str,
+    level: float = stats.DEFAULT_LEVEL,
+) -> dict[str, Any]:
+    """The judgement of a figure (value, low, high) against its bound: `measured` says what it was judged on;
+    without a verdict, why (`note` when there is no interval)."""
+    value, low, high = figure
+    verdict = _bounded(low, high, bound)
     if verdict is None:
-        why = ci.note if not ci.ok else f"the {level:.0%} interval contains {floor:.4g}: more repeats"
-        return _verdict(expectation, config, UNJUDGED, f"{measured}: {why}", ci.median, ci.low, ci.high)
-    return _verdict(expectation, config, verdict, measured, ci.median, ci.low, ci.high)
+        why = note if low is None else f"the {level:.0%} interval contains {bound:.4g}: more repeats"
+        return _verdict(expectation, config, UNJUDGED, f"{measured}: {why}", value, low, high)
+    return _verdict(expectation, config, verdict, measured, value, low, high)
 
 
 def _verdict(

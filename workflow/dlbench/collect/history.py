@@ -50,12 +50,7 @@ def history(
                 "since": since,
                 "median_then": float(np.median(runs[since][config])),
                 "median_now": _median(runs[CURRENT].get(config)),
-                "ratio": result.ratio,
-                "ratio_low": result.low,
-                "ratio_high": result.high,
-                "p_value": result.p_value,
-                "verdict": result.verdict,
-                "note": result.note,
+                **result.columns(),
             }
         )
     return pd.DataFrame(points), pd.DataFrame(changes)

@@ -229,6 +229,13 @@ class Comparison:
     n_b: int
     note: str
 
+    def columns(self) -> dict[str, Any]:
+        """The comparison as a table's columns (dlbench.collect.compare's, and every table that reuses them)."""
+        return {"ratio": self.ratio, "ratio_low": self.low, "ratio_high": self.high, "p_value": self.p_value} | {
+            "verdict": self.verdict,
+            "note": self.note,
+        }
+
 
 @lru_cache(maxsize=256)
 def _u_null_counts(m: int, n: int) -> np.ndarray:

@@ -231,6 +231,14 @@ def flags(inputs: ReportInputs) -> Section | None:
     )
 
 
+def _comparison_cells(row: pd.Series) -> dict[str, str]:
+    """A comparison's ratio with its interval and its test's p (dlbench.collect.stats.Comparison.columns)."""
+    return {
+        "Ratio [interval]": _ratio(row),
+        "p": DASH if missing(row.get("p_value")) else f"{float(row['p_value']):.3g}",
+    }
+
+
 def _ratio(row: pd.Series) -> str:
     if missing(row.get("ratio")):
         return DASH
@@ -347,8 +355,7 @@ def comparison(inputs: ReportInputs) -> Section | None:
             "Verdict": fmt_text(r["verdict"]),
             f"{inputs.baseline_label} median": fmt_num(r.get("median_a")),
             "this median": fmt_num(r.get("median_b")),
-            "Ratio [interval]": _ratio(r),
-            "p": DASH if missing(r.get("p_value")) else f"{float(r['p_value']):.3g}",
+            **_comparison_cells(r),
         }
         for _, r in result.iterrows()
     ]
@@ -437,8 +444,7 @@ def history(inputs: ReportInputs) -> Section | None:
             "Verdict": fmt_text(r["verdict"]),
             "then": fmt_num(r["median_then"]),
             "now": fmt_num(r["median_now"]),
-            "Ratio [interval]": _ratio(r),
-            "p": DASH if missing(r.get("p_value")) else f"{float(r['p_value']):.3g}",
+            **_comparison_cells(r),
         }
         for _, r in changes.iterrows()
     ]
