@@ -106,6 +106,7 @@ def test_each_build_of_a_framework_runs_with_its_own_software(tmp_path):
     assert plain.framework_python("pytorch", "site") == "/opt/other/bin/python"
     assert plain.run_env_input("pytorch", "site") == [] and plain.run_conda_env("pytorch", "site") is None
     assert plain.container("tensorflow", "site") == "docker://x/tf:2" and plain.container("tensorflow") is None
+    assert plain.uses_images() and not software(tmp_path).builds and software(tmp_path).uses_images()  # IMAGES
     assert plain.framework_python("tensorflow", "slow") == plain.framework_python("tensorflow")
     assert plain.run_env_input("tensorflow", "slow") == plain.run_env_input("tensorflow")
     words = plain.run_module("tensorflow", "dlbench.plan.configfile", "slow")

@@ -130,7 +130,7 @@ def run_words(module):
 # The runs' image only where the study names one: Snakemake asks a callable for every job (and again each time it
 # answered none), a second or more in a study of thousands of runs; a rule without one asks nothing. (The conda
 # environment stays a callable: `snakemake --lint` wants every rule to name one.)
-RUN_CONTAINER = run_container if CONTAINERS or any("container" in b for fw in BUILDS.values() for b in fw.values()) else None
+RUN_CONTAINER = run_container if SOFTWARE.uses_images() else None
 
 
 def dataprep_env(wildcards):

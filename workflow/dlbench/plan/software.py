@@ -78,6 +78,11 @@ class Software:
             framework in self.site_python or framework in self.containers or "python" in self.runners.get(framework, {})
         )
 
+    def uses_images(self) -> bool:
+        """Whether any framework's build runs in an image (software.container, or a build's `container`)."""
+        builds = (entry for per_framework in self.builds.values() for entry in per_framework.values())
+        return bool(self.containers) or any("container" in entry for entry in builds)
+
     def container(self, framework: str, build: str = DEFAULT_BUILD) -> str | None:
         """The image a framework's build runs in (software.container, or the build's), or None."""
         entry = self.build(framework, build)
