@@ -21,6 +21,13 @@ CONFIG = "resnet_tiny/pytorch/1x1/bs8-fp32-nocompile-synthetic-img64"
 @pytest.mark.slow
 def test_two_builds_side_by_side_their_comparison_history_and_acceptance(tmp_path):
     config = case_config("builds", VENV_DIR)
+    # Verdicts that hold however busy the machine (the suite's other workers share its cores): a floor far above
+    # what this model reaches fails; how often the real slowdown is called slower is benchmarks/build_verdicts.py's.
+    config["expectations"] = [
+        {"match": {"build": "default"}, "at_least": 1},
+        {"match": {"build": SLOW}, "at_least": 100000},
+        {"match": {"build": "default"}, "of_previous": 0.9},
+    ]
     path = write_config(tmp_path / "config.yaml", config)
 
     # One Snakemake: both builds run, the report compares them; the expectations' exit status and lines.
@@ -28,7 +35,7 @@ def test_two_builds_side_by_side_their_comparison_history_and_acceptance(tmp_pat
     assert first.returncode == 1, first.stdout + first.stderr
     err = first.stderr
     assert "dlbench: expectations: 1 pass, 1 fail, 1 cannot be judged" in err, err
-    assert f"dlbench: FAIL: expectations[1] (build {SLOW}): ≥ 0.95 × build default: {CONFIG}-build_{SLOW}" in err
+    assert f"dlbench: FAIL: expectations[1] (build {SLOW}): throughput ≥ 100000: {CONFIG}-build_{SLOW}: median" in err
     assert "CANNOT BE JUDGED: expectations[2] (build default): ≥ 0.9 × the previous version" in err
     assert "no earlier published version has this configuration" in err
 
@@ -42,18 +49,19 @@ def test_two_builds_side_by_side_their_comparison_history_and_acceptance(tmp_pat
     readme = (v1 / "README.md").read_text()
     assert "## Builds compared with default" in readme
     row = next(line for line in readme.splitlines() if f"{SLOW} vs default" in line)
-    assert "| slower " in row and "the same packages" in row and "ONEDNN_MAX_CPU_ISA=SSE41" in row
+    assert "the same packages" in row and "ONEDNN_MAX_CPU_ISA=SSE41" in row
+    ratio = float(re.search(r"\| (\d\.\d+) \[\d", row).group(1))
+    assert ratio < 0.9, row  # ~0.6 on a quiet machine (its verdict: slower in 9 of 10 trials of 4 repeats)
     assert "**Expectations: 1 pass, 1 fail, 1 cannot be judged**" in readme
     judged = expectations.read(tmp_path / "results" / "report" / expectations.FILE)
-    ratio = next(j for j in judged if j["kind"] == "of_build")
-    assert ratio["high"] < 0.95 and ratio["verdict"] == "fail"
+    assert [j["verdict"] for j in judged] == ["pass", "fail", "cannot be judged"]
 
     # The same study with another expectation: nothing runs again, the report is v2 and has a history (v1).
     run_logs = sorted((tmp_path / "results" / "runs").rglob("rep*.jsonl"))
     stamps = [p.stat().st_mtime_ns for p in run_logs]
     config["expectations"] = [
         {"match": {"build": "default"}, "at_least": 1},
-        {"match": {"build": "default"}, "of_previous": 0.5},  # the same runs: ratio 1, its interval above 0.5
+        {"match": {"build": "default"}, "of_previous": 0.25},  # the same runs: ratio 1, its interval well above
     ]
     write_config(path, config)
     second = snakemake(tmp_path, "--cores", "2", "--configfile", str(path))

@@ -16,6 +16,7 @@ import pytest
 from conftest import REPO, build_env, harness_env, planned_jobs, read_log, snakemake, tiny_config, write_config
 
 sys.path.insert(0, str(REPO / "workflow"))
+from dlbench.harness.spec import INTERPRETER_ENV  # noqa: E402
 from dlbench.plan import interpreters  # noqa: E402
 from dlbench.plan.study import ConfigError  # noqa: E402
 
@@ -176,6 +177,18 @@ def test_a_study_runs_with_its_own_interpreter_and_records_it(tmp_path, site_pyt
     other = write_config(work / "other.yaml", byo_config(torch_python))
     runs = [out for rule, out in planned_jobs(work, other) if rule == "benchmark_run"]
     assert runs == [str(log.relative_to(work))]
+    # The same interpreter as a second build beside the first: probed as software.python is, said, its identity in
+    # its runs' command lines; the runs of the default build are done already.
+    both = byo_config(site_python)
+    both["software"]["builds"] = {"again": {"pytorch": {"python": str(torch_python)}}}
+    both["matrix"]["build"] = ["default", "again"]
+    dry = snakemake(work, "-n", "-p", "--configfile", str(write_config(work / "both.yaml", both)))
+    assert dry.returncode == 0, dry.stdout[-3000:] + dry.stderr[-3000:]
+    assert f"dlbench: pytorch/again runs with {torch_python} (python_version=" in dry.stderr
+    commands = [line for line in (dry.stdout + dry.stderr).splitlines() if "-m dlbench.harness " in line]
+    assert (
+        len(commands) == 1 and "--build again" in commands[0] and f"{INTERPRETER_ENV}='python_version=" in commands[0]
+    )
 
 
 @pytest.mark.parametrize("image_has_torch", [False, True], ids=["broken image", "image"])

@@ -50,10 +50,11 @@ class Software:
         return {} if build == DEFAULT_BUILD else self.builds[build][framework]
 
     def env_spec(self, name: str) -> Path:
-        """An environment's file: a build's (named by its file's name), else envs/<name>.yaml."""
+        """An environment's file: a build's (named by its file's name; from the working directory, absolute, as
+        conda's `conda:` would read a relative one from the rules' directory), else envs/<name>.yaml."""
         for entry in (e for per_framework in self.builds.values() for e in per_framework.values()):
             if "env" in entry and Path(entry["env"]).stem == name:
-                return Path(entry["env"])
+                return Path(entry["env"]).absolute()
         return Path(self.envs_dir, f"{name}.yaml")
 
     def env_marker(self, framework: str) -> str:
