@@ -17,9 +17,9 @@ Prints, for the model (ResNet-50, BERT, Llama: PyTorch only) at the given shape:
   same shapes, bf16 autocast, fused AdamW), each with its own model and the
   harness's framework settings (threads, oneDNN, layout), its framework's default optimizer implementation (the
   harness's are its fastest: PyTorch fused SGD, MXNet one tensor per update call on CPU), interleaved in
-  one process in short rounds (ABCCBA) with a second plain loop of its own model: the A/A pair, what two
-  identical loops read against each other in the same sitting (the noise floor). Each loop's per-round
-  distribution, two modes flagged (rounds.py: a bimodal loop is no comparison). Target (TARGET): over
+  one process in short rounds (every order of the three in turn) with a second plain loop of its own model: the
+  A/A pair, what two identical loops read against each other in the same sitting (the noise floor). Each loop's
+  per-round distribution, two modes flagged (rounds.py: a bimodal loop is no comparison). Target (TARGET): over
   `--runs 5` consecutive runs (fresh processes), the median of the runs' median per-round ratios >= 1.00,
   each run's 95% bootstrap interval reaching 1.00, and no lower than the A/A ratios' low end (PASS or FAIL).
 - MFU = achieved model FLOP/s / the machine's one peak (machine_peak.py's results file for this CPU model, the best
@@ -589,8 +589,8 @@ def report(
     where = f"{first['device_name']}" if args.device == "cuda" else f"{threads} threads"
     title = (
         f"{args.framework}: {args.model} {shape} batch {args.batch_size} {args.precision}, compiler "
-        f"{args.compiler}, {where}; per run {args.rounds} rounds × {args.steps} steps ABBA in one process, "
-        "after one untimed round of each"
+        f"{args.compiler}, {where}; per run {args.rounds} rounds × {args.steps} steps in one process, the three "
+        "loops in every order in turn, after one untimed round of each"
     )
     print(title)
     rows, verdicts, readings = [], [], []

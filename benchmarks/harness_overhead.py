@@ -8,8 +8,8 @@ Run with the framework environment's interpreter, from the repository root:
 In one process (the default): the harness's timed loop (`rank.run`: barrier, collected and frozen garbage, the
 measured steps, the log's lines) against the identical step called bare (the same backend's `step()`, the device
 synchronised at both ends: the plain loop around the same step function), and a second bare loop as the A/A pair,
-interleaved ABCCBA in short rounds on one model. Target: harness ÷ bare >= 0.995 (at most 0.5% per step),
-and no lower than the A/A interval's low end.
+interleaved in short rounds on one model (every order of the three in turn, rounds.interleaved). Target:
+harness ÷ bare >= 0.995 (at most 0.5% per step), and no lower than the A/A interval's low end.
 
 --supervised: what a workflow run adds around a rank (the supervisor with its relay thread and guard, and the
 telemetry sampler at the workflow's default interval): `python -m dlbench.harness` against `python -m
@@ -112,8 +112,8 @@ def in_process(args: argparse.Namespace, record: resultfile.Recorder) -> None:
     loops, verdict, _ = rounds.parity("bare", bare, "harness", harnessed, again, IN_PROCESS_TARGET)
     title = (
         f"{args.framework} {args.model} ({'image' if model_kind(args.model) == 'resnet' else 'seq'} {shape}) batch "
-        f"{spec.batch_size} fp32: harness ÷ the same step bare, {args.rounds} rounds × {args.steps} steps ABCCBA, "
-        "one process, one model"
+        f"{spec.batch_size} fp32: harness ÷ the same step bare, {args.rounds} rounds × {args.steps} steps, every "
+        "order in turn, one process, one model"
     )
     report(title, loops, verdict, settings, unit, record, variant=f"{args.framework}-{args.model}")
 
@@ -147,7 +147,7 @@ def supervised(args: argparse.Namespace, record: resultfile.Recorder) -> None:
     title = (
         f"{args.framework} {args.model}: `python -m dlbench.harness` (supervisor, guard, "
         f"{f'sampler at {args.telemetry_ms} ms' if args.telemetry_ms else 'no sampler'}) "
-        f"÷ `python -m dlbench.harness.rank` alone, {args.pairs} fresh-process rounds ABCCBA "
+        f"÷ `python -m dlbench.harness.rank` alone, {args.pairs} fresh-process rounds, every order in turn "
         "(the rank alone twice: the A/A pair), "
         f"{args.warmup} warm-up + {args.steps} measured steps each"
     )
@@ -190,7 +190,7 @@ def main() -> None:
     p.add_argument("--seq-length", dest="seq_length", type=int)
     p.add_argument("--batch-size", dest="batch_size", type=int)
     p.add_argument("--steps", type=int, default=10, help="measured steps per round (per run with --supervised)")
-    p.add_argument("--rounds", type=int, default=16)
+    p.add_argument("--rounds", type=int, default=18, help="a multiple of 6: each order of the three loops as often")
     p.add_argument("--supervised", action="store_true", help="the supervisor's cost around a rank, fresh processes")
     p.add_argument("--pairs", type=int, default=8, help="--supervised: fresh-process pairs")
     p.add_argument("--warmup", type=int, default=5, help="--supervised: warm-up steps of each run")

@@ -15,6 +15,7 @@ machine's levels.
 
 from __future__ import annotations
 
+import itertools
 import random
 import statistics
 from collections.abc import Callable
@@ -23,16 +24,18 @@ BIMODAL_GAP = 0.20  # a machine's round-to-round noise here is ~±5%; two levels
 
 
 def interleaved(rounds: int, *loops: Callable[[], float], warmup: int = 0) -> list[list[float]]:
-    """Each loop's rounds, interleaved: round i runs the loops in order (i even) or reversed (i odd), ABBA for two
-    and ABCCBA for three, so that drift of the machine hits every loop alike. `warmup` untimed rounds of each
-    first: all loops start the timed rounds equally warm."""
+    """Each loop's rounds, interleaved: round i runs the loops in the i-th of their orders, cycling through every
+    order (ABBA for two loops; for three ABC, ACB, BAC, BCA, CAB, CBA), so that drift of the machine hits every
+    loop alike and no loop always holds one place in a round or follows one other loop (ABCCBA kept the second
+    loop in the middle, never after itself). Rounds in a multiple of the orders' count balance it exactly.
+    `warmup` untimed rounds of each first: all loops start the timed rounds equally warm."""
     for _ in range(warmup):
         for run in loops:
             run()
     values: list[list[float]] = [[] for _ in loops]
-    order = list(range(len(loops)))
+    orders = list(itertools.permutations(range(len(loops))))
     for i in range(rounds):
-        for index in order if i % 2 == 0 else order[::-1]:
+        for index in orders[i % len(orders)]:
             values[index].append(loops[index]())
     return values
 
