@@ -127,14 +127,15 @@ def test_two_levels_of_rounds_are_flagged_bimodal():
 
 
 def test_a_parity_reads_against_its_a_a_pair():
-    """Three loops interleave ABCCBA; a harness ÷ plain ratio meets its target only at or above it and not below
-    the A/A pair's interval, and one below the A/A interval is named a bias."""
+    """Three loops interleave in every order in turn (each loop as often in each place of a round, and after each
+    other loop); a harness ÷ plain ratio meets its target only at or above it and not below the A/A pair's
+    interval, and one below the A/A interval is named a bias."""
     sys.path.insert(0, str(REPO / "benchmarks"))
     import rounds
 
     order = []
-    rounds.interleaved(2, *(lambda name=name: order.append(name) or 1.0 for name in "abc"))
-    assert order == ["a", "b", "c", "c", "b", "a"]
+    rounds.interleaved(6, *(lambda name=name: order.append(name) or 1.0 for name in "abc"))
+    assert ["".join(order[i : i + 3]) for i in range(0, 18, 3)] == ["abc", "acb", "bac", "bca", "cab", "cba"]
     plain = [100.0, 102.0, 98.0, 101.0, 99.0, 100.0, 103.0, 97.0]
     again = [p * f for p, f in zip(plain, [1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 1.01, 0.99], strict=True)]
     level = [p * 1.01 for p in plain]
