@@ -2,6 +2,7 @@
 # Snakemake that plans does itself is dlbench.plan.session's, each step called once below, in order; what the jobs
 # run comes from dlbench.plan.plan (runs, searches), dlbench.plan.data_plan (prepared data) and
 # dlbench.plan.software (which Python). The input functions here only map a job's wildcards to those.
+import functools
 import sys
 from pathlib import Path
 
@@ -105,7 +106,13 @@ DATA = DataPlan(SETTINGS["datasets"])  # data preparation's inputs and arguments
 # ---- input functions: a job's wildcards to its values
 def build_of(wildcards):
     """The software build of a run's or a search's configuration (its variant names it away from default)."""
-    return identity.parse_variant(wildcards.model, wildcards.variant)["build"]
+    return variant_build(wildcards.model, wildcards.variant)
+
+
+@functools.cache
+def variant_build(model, variant):
+    """Read once per variant: a job's input functions each ask, for every repeat of a configuration."""
+    return identity.parse_variant(model, variant)["build"]
 
 
 def run_env_input(wildcards):

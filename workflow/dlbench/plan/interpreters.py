@@ -37,10 +37,20 @@ class Interpreter:
         return ";".join(f"{key}={self.facts.get(key)}" for key in IDENTITY_KEYS)
 
 
-def probe(framework: str, python: str, package_dir: str | Path, timeout_s: float = PROBE_TIMEOUT_S) -> dict[str, Any]:
-    """The probe's facts of `python` for `framework`; ConfigError (keyed software.python.<framework>) otherwise."""
+PYTHON_KEY = "software.python.{framework}"  # where a study names a framework's interpreter (a build's: its own key)
+
+
+def probe(
+    framework: str,
+    python: str,
+    package_dir: str | Path,
+    timeout_s: float = PROBE_TIMEOUT_S,
+    key: str = PYTHON_KEY,
+) -> dict[str, Any]:
+    """The probe's facts of `python` for `framework`; ConfigError (keyed `key`, software.python.<framework>)
+    otherwise."""
     command = [python, "-m", "dlbench.harness.probe", "--framework", framework]
-    return ask(f"software.python.{framework}", python, framework, command, package_dir, timeout_s)
+    return ask(key.format(framework=framework), python, framework, command, package_dir, timeout_s)
 
 
 def probe_image(
@@ -81,18 +91,23 @@ def ask(
 
 
 def check(
-    software_python: dict[str, str], frameworks: list[str], device: str, package_dir: str | Path
+    software_python: dict[str, str],
+    frameworks: list[str],
+    device: str,
+    package_dir: str | Path,
+    key: str = PYTHON_KEY,
 ) -> tuple[dict[str, Interpreter], list[str]]:
     """The study's interpreters for the frameworks it runs, probed (ConfigError for any that cannot run the
     harness), and with device cuda what each that sees no GPU here says: an error when the runs are on this
-    machine, a warning when they run on other nodes (SLURM), which only the caller knows."""
+    machine, a warning when they run on other nodes (SLURM), which only the caller knows. `key`: where the study
+    names them (a build's interpreters: software.builds.<build>.{framework}.python)."""
     found, problems, no_gpu = {}, [], []
     for framework in sorted(set(frameworks) & set(software_python)):
         python = software_python[framework]
         if "/" not in python:  # a command name: the one on PATH now (a loaded module's), by its full path
             python = shutil.which(python) or python
         try:
-            facts = probe(framework, python, package_dir)
+            facts = probe(framework, python, package_dir, key=key)
         except ConfigError as error:
             problems.append(str(error))
             continue
@@ -100,7 +115,7 @@ def check(
         if device == "cuda" and not facts["gpus"]:
             cuda = facts["cuda"] or "none, a CPU build"
             no_gpu.append(
-                f"software.python.{framework}: platform.device is cuda but {python}'s {framework} "
+                f"{key.format(framework=framework)}: platform.device is cuda but {python}'s {framework} "
                 f"{facts['framework_version']} sees no GPU here (its CUDA: {cuda})"
             )
     if problems:

@@ -173,19 +173,14 @@ def check_software(
         no_gpu_seen = [locate(problem, study_files) for problem in no_gpu_seen]
     # The builds' interpreters, probed as software.python's; their problems keyed by the build.
     for key, (framework, python) in build_interpreters(study).items() if plans else ():
-        where = f"software.builds.{key.split('/')[1]}.{framework}.python"
+        where = f"software.builds.{key.split('/')[1]}.{{framework}}.python"
         try:
-            probed, unseen = interpreters.check({framework: python}, [framework], device, package_dir)
+            probed, unseen = interpreters.check({framework: python}, [framework], device, package_dir, where)
         except ConfigError as error:
-            lines = "\n  ".join(
-                locate(problem.replace(f"software.python.{framework}", where), study_files)
-                for problem in str(error).splitlines()
-            )
+            lines = "\n  ".join(locate(problem, study_files) for problem in str(error).splitlines())
             sys.exit(f"dlbench: invalid configuration:\n  {lines}")
         found[key] = probed[framework]
-        no_gpu_seen += [
-            locate(problem.replace(f"software.python.{framework}", where), study_files) for problem in unseen
-        ]
+        no_gpu_seen += [locate(problem, study_files) for problem in unseen]
     if plans:
         for key, interpreter in found.items():
             print(f"dlbench: {key} runs with {interpreter.python} ({interpreter.identity})", file=sys.stderr)

@@ -290,7 +290,16 @@ def render_report(
         "quality_plots": quality_plots,
         "history_plot": history_plot,
         "sections": build_sections(
-            ReportInputs(records, summary, env, baseline, baseline_label, tuple(earlier), tuple(judgements))
+            ReportInputs(
+                records,
+                summary,
+                env,
+                baseline,
+                baseline_label,
+                history=changes,
+                earlier_versions=len(earlier),
+                judgements=tuple(judgements),
+            )
         ),
         "env": environment_view(env),
         "data_files": data_files,

@@ -16,7 +16,6 @@ import pandas as pd
 
 from ..collect import builds as build_comparison
 from ..collect import expectations as expected
-from ..collect import history as versions
 from ..collect import stats
 from ..collect.aggregate import across_nodes, real_vs_synthetic
 from ..collect.compare import compare
@@ -35,8 +34,10 @@ class ReportInputs:
     env: dict[str, Any]
     baseline: pd.DataFrame | None = None
     baseline_label: str = ""
-    # the study's earlier published versions (name, records), oldest first: the history
-    earlier: tuple[tuple[str, pd.DataFrame], ...] = ()
+    # this version against the newest earlier published version of each configuration (dlbench.collect.history),
+    # and how many earlier versions there are
+    history: pd.DataFrame | None = None
+    earlier_versions: int = 0
     judgements: tuple[dict[str, Any], ...] = ()  # the study's expectations judged (dlbench.collect.expectations)
 
 
@@ -431,12 +432,10 @@ def builds(inputs: ReportInputs) -> Section | None:
 def history(inputs: ReportInputs) -> Section | None:
     """Each configuration across the study's published versions: this version against the newest earlier one
     that has it (dlbench.collect.history), the medians of every version in history.png."""
-    if not inputs.earlier:
+    changes = inputs.history
+    if changes is None or changes.empty:
         return None
     level = confidence_level(inputs.env)
-    _, changes = versions.history(inputs.records, inputs.earlier, level)
-    if changes.empty:
-        return None
     rows = [
         {
             "Config": fmt_text(r["configuration"]),
@@ -450,7 +449,7 @@ def history(inputs: ReportInputs) -> Section | None:
     ]
     return Section(
         "history",
-        f"History across {len(inputs.earlier)} earlier version{'s' if len(inputs.earlier) > 1 else ''}",
+        f"History across {inputs.earlier_versions} earlier version{'s' if inputs.earlier_versions > 1 else ''}",
         f"This version's median / the newest earlier version's that has the configuration, with its {level:.0%} "
         "bootstrap interval and a rank-test verdict; every version's median in history.png. A figure an import "
         "gives once is a point without an interval: its change is 'too few repeats'.",
