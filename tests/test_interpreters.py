@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import REPO, build_env, harness_env, planned_jobs, read_log, snakemake, tiny_config, write_config
+from conftest import REPO, harness_env, planned_jobs, read_log, snakemake, tiny_config, write_config
 
 sys.path.insert(0, str(REPO / "workflow"))
 from dlbench.harness.spec import INTERPRETER_ENV  # noqa: E402
@@ -24,11 +24,26 @@ CORE_PYTHON = sys.executable  # has no deep-learning framework
 
 
 @pytest.fixture(scope="module")
-def site_python(tmp_path_factory) -> Path:
-    """A PyTorch interpreter the workflow did not build for the study: a separate installation, as a site's."""
-    site = tmp_path_factory.mktemp("site")
-    build_env(REPO / "envs" / "pytorch.yaml", site, capture_output=True)
-    return next(site.glob("pytorch-*/bin/python"))
+def site_python(tmp_path_factory, torch_python) -> Path:
+    """A PyTorch interpreter the workflow did not build for the study, as a site provides one: its own virtual
+    environment (its own prefix and identity) whose PyTorch comes from a shared tree, here the built environment's
+    site-packages named in a .pth file (as HPC modules add theirs to a path)."""
+    site = tmp_path_factory.mktemp("site") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", site], check=True)
+    shared = subprocess.run(
+        [torch_python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    own = subprocess.run(
+        [site / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    (Path(own) / "site-modules.pth").write_text(shared + "\n")
+    return site / "bin" / "python"
 
 
 def byo_config(python: str | Path, **overrides) -> dict:
