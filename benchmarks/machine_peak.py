@@ -10,9 +10,9 @@ GEMM stays a diagnostic. On a GPU, give frameworks.py the device's specification
 
 One peak per CPU model: writes benchmarks/results/machine_peak-<cpu>.json, which every benchmark on that CPU reads
 (frameworks.py runs this script itself where its CPU has none). It refuses to measure on a busy machine (more than
-QUIET of the CPU time used over 2 s before it starts): a peak read low makes every MFU against it read high.
-This file's measuring part imports only the standard library, numpy and the framework (`--library`), since it runs
-in the framework environments too.
+dlbench.harness.peak's QUIET of the CPU time used over 2 s before it starts): a peak read low makes every MFU
+against it read high. The GEMM is dlbench.harness.peak's, which the workflow's rule cpu_peak runs for a study's
+MFU on a CPU (`platform.cpu_peak: measure`, docs/configuration.md): one measurement, two users.
 """
 
 from __future__ import annotations
@@ -22,64 +22,15 @@ import json
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from resultfile import REPO, RESULTS, Recorder, busy_fraction, load1, machine, slug, table  # noqa: E402
+from resultfile import REPO, RESULTS, Recorder, load1, machine, slug, table  # noqa: E402
+
+from dlbench.harness import peak, sysinfo  # noqa: E402
 
 FRAMEWORKS = ("pytorch", "tensorflow", "mxnet")
-QUIET = 0.10  # the share of the CPU time other processes may use while the peak is measured
-
-
-def _timed(product: Callable[[], None], n: int, repeats: int) -> float:
-    product()  # the library's first call: its kernels chosen, its buffers allocated
-    start = time.perf_counter()
-    for _ in range(repeats):
-        product()
-    return repeats * 2 * n**3 / (time.perf_counter() - start)
-
-
-def gemm(library: str, n: int, repeats: int, threads: int) -> float:
-    """FLOP/s of an n x n fp32 matrix multiply in `library`, each product finished before the next starts
-    (an asynchronous library would otherwise be timed on queuing them)."""
-    if library == "numpy":
-        import numpy as np
-
-        a, b = np.random.randn(n, n).astype(np.float32), np.random.randn(n, n).astype(np.float32)
-        return _timed(lambda: a @ b, n, repeats)
-    if library == "pytorch":
-        import torch
-
-        torch.set_num_threads(threads)
-        a, b = torch.randn(n, n), torch.randn(n, n)
-        return _timed(lambda: a @ b, n, repeats)
-    if library == "tensorflow":
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")  # as the harness's backend runs it
-        import tensorflow as tf
-
-        tf.config.threading.set_intra_op_parallelism_threads(threads)
-        a, b = tf.random.normal((n, n)), tf.random.normal((n, n))
-        return _timed(lambda: tf.linalg.matmul(a, b).numpy(), n, repeats)
-    if library == "mxnet":
-        # as the harness's backend: MXNet's own default is fewer OpenMP threads than cores (half the GEMM rate)
-        os.environ.setdefault("OMP_NUM_THREADS", str(threads))
-        import mxnet as mx
-
-        a, b = mx.nd.random.normal(shape=(n, n)), mx.nd.random.normal(shape=(n, n))
-        return _timed(lambda: mx.nd.dot(a, b).wait_to_read(), n, repeats)
-    if library == "jax":
-        os.environ.setdefault("JAX_PLATFORMS", "cpu")
-        import jax
-        import numpy as np
-
-        a, b = (jax.numpy.asarray(np.random.randn(n, n).astype(np.float32)) for _ in range(2))
-        matmul = jax.jit(jax.numpy.matmul)
-        return _timed(lambda: matmul(a, b).block_until_ready(), n, repeats)
-    raise ValueError(library)
 
 
 CUDA_GEMM_FORMAT = {"amp": "fp16", "fp32": "TF32"}  # a run's precision -> the format its matrix products use
@@ -93,11 +44,7 @@ def cuda_gemm(n: int, repeats: int, precision: str) -> float:
     torch.backends.cuda.matmul.allow_tf32 = True  # as the harness runs fp32 on CUDA
     dtype = {"fp16": torch.float16, "TF32": torch.float32}[CUDA_GEMM_FORMAT[precision]]
     a, b = torch.randn(n, n, device="cuda", dtype=dtype), torch.randn(n, n, device="cuda", dtype=dtype)
-    return _timed(lambda: (a @ b, torch.cuda.synchronize()), n, repeats)
-
-
-def best_of(library: str, n: int, repeats: int, threads: int, trials: int = 3) -> float:
-    return max(gemm(library, n, repeats, threads) for _ in range(trials))
+    return peak.timed_rate(lambda: (a @ b, torch.cuda.synchronize()), n, repeats)
 
 
 def env_python(framework: str) -> Path | None:
@@ -123,8 +70,8 @@ def read_peak(cpu: str) -> dict | None:
 
 
 def refuse_if_busy() -> None:
-    busy = busy_fraction()
-    if busy is not None and busy > QUIET:
+    busy = sysinfo.busy_fraction()
+    if busy is not None and busy > peak.QUIET:
         raise SystemExit(
             f"machine_peak: the machine is busy ({busy:.0%} of its CPU time used over 2 s, 1-min load {load1()}): "
             "a peak measured now reads low, and every MFU against it high; run it again when the machine is quiet"
@@ -139,7 +86,7 @@ def main() -> None:
     args = p.parse_args()
     threads = len(os.sched_getaffinity(0))
     if args.library:
-        print(json.dumps({"gflops": best_of(args.library, args.n, args.repeats, threads) / 1e9}))
+        print(json.dumps({"gflops": peak.best_of(args.library, args.n, args.repeats, threads) / 1e9}))
         return
     refuse_if_busy()
     record = Recorder(__file__)

@@ -82,6 +82,8 @@ OPTIONAL = {  # imported only inside the functions that need them
     "nvidia": ("backends/pytorch/data.py", "dali_imagenet.py", "backends/tensorflow/data.py"),
     "h5py": ("bert_hdf5.py",),
     "horovod": ("backends/mxnet/backend.py",),
+    # the CPU peak measures one library per process, in that library's environment
+    **{framework: ("peak.py",) for framework in ("torch", "tensorflow", "mxnet", "jax")},
 }
 DLBENCH_OUTSIDE_THE_HARNESS = {
     "dlbench",

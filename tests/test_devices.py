@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from conftest import harness_env, jobs_of, planned_jobs, snakemake, tiny_config, write_config
 from dlbench.collect.aggregate import summarise, write_all
+from dlbench.harness import sysinfo
 from dlbench.logformats.run_log_fixtures import write_run_log
 from dlbench.logformats.runlogs import parse as parse_run_log
 from dlbench.report import render_report
@@ -251,7 +255,7 @@ def test_no_mfu_on_a_cpu_an_unknown_gpu_or_mixed_devices(tmp_path):
     assert pd.isna(two["mfu"]) and two["mfu_note"].startswith("mixed devices (NVIDIA A100-SXM4-80GB; NVIDIA H100")
 
 
-def _report(root: Path, logs: list[str]) -> tuple[str, str]:
+def _report(root: Path, logs: list[str], cpu_peak_paths: list[str] = ()) -> tuple[str, str]:
     agg = root / "agg"
     agg.mkdir(parents=True)
     write_all(
@@ -261,6 +265,7 @@ def _report(root: Path, logs: list[str]) -> tuple[str, str]:
         agg / "records.csv",
         agg / "summary.csv",
         agg / "environment.json",
+        cpu_peak_paths=cpu_peak_paths,
     )
     render_report(agg / "records.csv", agg / "summary.csv", agg / "environment.json", root / "report")
     return (root / "report/index.html").read_text(), (root / "report/README.md").read_text()
@@ -288,3 +293,113 @@ def test_the_report_shows_mfu_for_gpu_runs_only(tmp_path):
     html, readme = _report(tmp_path / "cpu", cpu)
     assert "<th>MFU</th>" not in html and "| MFU " not in readme and "Peak for MFU" not in readme
     assert "<th>Peak memory/rank (GiB)</th>" in html  # the CPU's memory is a value: shown
+
+
+# ---- a CPU's peak, measured on the machine (dlbench.harness.peak, platform.cpu_peak: measure)
+
+
+def measured(cpu: str, library: str, gflops: float | None, reason: str | None = None) -> dict:
+    """A record as dlbench.harness.peak writes it."""
+    return {
+        "cpu": cpu,
+        "host": "node1",
+        "library": library,
+        "threads": 2,
+        "n": 2048,
+        "busy_before": 0.02,
+        "date": "2026-11-28T18:00:00+00:00",
+        "gflops": gflops,
+        "reason": reason,
+    }
+
+
+BUSY = "the machine stayed busy (97% of its CPU time used by others over 2 s after 120 s of waiting)"
+
+
+def test_a_measured_cpu_peak_gives_mfu_per_node_against_the_highest_library(tmp_path):
+    """The CPU's entry takes the highest library's figure; MFU divides by nodes (a node's peak is every core's),
+    so 1x1 and 1x2 at the same achieved FLOP/s read the same MFU; a CPU whose measurement was refused says why."""
+    one = [gpu_log(tmp_path / "c1.jsonl", device_name="Test CPU", device_type="cpu", settings={})]
+    two = [gpu_log(tmp_path / "c2.jsonl", device_name="Test CPU", device_type="cpu", settings={}, topology="1x2")]
+    other = [gpu_log(tmp_path / "o.jsonl", device_name="Other CPU", device_type="cpu", settings={}, batch_size=8)]
+    peaks = devices.with_measured_cpus(
+        [
+            measured("Test CPU", "numpy", 50.0),
+            measured("Test CPU", "pytorch", 160.0),
+            measured("Other CPU", "jax", None, BUSY),
+        ]
+    )
+    records = pd.DataFrame([parse_run_log(p) for p in one + two + other])
+    summary = summarise(records, peaks=peaks).set_index("config_id")
+    single = summary.loc["resnet50/pytorch/1x1/bs32-fp32-nocompile-synthetic"]
+    assert single["tflops"] == pytest.approx(20.0) and single["peak_tflops"] == pytest.approx(0.16)
+    assert single["mfu"] == pytest.approx(20.0 / 0.16)  # 125: the log's made-up FLOPs, flagged as above the peak
+    assert "mfu_above_peak" in single["flags"]
+    assert single["mfu_note"].startswith("Test CPU dense fp32 0.16 TFLOP/s (measured: fp32 GEMM in pytorch, 2 threads")
+    pair = summary.loc["resnet50/pytorch/1x2/bs32-fp32-nocompile-synthetic"]
+    assert pair["mfu"] == pytest.approx(pair["tflops"] / 1 / 0.16)  # one node: its peak, not a rank's
+    refused = summary.loc["resnet50/pytorch/1x1/bs8-fp32-nocompile-synthetic"]
+    assert pd.isna(refused["mfu"]) and f"not measured: {BUSY}" in refused["mfu_note"]
+    # without measured peaks a CPU has none, as before
+    assert pd.isna(summarise(records).set_index("config_id").loc[single.name, "mfu"])
+
+
+def test_the_report_shows_a_measured_cpu_peak_and_its_mfu(tmp_path):
+    logs = [
+        gpu_log(tmp_path / f"c{i}.jsonl", device_name="Test CPU", device_type="cpu", settings={}, repeat=i, flops=1e9)
+        for i in (1, 2, 3)
+    ]
+    peak_file = tmp_path / "pytorch.json"
+    peak_file.write_text(json.dumps(measured("Test CPU", "pytorch", 160.0)))
+    html, readme = _report(tmp_path / "cpu", logs, cpu_peak_paths=[str(peak_file)])
+    assert "<th>MFU</th>" in html
+    assert "Peak for MFU: Test CPU: dense fp32 0.16 TFLOP/s (measured: fp32 GEMM in pytorch" in readme
+    environment = json.loads((tmp_path / "cpu" / "agg" / "environment.json").read_text())
+    assert environment["cpu_peaks"] == [measured("Test CPU", "pytorch", 160.0)]
+
+
+def test_the_peak_is_measured_on_a_quiet_machine_and_refused_on_a_busy_one(tmp_path):
+    """dlbench.harness.peak for real (numpy's GEMM in this environment): a figure with the CPU as runs name it;
+    with every core taken by spinning processes it records no figure and says why."""
+    out = tmp_path / "numpy.json"
+    command = [sys.executable, "-m", "dlbench.harness.peak", "--library", "numpy", "--n", "256", "--out"]
+    # any load allowed: what the suite's other workers do must not decide this test
+    done = subprocess.run(
+        [*command, str(out), "--quiet", "1", "--wait", "0"], env=harness_env(), capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    record = json.loads(out.read_text())
+    assert record["gflops"] > 0 and record["reason"] is None and record["library"] == "numpy"
+    assert record["cpu"] == sysinfo.cpu_model() and record["threads"] == len(sysinfo.usable_cpus())
+    assert f"numpy fp32 GEMM peak on {record['cpu']}" in done.stdout
+
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in sysinfo.usable_cpus()]
+    try:
+        busy = subprocess.run(
+            [*command, str(out), "--quiet", "0.5", "--wait", "1"], env=harness_env(), capture_output=True, text=True
+        )
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+    assert busy.returncode == 0, busy.stderr
+    record = json.loads(out.read_text())
+    assert record["gflops"] is None and "the machine stayed busy" in record["reason"], record
+    assert record["busy_before"] > 0.5 and "no figure: the machine stayed busy" in busy.stdout
+
+
+def test_a_study_that_asks_measures_one_peak_per_framework_before_the_aggregate(tmp_path):
+    config = tiny_config(platform={"cpu_peak": "measure"})
+    config["include"] = [{"framework": "jax", "model": "resnet_tiny", "topology": "1x1", "batch_size": 2}]
+    dry = snakemake(tmp_path, "-n", "-p", "--configfile", str(write_config(tmp_path / "study.yaml", config)))
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    jobs = jobs_of(dry.stdout + dry.stderr)
+    peaks = sorted(output for rule, output in jobs if rule == "cpu_peak")
+    assert peaks == ["results/machine/cpu_peak/jax.json", "results/machine/cpu_peak/pytorch.json"]
+    assert ("aggregate", "results/aggregate/records.csv") in jobs
+    # each in its framework's own environment (the default build's), the library named
+    command = "bin/python -m dlbench.harness.peak --library jax --out results/machine/cpu_peak/jax.json"
+    assert command in dry.stdout + dry.stderr
+    # on a GPU study nothing is measured
+    gpu = tiny_config(platform={"cpu_peak": "measure", "device": "cuda"})
+    assert not [r for r, _ in planned_jobs(tmp_path, write_config(tmp_path / "gpu.yaml", gpu)) if r == "cpu_peak"]

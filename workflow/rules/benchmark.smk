@@ -59,3 +59,31 @@ rule mlperf_log:
         "../../envs/core.yaml"
     script:
         "../scripts/mlperf_log.py"
+
+
+# MFU on a CPU (platform.cpu_peak: measure): the fp32 GEMM peak of a framework's library on the machine the runs
+# use (dlbench.harness.peak). Like a timed run it has the whole machine, never beside one (timed_run), and under
+# SLURM a node to itself; it waits for a quiet machine and otherwise records no figure, saying why.
+rule cpu_peak:
+    input:
+        env=peak_env_input,
+    output:
+        CPU_PEAK_PATTERN,
+    log:
+        "logs/cpu_peak/{framework}.log",
+    conda:
+        peak_conda_env
+    container:
+        PEAK_CONTAINER
+    threads: ALL_CORES
+    resources:
+        timed_run=1,
+        runtime=15,
+        nodes=1,
+        tasks=1,
+        cpus_per_task=lambda wildcards, threads: threads,
+        slurm_extra="--exclusive",
+    params:
+        run=peak_words,
+    shell:
+        "{params.run} --library {wildcards.framework} --out {output} > {log} 2>&1"

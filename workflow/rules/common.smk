@@ -16,9 +16,10 @@ sys.path.insert(0, PACKAGE_DIR)
 
 from dlbench.plan import plan, retries, session  # noqa: E402
 from dlbench.vocabulary import identity  # noqa: E402
+from dlbench.vocabulary.axes import DEFAULT_BUILD  # noqa: E402
 from dlbench.vocabulary.identity import MLPERF_LOG_PATTERN, RUN_LOG_PATTERN, SEARCH_PATTERN, config_id_of  # noqa: E402
 from dlbench.vocabulary.identity import BERT_DIR_PATTERN, BERT_TEXT_PATTERN, IMAGENET_DIR, LLAMA_DIR  # noqa: E402
-from dlbench.vocabulary.identity import AGGREGATE_DIR, AGGREGATE_RECORDS  # noqa: E402
+from dlbench.vocabulary.identity import AGGREGATE_DIR, AGGREGATE_RECORDS, CPU_PEAK_PATTERN  # noqa: E402
 from dlbench.vocabulary.identity import AGGREGATE_SUMMARY, AGGREGATE_ENVIRONMENT  # noqa: E402
 from dlbench.vocabulary.identity import PUBLISHED_MANIFEST, REPORTS_DIR  # noqa: E402
 from dlbench.vocabulary.identity import WILDCARDS as RUN_WILDCARDS  # noqa: E402
@@ -99,6 +100,7 @@ gpu_gres = PLAN.gpu_gres
 SEARCH_RESULTS = PLAN.search_results()
 IMPORTS = {entry["name"]: entry for entry in SETTINGS["imports"]}
 IMPORT_RECORDS = [f"results/imports/{name}.jsonl" for name in IMPORTS]
+CPU_PEAKS = PLAN.cpu_peaks()  # measured CPU peaks for MFU (platform.cpu_peak: measure), rule cpu_peak
 AGGREGATED_LIST = PLAN.aggregated_list(IMPORT_RECORDS)  # what the aggregate read, named for this study
 DATA = DataPlan(SETTINGS["datasets"])  # data preparation's inputs and arguments
 
@@ -138,6 +140,26 @@ def run_words(module):
 # answered none), a second or more in a study of thousands of runs; a rule without one asks nothing. (The conda
 # environment stays a callable: `snakemake --lint` wants every rule to name one.)
 RUN_CONTAINER = run_container if SOFTWARE.uses_images() else None
+
+
+def peak_env_input(wildcards):
+    """A CPU peak is measured in the framework's default build (its environment, interpreter or image)."""
+    return SOFTWARE.run_env_input(wildcards.framework, DEFAULT_BUILD)
+
+
+def peak_conda_env(wildcards):
+    return SOFTWARE.run_conda_env(wildcards.framework, DEFAULT_BUILD)
+
+
+def peak_container(wildcards):
+    return SOFTWARE.container(wildcards.framework, DEFAULT_BUILD)
+
+
+def peak_words(wildcards):
+    return run_module(wildcards.framework, "dlbench.harness.peak", DEFAULT_BUILD)
+
+
+PEAK_CONTAINER = peak_container if SOFTWARE.uses_images() else None
 
 
 def dataprep_env(wildcards):

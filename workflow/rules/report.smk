@@ -10,6 +10,7 @@ rule aggregate:
         searches=SEARCH_RESULTS,
         imports=IMPORT_RECORDS,
         envs=STUDY_ENV_MARKERS,
+        cpu_peaks=CPU_PEAKS,
     output:
         records=AGGREGATE_RECORDS,
         summary=AGGREGATE_SUMMARY,

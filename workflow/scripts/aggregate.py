@@ -20,6 +20,7 @@ try:
         snakemake.output.environment,
         import_paths=list(snakemake.input.imports),
         search_paths=list(snakemake.input.searches),
+        cpu_peak_paths=list(snakemake.input.cpu_peaks),
     )
     read = Path(snakemake.output.inputs)  # what this aggregate read; the name says for which study (dlbench.plan.plan)
     with nospace.writing(read):

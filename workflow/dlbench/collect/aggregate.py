@@ -30,7 +30,7 @@ from ..logformats import mlperf
 from ..logformats.runlogs import read_header
 from ..vocabulary import identity
 from ..vocabulary.axes import INPUTS, NAMED_AWAY
-from ..vocabulary.devices import describe, peak_for_run
+from ..vocabulary.devices import Device, describe, find_device, peak_for_run, with_measured_cpus
 from . import stats
 from .records import FIELDS
 
@@ -216,10 +216,15 @@ def _by_time(group: Runs) -> bool:
 
 
 def _summarise(
-    config: dict[str, Any], group: Runs, level: float = stats.DEFAULT_LEVEL, frame: pd.DataFrame | None = None
+    config: dict[str, Any],
+    group: Runs,
+    level: float = stats.DEFAULT_LEVEL,
+    frame: pd.DataFrame | None = None,
+    peaks: tuple[Device, ...] | None = None,
 ) -> dict[str, Any]:
     """The summary row of one configuration (`config`: its CONFIG_COLUMNS) from its runs; `frame`: the same runs
-    as a frame, where they are measured by time to train."""
+    as a frame, where they are measured by time to train; `peaks`: what MFU is measured against (the GPU table
+    where None)."""
     # A run measured by time to train (MLPerf) has no throughput: it counts as ok, not as a throughput.
     is_ok = np.asarray(group["status"] == "ok", dtype=bool)  # a missing status is not ok
     ok = _floats(group["throughput"][is_ok])
@@ -260,7 +265,7 @@ def _summarise(
         flops = _present(group["train_flops_per_sample"])
         if len(flops):  # achieved model TFLOP/s at the median throughput, all devices together
             row["tflops"] = row["median"] * float(flops[0]) / 1e12
-        row |= _mfu(ok_runs, row)
+        row |= _mfu(ok_runs, row, peaks)
     reported = _floats(ok_runs["throughput_reported"])
     if len(reported):
         row["reported_median"] = _median(reported)
@@ -275,11 +280,12 @@ def _summarise(
     return row
 
 
-def _mfu(ok_runs: Runs, row: dict[str, Any]) -> dict[str, Any]:
+def _mfu(ok_runs: Runs, row: dict[str, Any], peaks: tuple[Device, ...] | None = None) -> dict[str, Any]:
     """MFU of a configuration: its achieved model TFLOP/s (all devices together) / devices / the dense peak of the
-    device its ok runs name, for their precision and math (dlbench.vocabulary.devices.peak_for_run). None with the
-    reason in mfu_note where there is no single known peak (no or several device names, runs differing in their math,
-    a device or precision the table lacks) or no model FLOPs."""
+    device its ok runs name, for their precision and math (dlbench.vocabulary.devices.peak_for_run); on a CPU
+    whose peak was measured, / nodes / that node's peak. None with the reason in mfu_note where there is no single
+    known peak (no or several device names, runs differing in their math, a device or precision the table lacks)
+    or no model FLOPs."""
     names = sorted({str(n) for n in _present(ok_runs["device_name"])})
     if len(names) != 1:
         return {
@@ -289,10 +295,13 @@ def _mfu(ok_runs: Runs, row: dict[str, Any]) -> dict[str, Any]:
     if len(maths) > 1:
         return {"mfu_note": f"runs differ in their math ({', '.join(maths)}): no single peak"}
     precision = row.get("precision")
-    peak, note = peak_for_run(names[0], None if pd.isna(precision) else str(precision), maths[0] if maths else None)
+    peak, note = peak_for_run(
+        names[0], None if pd.isna(precision) else str(precision), maths[0] if maths else None, peaks
+    )
     if peak is None:
         return {"mfu_note": note}
-    tflops, count = row.get("tflops"), row.get("devices")
+    device = find_device(names[0], peaks)
+    tflops, count = row.get("tflops"), row.get("nodes" if device is not None and device.per_node else "devices")
     if tflops is None or not count or pd.isna(count):
         return {"peak_tflops": peak, "mfu_note": f"no model FLOPs or device count recorded; peak {note}"}
     return {"mfu": tflops / float(count) / peak, "peak_tflops": peak, "mfu_note": note}
@@ -406,8 +415,11 @@ def _telemetry(ok_runs: Runs, level: float) -> dict[str, Any]:
     return row
 
 
-def summarise(records: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> pd.DataFrame:
-    """One row per configuration, in the order the configurations first appear; intervals at `level`."""
+def summarise(
+    records: pd.DataFrame, level: float = stats.DEFAULT_LEVEL, peaks: tuple[Device, ...] | None = None
+) -> pd.DataFrame:
+    """One row per configuration, in the order the configurations first appear; intervals at `level`; MFU against
+    `peaks` (the GPU table where None)."""
     if records.empty:
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
     # Each configuration's rows (positions), configurations in order of first appearance, as groupby(sort=False).
@@ -417,7 +429,7 @@ def summarise(records: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> pd.D
     rows = []
     for first, at in zip(firsts, positions, strict=True):
         group = {name: values[at] for name, values in columns.items()}
-        rows.append(_summarise(_by_name(first), group, level, records.iloc[at] if _by_time(group) else None))
+        rows.append(_summarise(_by_name(first), group, level, records.iloc[at] if _by_time(group) else None, peaks))
     summary = pd.DataFrame(rows).reindex(columns=SUMMARY_COLUMNS)
     key = pd.Series(
         ["|".join(map(str, row)) for row in summary[BASELINE_KEY].itertuples(index=False)], index=summary.index
@@ -473,8 +485,11 @@ def _values(column: pd.Series) -> list[str]:
     return sorted({v for cell in column.dropna() for v in str(cell).split(";") if v})
 
 
-def environment(records: pd.DataFrame, env_markers: list[str], config: dict) -> dict:
-    """Hosts, devices and commits come from the records; framework details from one log per framework."""
+def environment(
+    records: pd.DataFrame, env_markers: list[str], config: dict, peaks: tuple[Device, ...] | None = None
+) -> dict:
+    """Hosts, devices and commits come from the records; framework details from one log per framework; the peak
+    MFU uses per device from `peaks` (the GPU table where None)."""
     frameworks: dict[str, Any] = {}
     for marker in env_markers:
         info = json.loads(Path(marker).read_text())
@@ -536,7 +551,7 @@ def environment(records: pd.DataFrame, env_markers: list[str], config: dict) -> 
         "cpu_models": _values(records["cpu_model"]),
         "devices": _values(records["device_name"]),
         # the peaks MFU uses per device, or why a device has none (dlbench.vocabulary.devices)
-        "device_peaks": {name: describe(name) for name in _values(records["device_name"])},
+        "device_peaks": {name: describe(name, peaks) for name in _values(records["device_name"])},
         "frameworks": frameworks,
         "machines": machines,
     }
@@ -573,16 +588,21 @@ def write_all(
     environment_json: Path,
     import_paths: Sequence[str] = (),
     search_paths: Sequence[str] = (),
+    cpu_peak_paths: Sequence[str] = (),
 ) -> None:
     records = records_frame(log_paths, import_paths)
-    summary = summarise(records, (config.get("report") or {}).get("confidence", stats.DEFAULT_LEVEL))
+    measured = [json.loads(Path(path).read_text()) for path in cpu_peak_paths]  # dlbench.harness.peak's records
+    peaks = with_measured_cpus(measured) if measured else None
+    summary = summarise(records, (config.get("report") or {}).get("confidence", stats.DEFAULT_LEVEL), peaks)
     searches = read_searches(list(search_paths))
     summary["batch_label"] = batch_labels(summary, searches) if len(summary) else []
     with nospace.writing(records_csv):
         records.to_csv(records_csv, index=False)
     with nospace.writing(summary_csv):
         summary.to_csv(summary_csv, index=False)
-    env = environment(records, env_markers, config)
+    env = environment(records, env_markers, config, peaks)
+    if measured:  # every CPU peak measured, with the reason where one has no figure (a machine that stayed busy)
+        env["cpu_peaks"] = measured
     if searches:  # the report's data: every probe, its outcome and memory (report/sections.py)
         env["batch_searches"] = searches
     with nospace.writing(environment_json):

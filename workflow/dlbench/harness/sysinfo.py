@@ -8,6 +8,7 @@ import os
 import platform
 import socket
 import subprocess
+import time
 from pathlib import Path
 
 
@@ -65,6 +66,26 @@ def usable_cpus() -> list[int]:
         return sorted(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return list(range(os.cpu_count() or 1))
+
+
+def busy_fraction(seconds: float = 2.0) -> float | None:
+    """The share of the machine's CPU time spent busy over the next `seconds` (Linux's /proc/stat; None
+    elsewhere): before a measurement, what other processes are taking from it."""
+
+    def times() -> list[int] | None:
+        try:
+            return [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+        except (OSError, ValueError, IndexError):
+            return None
+
+    before = times()
+    time.sleep(seconds)
+    after = times()
+    if before is None or after is None:
+        return None
+    delta = [b - a for a, b in zip(before, after, strict=False)]
+    idle = delta[3] + (delta[4] if len(delta) > 4 else 0)  # idle and iowait
+    return 1 - idle / sum(delta) if sum(delta) else None
 
 
 def _run(cmd: list[str], cwd: Path | None = None) -> str | None:

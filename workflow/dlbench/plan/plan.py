@@ -17,6 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ..harness.peak import LIBRARIES as PEAK_LIBRARIES
 from ..harness.spec import command_line
 from ..vocabulary import identity
 from ..vocabulary.axes import DEFAULT_BUILD, of_kind
@@ -76,6 +77,15 @@ class Plan:
     def search_results(self) -> list[str]:
         """Every batch-size search of the study (their results go into the report's data)."""
         return [identity.search_path(search) for search in self.study.searches()]
+
+    def cpu_peaks(self) -> list[str]:
+        """The CPU peaks the aggregate measures MFU against where the study asks the workflow to measure them
+        (platform.cpu_peak: measure): one per framework of its runs that dlbench.harness.peak measures (a runner
+        has no GEMM of its own), none where every run is on a GPU (device cuda)."""
+        platform = self.settings["platform"]
+        if platform.get("cpu_peak") != "measure" or platform["device"] == "cuda":
+            return []
+        return [identity.CPU_PEAK_PATTERN.format(framework=f) for f in self.study.frameworks() if f in PEAK_LIBRARIES]
 
     def aggregated_list(self, import_records: list[str]) -> str:
         """The aggregate's list of what it read, named by the hash of the files the study names before any search

@@ -47,8 +47,10 @@ def mfu_caveat(summary: pd.DataFrame) -> list[str]:
     return [
         "MFU = achieved model TFLOP/s per device (TFLOP/s / devices) / the device's dense peak for the math the "
         "run used (workflow/references/device_peaks.yaml, NVIDIA datasheets, sparsity figures halved): AMP runs "
-        "against the bf16 or fp16 tensor-core peak, fp32 runs with TF32 on against the TF32 peak, else FP32. "
-        "A device without a known peak (a CPU, an unlisted GPU) has no MFU. Peaks used: " + " · ".join(peaks)
+        "against the bf16 or fp16 tensor-core peak, fp32 runs with TF32 on against the TF32 peak, else FP32. On a "
+        "CPU whose peak the study measured (platform.cpu_peak: measure): TFLOP/s per node / the node's fp32 GEMM "
+        "peak, the highest of the frameworks' libraries. A device without a known peak (an unlisted GPU, a CPU not "
+        "measured) has no MFU. Peaks used: " + " · ".join(peaks)
     ]
 
 

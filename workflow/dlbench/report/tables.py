@@ -11,6 +11,7 @@ import yaml
 from ..collect.aggregate import parse_statuses
 from ..vocabulary.axes import DEFAULTS as AXIS_DEFAULTS
 from ..vocabulary.axes import INPUTS, NAMED_AWAY
+from ..vocabulary.devices import NO_PEAK
 from .format import (
     DASH,
     compiler_label,
@@ -402,9 +403,13 @@ def environment_view(env: dict[str, Any]) -> dict[str, Any]:
         "hosts": as_list(env.get("hosts")),
         "cpu_models": as_list(env.get("cpu_models")),
         "devices": as_list(env.get("devices")),
-        # the peak MFU uses per GPU (aggregate.environment, dlbench.vocabulary.devices); a CPU has none and is not
-        # listed
-        "device_peaks": [f"{name}: {text}" for name, text in sorted(peaks.items()) if name not in cpus],
+        # the peak MFU uses per device (aggregate.environment, dlbench.vocabulary.devices); a CPU is listed where
+        # its peak was measured (platform.cpu_peak), not where it has none
+        "device_peaks": [
+            text if text.startswith(f"{name}: ") else f"{name}: {text}"  # a measured CPU's text names it already
+            for name, text in sorted(peaks.items())
+            if name not in cpus or not text.startswith(NO_PEAK)
+        ],
         "frameworks": frameworks,
         "config_yaml": yaml.safe_dump(config, sort_keys=False, allow_unicode=True, default_flow_style=False)
         if config

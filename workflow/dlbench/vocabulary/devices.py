@@ -32,6 +32,9 @@ DTYPE_NAMES = {"bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "fp16": "f
 TF32_SETTINGS = ("tf32_matmul", "tf32_cudnn", "tf32")
 
 
+NO_PEAK = "no peak known"  # how describe() begins for a device the table does not have
+
+
 class TableError(ValueError):
     """device_peaks.yaml is malformed, or a device name matches more than one of its entries."""
 
@@ -46,6 +49,8 @@ class Device:
     peaks: dict[str, float | None]
     datasheet: str
     note: str
+    # A CPU's peak is its node's (every core together, as measured): MFU divides by nodes, not by ranks
+    per_node: bool = False
 
     def matches(self, device_name: str) -> bool:
         return any(p.search(device_name) for p in self.patterns)
@@ -74,6 +79,32 @@ def load_table(path: str | Path = PEAKS_PATH) -> tuple[Device, ...]:
 @lru_cache(maxsize=1)
 def _default_table() -> tuple[Device, ...]:
     return load_table()
+
+
+def with_measured_cpus(measured: list[dict[str, Any]]) -> tuple[Device, ...]:
+    """The GPU table and, per CPU model, the highest of the peaks measured on it (dlbench.harness.peak's records:
+    cpu, library, gflops, and the reason where a record has no figure: then the CPU's entry has no peak and says
+    why). A CPU entry matches exactly the name runs record for that CPU (dlbench.harness.sysinfo.cpu_model)."""
+    by_cpu: dict[str, list[dict[str, Any]]] = {}
+    for record in measured:
+        by_cpu.setdefault(record["cpu"], []).append(record)
+    cpus = []
+    for cpu, records in by_cpu.items():
+        figures = [r for r in records if r.get("gflops") is not None]
+        best = max(figures, key=lambda r: r["gflops"]) if figures else records[0]
+        cpus.append(
+            Device(
+                name=cpu,
+                patterns=(re.compile(f"^{re.escape(cpu)}$"),),
+                examples=(cpu,),
+                peaks={"fp32": best["gflops"] / 1000 if figures else None, "tf32": None, "bf16": None, "fp16": None},
+                datasheet=f"measured: fp32 GEMM in {best['library']}, {best['threads']} threads, on {best['host']} "
+                f"at {best['date']}",
+                note="a CPU's peak is measured in fp32 only" if figures else f"not measured: {best['reason']}",
+                per_node=True,
+            )
+        )
+    return _default_table() + tuple(cpus)
 
 
 def find_device(device_name: str | None, table: tuple[Device, ...] | None = None) -> Device | None:
@@ -158,7 +189,7 @@ def describe(device_name: str, table: tuple[Device, ...] | None = None) -> str:
     """One line for the report's environment: the peaks MFU uses for this device, or why it has none."""
     device = find_device(device_name, table)
     if device is None:
-        return f"no peak known for {device_name!r}: no MFU"
+        return f"{NO_PEAK} for {device_name!r}: no MFU"
     known = [f"{k} {v:g}" for k, v in device.peaks.items() if v is not None]
     if not known:
         return f"{device.name}: no peak known ({device.note}): no MFU"

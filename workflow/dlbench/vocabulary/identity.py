@@ -52,6 +52,8 @@ LLAMA_DIR = DATA_DIR + "/llama"  # Llama's packed token shards (any sequence len
 BERT_TEXT_PATTERN = DATA_DIR + "/bert/text/{name}.txt"  # a Wikipedia dump's text, BERT's input
 # The aggregate: every record (one per run log and import), the summary per configuration, the environment.
 AGGREGATE_DIR = "results/aggregate"
+# A CPU peak measured for MFU (platform.cpu_peak: measure), one per framework library (dlbench.harness.peak)
+CPU_PEAK_PATTERN = "results/machine/cpu_peak/{framework}.json"
 AGGREGATE_RECORDS = AGGREGATE_DIR + "/records.csv"
 AGGREGATE_SUMMARY = AGGREGATE_DIR + "/summary.csv"
 AGGREGATE_ENVIRONMENT = AGGREGATE_DIR + "/environment.json"

@@ -1,0 +1,145 @@
+"""A CPU's dense fp32 matrix-multiply peak, measured in one library on the machine the runs use: what MFU on a CPU
+is measured against.
+
+A CPU has no datasheet figure the report can trust (one model name covers vector units 2x apart, and the clock
+depends on how many cores are busy), so the peak is measured: an n x n fp32 GEMM, FLOP/s = 2 n^3 / t with each
+product finished before the next, on every core the process may use, the best of three trials. The machine's peak
+is the highest over the libraries measured (each framework's own, in its own environment: the workflow's rule
+cpu_peak, benchmarks/machine_peak.py), so that two frameworks at the same achieved FLOP/s read the same MFU.
+
+A peak read on a busy machine reads low, and every MFU against it high: `measure` first waits for the machine to be
+quiet (at most `quiet` of its CPU time used by others over 2 s) and, where it never is, records no figure and why.
+
+This module imports only the standard library, numpy and the framework measured: it runs in the framework
+environments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from . import sysinfo
+
+LIBRARIES = ("numpy", "pytorch", "tensorflow", "mxnet", "jax")
+N = 2048  # the matrix side: large enough that every library reaches its steady rate, a fraction of a second each
+REPEATS = 5  # products per trial
+TRIALS = 3  # the best of these
+QUIET = 0.10  # the share of the machine's CPU time others may use while the peak is measured
+WAIT_S = 120.0  # how long to wait for a quiet machine before recording no figure
+
+
+def timed_rate(product: Callable[[], object], n: int, repeats: int) -> float:
+    """FLOP/s of `repeats` calls of an n x n matrix product (each call must return once its product is done)."""
+    product()  # the library's first call: its kernels chosen, its buffers allocated
+    start = time.perf_counter()
+    for _ in range(repeats):
+        product()
+    return repeats * 2 * n**3 / (time.perf_counter() - start)
+
+
+def gemm(library: str, n: int = N, repeats: int = REPEATS, threads: int | None = None) -> float:
+    """FLOP/s of an n x n fp32 matrix multiply in `library` with `threads` threads (default: every core this
+    process may use), each product finished before the next starts (an asynchronous library would otherwise be
+    timed on queuing them). Each library is set up as dlbench's backend for it runs."""
+    threads = threads or len(sysinfo.usable_cpus())
+    if library == "numpy":
+        import numpy as np
+
+        a, b = (np.random.randn(n, n).astype(np.float32) for _ in range(2))
+        return timed_rate(lambda: a @ b, n, repeats)
+    if library == "pytorch":
+        import torch
+
+        torch.set_num_threads(threads)
+        a, b = torch.randn(n, n), torch.randn(n, n)
+        return timed_rate(lambda: a @ b, n, repeats)
+    if library == "tensorflow":
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
+        import tensorflow as tf
+
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        a, b = tf.random.normal((n, n)), tf.random.normal((n, n))
+        return timed_rate(lambda: tf.linalg.matmul(a, b).numpy(), n, repeats)
+    if library == "mxnet":
+        # MXNet's own default is fewer OpenMP threads than cores (half the GEMM rate); set before it loads
+        os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+        import mxnet as mx
+
+        a, b = mx.nd.random.normal(shape=(n, n)), mx.nd.random.normal(shape=(n, n))
+        return timed_rate(lambda: mx.nd.dot(a, b).wait_to_read(), n, repeats)
+    if library == "jax":
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")
+        import jax
+        import numpy as np
+
+        a, b = (jax.numpy.asarray(np.random.randn(n, n).astype(np.float32)) for _ in range(2))
+        matmul = jax.jit(jax.numpy.matmul)
+        return timed_rate(lambda: matmul(a, b).block_until_ready(), n, repeats)
+    raise ValueError(f"no GEMM for library {library!r} (known: {', '.join(LIBRARIES)})")
+
+
+def best_of(
+    library: str, n: int = N, repeats: int = REPEATS, threads: int | None = None, trials: int = TRIALS
+) -> float:
+    return max(gemm(library, n, repeats, threads) for _ in range(trials))
+
+
+def wait_until_quiet(quiet: float = QUIET, wait_s: float = WAIT_S) -> float | None:
+    """Wait (2 s windows) until others use at most `quiet` of the machine's CPU time; the last window's busy share
+    (None where /proc/stat cannot say). Returns as soon as a window is quiet, or after `wait_s` with the last."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        busy = sysinfo.busy_fraction()
+        if busy is None or busy <= quiet or time.monotonic() >= deadline:
+            return busy
+
+
+def measure(library: str, quiet: float = QUIET, wait_s: float = WAIT_S, n: int = N) -> dict:
+    """The peak of `library` on this machine as a record: the CPU model (as runs record their device), GFLOP/s,
+    and how quiet the machine was; gflops None and the reason where the machine never became quiet."""
+    busy = wait_until_quiet(quiet, wait_s)
+    record = {
+        "cpu": sysinfo.cpu_model(),
+        "host": socket.gethostname(),
+        "library": library,
+        "threads": len(sysinfo.usable_cpus()),
+        "n": n,
+        "busy_before": busy,
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    }
+    if busy is not None and busy > quiet:
+        reason = (
+            f"the machine stayed busy ({busy:.0%} of its CPU time used by others over 2 s after {wait_s:g} s of "
+            f"waiting; at most {quiet:.0%} allowed): a peak measured now would read low and every MFU against it high"
+        )
+        return record | {"gflops": None, "reason": reason}
+    return record | {"gflops": best_of(library, n) / 1e9, "reason": None}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--library", required=True, choices=LIBRARIES)
+    parser.add_argument("--out", type=Path, required=True, help="the record (JSON)")
+    parser.add_argument("--n", type=int, default=N, help="matrix side")
+    parser.add_argument("--quiet", type=float, default=QUIET, help="share of CPU time others may use")
+    parser.add_argument("--wait", type=float, default=WAIT_S, help="seconds to wait for a quiet machine")
+    args = parser.parse_args(argv)
+    record = measure(args.library, args.quiet, args.wait, args.n)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    partial = args.out.with_name(args.out.name + ".partial")
+    partial.write_text(json.dumps(record, indent=1) + "\n")
+    partial.replace(args.out)
+    said = f"{record['gflops']:.1f} GFLOP/s" if record["gflops"] is not None else f"no figure: {record['reason']}"
+    print(f"dlbench: {args.library} fp32 GEMM peak on {record['cpu']}, {record['threads']} threads: {said}")
+
+
+if __name__ == "__main__":
+    main()
