@@ -58,6 +58,7 @@ from torch_amp import TorchAmp, synchronize
 from wheels import ensure_wheels, wheel_files
 
 from dlbench.harness import flops, llama, rank
+from dlbench.harness.peak import gemm
 from dlbench.harness.spec import RunSpec
 
 
@@ -452,7 +453,8 @@ def measure(args: argparse.Namespace) -> dict:
 
         # the plain loop twice, each with its own model: the second is the A/A pair's, what two identical loops
         # read against each other in this sitting (the noise floor a harness ÷ plain ratio is read against)
-        plain, again = make_plain(), make_plain()
+        built = [make_plain(), make_plain()]  # in --build-order's order after the harness's
+        plain, again = built if args.build_order == "hpa" else built[::-1]
         same = same_architecture(plain.model, backend) if plain.model is not None else None
 
         def harness() -> float:
@@ -469,7 +471,7 @@ def measure(args: argparse.Namespace) -> dict:
     own_gemm = (
         machine_peak_file.cuda_gemm(args.gemm_n, 20, args.precision)
         if args.device == "cuda"
-        else machine_peak_file.gemm(args.framework, args.gemm_n, 5, threads)
+        else gemm(args.framework, args.gemm_n, 5, threads)
     )
     return {
         "idiomatic": idiomatic,
@@ -559,6 +561,14 @@ def main() -> None:
         default="torchvision",
         help="PyTorch ResNet-50: the plain loop's model definition (torchvision's where it works here)",
     )
+    p.add_argument(
+        "--build-order",
+        choices=("hpa", "hap"),
+        default="hpa",
+        help="the order the models are built in: the harness's first (it sets the framework's threads and "
+        "settings), then the plain loop's and the A/A loop's (hpa) or the other way round (hap): whether where a "
+        "model was built decides its speed",
+    )
     p.add_argument("--peak-gflops", type=float, help="the device's peak from its specification (GPUs)")
     p.add_argument("--peak-source", default="device specification", help="where --peak-gflops comes from")
     p.add_argument("--one-run", help=argparse.SUPPRESS)  # a child of --runs: write its measurement here
@@ -591,6 +601,7 @@ def report(
         f"{args.framework}: {args.model} {shape} batch {args.batch_size} {args.precision}, compiler "
         f"{args.compiler}, {where}; per run {args.rounds} rounds × {args.steps} steps in one process, the three "
         "loops in every order in turn, after one untimed round of each"
+        + ("; models built harness, A/A, plain" if args.build_order == "hap" else "")
     )
     print(title)
     rows, verdicts, readings = [], [], []
@@ -674,6 +685,8 @@ def variant(args: argparse.Namespace) -> str:
         parts.append(args.device)
     if args.device != "cpu" or args.precision != "fp32":
         parts.append(args.precision)
+    if args.build_order != "hpa":
+        parts.append(f"built-{args.build_order}")
     return "-".join(parts)
 
 
