@@ -13,11 +13,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import harness_env, jobs_of, planned_jobs, snakemake, tiny_config, write_config
+from conftest import REPO, harness_env, jobs_of, snakemake, tiny_config, write_config
 from dlbench.collect.aggregate import summarise, write_all
 from dlbench.harness import sysinfo
 from dlbench.logformats.run_log_fixtures import write_run_log
 from dlbench.logformats.runlogs import parse as parse_run_log
+from dlbench.plan import plan
+from dlbench.plan.study import load_study
 from dlbench.report import render_report
 from dlbench.vocabulary import devices
 
@@ -54,6 +56,7 @@ UNLISTED = [
     "Tesla T4",
 ]
 H100 = "NVIDIA H100 80GB HBM3"
+SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 
 
 def test_every_example_name_matches_exactly_its_entry():
@@ -401,5 +404,5 @@ def test_a_study_that_asks_measures_one_peak_per_framework_before_the_aggregate(
     command = "bin/python -m dlbench.harness.peak --library jax --out results/machine/cpu_peak/jax.json"
     assert command in dry.stdout + dry.stderr
     # on a GPU study nothing is measured
-    gpu = tiny_config(platform={"cpu_peak": "measure", "device": "cuda"})
-    assert not [r for r, _ in planned_jobs(tmp_path, write_config(tmp_path / "gpu.yaml", gpu)) if r == "cpu_peak"]
+    gpu = load_study(tiny_config(platform={"cpu_peak": "measure", "device": "cuda"}), SCHEMA, REPO / "envs", REPO)
+    assert plan.Plan(gpu).cpu_peaks() == []
