@@ -50,6 +50,10 @@ def problems(tmp_path: Path, text: str) -> str:
 
 # (the study file, what the message must say: file and line, key, value, why / what is allowed)
 ERRORS = {
+    "cpu_peak_figure": (
+        MATRIX + "platform: {cpu_peak: 300}\n",
+        ["study.yaml, line 7: platform.cpu_peak: 300 is not allowed (allowed: measure)"],
+    ),
     "version_dotdot": (
         MATRIX + "report: {version: ..}\n",
         ["study.yaml, line 7: report.version: '..' is not valid", "not starting with '.'"],
