@@ -12,7 +12,7 @@ One peak per CPU model: writes benchmarks/results/machine_peak-<cpu>.json, which
 (frameworks.py runs this script itself where its CPU has none). It refuses to measure on a busy machine (more than
 dlbench.harness.peak's QUIET of the CPU time used over 2 s before it starts): a peak read low makes every MFU
 against it read high. The GEMM is dlbench.harness.peak's, which the workflow's rule cpu_peak runs for a study's
-MFU on a CPU (`platform.cpu_peak: measure`, docs/configuration.md): one measurement, two users.
+MFU on a CPU (`platform.cpu_peak: measure`, docs/gpu.md): one measurement, two users.
 """
 
 from __future__ import annotations

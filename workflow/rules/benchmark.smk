@@ -62,19 +62,19 @@ rule mlperf_log:
 
 
 # MFU on a CPU (platform.cpu_peak: measure): the fp32 GEMM peak of a framework's library on the machine the runs
-# use (dlbench.harness.peak). Like a timed run it has the whole machine, never beside one (timed_run), and under
+# use (dlbench.harness.peak), in its default build. Like a timed run it has the whole machine, never beside one (timed_run), and under
 # SLURM a node to itself; it waits for a quiet machine and otherwise records no figure, saying why.
 rule cpu_peak:
     input:
-        env=peak_env_input,
+        env=run_env_input,
     output:
         CPU_PEAK_PATTERN,
     log:
         "logs/cpu_peak/{framework}.log",
     conda:
-        peak_conda_env
+        run_conda_env
     container:
-        PEAK_CONTAINER
+        RUN_CONTAINER
     threads: ALL_CORES
     resources:
         timed_run=1,
@@ -84,6 +84,6 @@ rule cpu_peak:
         cpus_per_task=lambda wildcards, threads: threads,
         slurm_extra="--exclusive",
     params:
-        run=peak_words,
+        run=run_words("dlbench.harness.peak"),
     shell:
         "{params.run} --library {wildcards.framework} --out {output} > {log} 2>&1"

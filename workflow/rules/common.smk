@@ -107,8 +107,10 @@ DATA = DataPlan(SETTINGS["datasets"])  # data preparation's inputs and arguments
 
 # ---- input functions: a job's wildcards to its values
 def build_of(wildcards):
-    """The software build of a run's or a search's configuration (its variant names it away from default)."""
-    return variant_build(wildcards.model, wildcards.variant)
+    """The software build of a run's or a search's configuration (its variant names it away from default); a job
+    of no configuration (a CPU peak's) runs the default build."""
+    variant = wildcards.get("variant")
+    return DEFAULT_BUILD if variant is None else variant_build(wildcards.model, variant)
 
 
 @functools.cache
@@ -132,7 +134,8 @@ def run_container(wildcards):
 
 
 def run_words(module):
-    """The input function of a run's (or a search's) command: a dlbench module in the configuration's build."""
+    """The input function of a run's (or a search's, a CPU peak's) command: a dlbench module in the configuration's
+    build."""
     return lambda wildcards: run_module(wildcards.framework, module, build_of(wildcards))
 
 
@@ -140,26 +143,6 @@ def run_words(module):
 # answered none), a second or more in a study of thousands of runs; a rule without one asks nothing. (The conda
 # environment stays a callable: `snakemake --lint` wants every rule to name one.)
 RUN_CONTAINER = run_container if SOFTWARE.uses_images() else None
-
-
-def peak_env_input(wildcards):
-    """A CPU peak is measured in the framework's default build (its environment, interpreter or image)."""
-    return SOFTWARE.run_env_input(wildcards.framework, DEFAULT_BUILD)
-
-
-def peak_conda_env(wildcards):
-    return SOFTWARE.run_conda_env(wildcards.framework, DEFAULT_BUILD)
-
-
-def peak_container(wildcards):
-    return SOFTWARE.container(wildcards.framework, DEFAULT_BUILD)
-
-
-def peak_words(wildcards):
-    return run_module(wildcards.framework, "dlbench.harness.peak", DEFAULT_BUILD)
-
-
-PEAK_CONTAINER = peak_container if SOFTWARE.uses_images() else None
 
 
 def dataprep_env(wildcards):

@@ -11,7 +11,7 @@ import yaml
 from ..collect.aggregate import parse_statuses
 from ..vocabulary.axes import DEFAULTS as AXIS_DEFAULTS
 from ..vocabulary.axes import INPUTS, NAMED_AWAY
-from ..vocabulary.devices import NO_PEAK
+from ..vocabulary.devices import NO_ENTRY
 from .format import (
     DASH,
     compiler_label,
@@ -406,9 +406,9 @@ def environment_view(env: dict[str, Any]) -> dict[str, Any]:
         # the peak MFU uses per device (aggregate.environment, dlbench.vocabulary.devices); a CPU is listed where
         # its peak was measured (platform.cpu_peak), not where it has none
         "device_peaks": [
-            text if text.startswith(f"{name}: ") else f"{name}: {text}"  # a measured CPU's text names it already
+            f"{name}: {text}"
             for name, text in sorted(peaks.items())
-            if name not in cpus or not text.startswith(NO_PEAK)
+            if name not in cpus or not text.startswith(NO_ENTRY)
         ],
         "frameworks": frameworks,
         "config_yaml": yaml.safe_dump(config, sort_keys=False, allow_unicode=True, default_flow_style=False)

@@ -32,7 +32,7 @@ DTYPE_NAMES = {"bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "fp16": "f
 TF32_SETTINGS = ("tf32_matmul", "tf32_cudnn", "tf32")
 
 
-NO_PEAK = "no peak known"  # how describe() begins for a device the table does not have
+NO_ENTRY = "no peak known for"  # how describe() begins for a device the table does not have
 
 
 class TableError(ValueError):
@@ -189,8 +189,9 @@ def describe(device_name: str, table: tuple[Device, ...] | None = None) -> str:
     """One line for the report's environment: the peaks MFU uses for this device, or why it has none."""
     device = find_device(device_name, table)
     if device is None:
-        return f"{NO_PEAK} for {device_name!r}: no MFU"
+        return f"{NO_ENTRY} {device_name!r}: no MFU"
+    label = "" if device.name == device_name else f"{device.name}: "  # a measured CPU is named as its runs name it
     known = [f"{k} {v:g}" for k, v in device.peaks.items() if v is not None]
     if not known:
-        return f"{device.name}: no peak known ({device.note}): no MFU"
-    return f"{device.name}: dense {', '.join(known)} TFLOP/s ({device.datasheet})"
+        return f"{label}no peak known ({device.note}): no MFU"
+    return f"{label}dense {', '.join(known)} TFLOP/s ({device.datasheet})"
