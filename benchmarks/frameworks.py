@@ -23,8 +23,8 @@ Prints, for the model (ResNet-50, BERT, Llama: PyTorch only) at the given shape:
   `--runs 5` consecutive runs (fresh processes), the median of the runs' median per-round ratios >= 1.00,
   each run's 95% bootstrap interval reaching 1.00, and no lower than the A/A ratios' low end (PASS or FAIL).
 - MFU = achieved model FLOP/s / the machine's one peak (machine_peak.py's results file for this CPU model, the best
-  fp32 GEMM of any library here; on a GPU the workflow's peaks table, workflow/references/device_peaks.yaml, as
-  the report's MFU, or --peak-gflops), the same for every framework;
+  GEMM of any library here in the run's format: fp32, or bf16 under AMP; on a GPU the workflow's peaks table,
+  workflow/references/device_peaks.yaml, as the report's MFU, or --peak-gflops), the same for every framework;
   the framework's own GEMM is printed beside it as a diagnostic.
 - the framework's settings in effect (its backend's `settings_in_effect`: threads, oneDNN, layout).
 Writes benchmarks/results/frameworks-<framework>[-<model>].json (figures.py renders it into the docs).
@@ -399,14 +399,14 @@ def machine_peak(args: argparse.Namespace) -> tuple[float, str]:
                 "dense peak for this precision from its specification) and --peak-source"
             )
         return peak * 1e12, source
-    cpu = resultfile.machine()["cpu"]
-    found = machine_peak_file.read_peak(cpu)
+    cpu, fmt = resultfile.machine()["cpu"], gemm_kind(args)
+    found = machine_peak_file.read_peak(cpu, fmt)
     if found is None:  # the first benchmark on this CPU model measures its one peak (refused on a busy machine)
-        print(f"no machine peak for {cpu!r} yet: measuring it (machine_peak.py)", file=sys.stderr)
+        print(f"no {fmt} machine peak for {cpu!r} yet: measuring it (machine_peak.py)", file=sys.stderr)
         subprocess.run([sys.executable, machine_peak_file.__file__], check=True)
-        found = machine_peak_file.read_peak(cpu)
+        found = machine_peak_file.read_peak(cpu, fmt)
         assert found is not None
-    return found["gflops"] * 1e9, f"machine peak ({found['library']} fp32 GEMM, machine_peak.py {found['date'][:10]})"
+    return found["gflops"] * 1e9, f"machine peak ({found['library']} {fmt} GEMM, machine_peak.py {found['date'][:10]})"
 
 
 def measure(args: argparse.Namespace) -> dict:
@@ -471,7 +471,7 @@ def measure(args: argparse.Namespace) -> dict:
     own_gemm = (
         machine_peak_file.cuda_gemm(args.gemm_n, 20, args.precision)
         if args.device == "cuda"
-        else gemm(args.framework, args.gemm_n, 5, threads)
+        else gemm(args.framework, args.gemm_n, 5, threads, fmt=gemm_kind(args))
     )
     return {
         "idiomatic": idiomatic,
@@ -691,8 +691,11 @@ def variant(args: argparse.Namespace) -> str:
 
 
 def gemm_kind(args: argparse.Namespace) -> str:
-    """The diagnostic GEMM's number format: fp32 on CPUs; on CUDA the one machine_peak.cuda_gemm multiplies in."""
-    return machine_peak_file.CUDA_GEMM_FORMAT[args.precision] if args.device == "cuda" else "fp32"
+    """The number format of the run's matrix products, which its peak and the diagnostic GEMM use: on CPUs fp32, or
+    bf16 under AMP (autocast's CPU dtype); on CUDA the one machine_peak.cuda_gemm multiplies in."""
+    if args.device == "cuda":
+        return machine_peak_file.CUDA_GEMM_FORMAT[args.precision]
+    return "bf16" if args.precision == "amp" else "fp32"
 
 
 if __name__ == "__main__":

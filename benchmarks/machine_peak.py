@@ -1,12 +1,14 @@
-"""The machine's dense fp32 matrix-multiply peak: the best of every library here, the one MFU is measured against.
+"""The machine's dense matrix-multiply peaks (fp32, bf16): the best of every library here, the ones MFU is measured
+against.
 
     .venv/bin/python benchmarks/machine_peak.py [--n 2048] [--repeats 5]
 
-Runs an n x n fp32 GEMM (FLOP/s = 2 n^3 / t, each product waited for) in numpy and, with each framework
-environment's own interpreter (.venvs/<framework>-*/bin/python, one process each, threads = the usable cores), in
-PyTorch, TensorFlow and MXNet; the machine peak is the highest of them. Every framework's MFU (frameworks.py) is
-that one peak's share, so two frameworks at the same achieved FLOP/s read the same MFU; each framework's own
-GEMM stays a diagnostic. On a GPU, give frameworks.py the device's specification (--peak-gflops) instead.
+Runs an n x n GEMM in fp32 and in bf16 (FLOP/s = 2 n^3 / t, each product waited for) in numpy (fp32 only) and,
+with each framework environment's own interpreter (.venvs/<framework>-*/bin/python, one process each, threads = the
+usable cores), in PyTorch, TensorFlow, MXNet and JAX; the machine's peak in a format is the highest of them. Every
+framework's MFU (frameworks.py) is that one peak's share (fp32 runs: the fp32 peak; AMP runs, bf16 autocast on a
+CPU: the bf16 peak), so two frameworks at the same achieved FLOP/s read the same MFU; each framework's own GEMM
+stays a diagnostic. On a GPU, give frameworks.py the device's specification (--peak-gflops) instead.
 
 One peak per CPU model: writes benchmarks/results/machine_peak-<cpu>.json, which every benchmark on that CPU reads
 (frameworks.py runs this script itself where its CPU has none). It refuses to measure on a busy machine (more than
@@ -30,7 +32,8 @@ from resultfile import REPO, RESULTS, Recorder, load1, machine, slug, table  # n
 
 from dlbench.harness import peak, sysinfo  # noqa: E402
 
-FRAMEWORKS = ("pytorch", "tensorflow", "mxnet")
+FRAMEWORKS = ("pytorch", "tensorflow", "mxnet", "jax")
+COLUMNS = {"fp32": 1, "bf16": 2}  # a format's column in the results file's table
 
 
 CUDA_GEMM_FORMAT = {"amp": "fp16", "fp32": "TF32"}  # a run's precision -> the format its matrix products use
@@ -57,16 +60,21 @@ def peak_file(cpu: str) -> Path:
     return RESULTS / f"machine_peak-{slug(cpu)}.json"
 
 
-def read_peak(cpu: str) -> dict | None:
-    """{"gflops", "library", "cpu", "date"} of this CPU model's results file, or None without one."""
+def read_peak(cpu: str, fmt: str = "fp32") -> dict | None:
+    """{"gflops", "library", "cpu", "date"} of this CPU model's peak in `fmt` (fp32, bf16) from its results file;
+    None without one, or where the file has no figure in that format (a file from before bf16 was measured)."""
     path = peak_file(cpu)
     if not path.exists():
         return None
     result = json.loads(path.read_text())
     if result["machine"]["cpu"] != cpu:  # two models with one slug: never another CPU's peak
         return None
-    best = max(result["tables"][0]["rows"], key=lambda r: r[1])
-    return {"gflops": best[1], "library": best[0], "cpu": result["machine"]["cpu"], "date": result["date"]}
+    column = COLUMNS[fmt]
+    rows = [r for r in result["tables"][0]["rows"] if len(r) > column and isinstance(r[column], (int, float))]
+    if not rows:
+        return None
+    best = max(rows, key=lambda r: r[column])
+    return {"gflops": best[column], "library": best[0], "cpu": result["machine"]["cpu"], "date": result["date"]}
 
 
 def refuse_if_busy() -> None:
@@ -86,7 +94,9 @@ def main() -> None:
     args = p.parse_args()
     threads = len(os.sched_getaffinity(0))
     if args.library:
-        print(json.dumps({"gflops": peak.best_of(args.library, args.n, args.repeats, threads) / 1e9}))
+        fp32 = peak.best_of(args.library, args.n, args.repeats, threads) / 1e9
+        bf16 = peak.bf16_figure(args.library, args.n, args.repeats, threads)
+        print(json.dumps({"fp32": round(fp32, 1), "bf16": bf16["bf16_gflops"] and round(bf16["bf16_gflops"], 1)}))
         return
     refuse_if_busy()
     record = Recorder(__file__)
@@ -106,23 +116,30 @@ def main() -> None:
             env=env,
             check=True,
         ).stdout
-        rows.append([library, round(json.loads(out.strip().splitlines()[-1])["gflops"], 1)])
-    best = max(rows, key=lambda r: r[1])
-    for name, gflops in rows:
-        print(f"{name:11s} {gflops:7.1f} GFLOP/s{'   <- machine peak' if name == best[0] else ''}")
+        rates = json.loads(out.strip().splitlines()[-1])
+        rows.append([library, *(rates[fmt] if rates[fmt] is not None else "none" for fmt in COLUMNS)])
+    notes = []
+    for fmt, column in COLUMNS.items():
+        figures = [r for r in rows if isinstance(r[column], float)]
+        if not figures:
+            notes.append(f"no {fmt} machine peak: no library here multiplies in {fmt}; no {fmt} MFU")
+            print(notes[-1])
+            continue
+        best = max(figures, key=lambda r: r[column])
+        print(f"{fmt} machine peak: {best[column]} GFLOP/s ({best[0]})")
+        notes.append(f"{fmt} machine peak: {best[column]} GFLOP/s ({best[0]}); frameworks.py's {fmt} MFU is against it")
+    for row in rows:
+        print(f"{row[0]:11s} " + "  ".join(f"{fmt} {row[column]:>7} GFLOP/s" for fmt, column in COLUMNS.items()))
     cores = machine()["cores"]
     record.write(
         [
             table(
-                f"fp32 GEMM {args.n}x{args.n}, {cores} threads, best of 3 × {args.repeats} products",
-                ["library", "GFLOP/s"],
+                f"GEMM {args.n}x{args.n}, {cores} threads, best of 3 × {args.repeats} products",
+                ["library", *(f"{fmt} GFLOP/s" for fmt in COLUMNS)],
                 rows,
             )
         ],
-        notes=[
-            f"machine peak: {best[1]} GFLOP/s ({best[0]}); frameworks.py's MFU is against it",
-            "fp32 only: frameworks.py measures fp32 training; a bf16 (AMP) MFU needs the bf16 peak",
-        ],
+        notes=[*notes, "bf16 none: the library has no bf16 GEMM here (numpy has no bfloat16 type)"],
         variant=slug(machine()["cpu"]),
     )
 

@@ -18,9 +18,11 @@ has one. Framework-specific behaviour beyond the contract stays in that framewor
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +36,7 @@ from conftest import (
     assert_ranks_counted,
     cpu_flags,
     env_python,
+    harness_env,
     ok_or_skip,
     read_log,
     run_harness,
@@ -355,6 +358,25 @@ def test_amp_runs_in_bfloat16_on_cpu(framework, family, tmp_path):
     env = ok_or_skip(entries, stderr)
     assert env["amp_dtype"] == "bfloat16" and math.isfinite(summary["loss_final"])
     case.amp(env, entries["header"][0], summary)
+
+
+@pytest.mark.parametrize("framework", [pytest.param(name, id=name, marks=tier(name, False)) for name in NAMES])
+def test_the_cpu_peak_is_measured_in_fp32_and_bf16(framework, tmp_path):
+    """The machine's peaks for MFU in the framework's own library (rule cpu_peak's command): an fp32 figure, and a
+    bf16 one, what AMP on a CPU multiplies in; where the framework cannot multiply in bf16 here, the reason."""
+    out = tmp_path / "peak.json"
+    command = ["-m", "dlbench.harness.peak", "--library", framework, "--n", "128", "--quiet", "1", "--wait", "0"]
+    done = subprocess.run(
+        [env_python(framework), *command, "--out", out], env=harness_env(), capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = json.loads(out.read_text())
+    assert record["library"] == framework and record["gflops"] > 0 and record["reason"] is None
+    if CASES[framework].amp_needs <= cpu_flags():
+        assert record["bf16_gflops"] > 0 and record["bf16_reason"] is None, record
+    else:
+        assert record["bf16_gflops"] is not None or framework in record["bf16_reason"], record
+    assert f"{framework} bf16 GEMM peak on {record['cpu']}" in done.stdout
 
 
 @pytest.mark.parametrize(("framework", "family"), contract_params("resnet", fast=False))

@@ -301,9 +301,12 @@ def test_the_report_shows_mfu_for_gpu_runs_only(tmp_path):
 # ---- a CPU's peak, measured on the machine (dlbench.harness.peak, platform.cpu_peak: measure)
 
 
-def measured(cpu: str, library: str, gflops: float | None, reason: str | None = None) -> dict:
-    """A record as dlbench.harness.peak writes it."""
-    return {
+def measured(
+    cpu: str, library: str, gflops: float | None, reason: str | None = None, bf16: float | None = None
+) -> dict:
+    """A record as dlbench.harness.peak writes it (bf16: its bf16 figure; None: a record from before bf16 was
+    measured, which has no bf16 keys)."""
+    record = {
         "cpu": cpu,
         "host": "node1",
         "library": library,
@@ -314,6 +317,7 @@ def measured(cpu: str, library: str, gflops: float | None, reason: str | None = 
         "gflops": gflops,
         "reason": reason,
     }
+    return record | ({"bf16_gflops": bf16, "bf16_reason": None} if bf16 is not None else {})
 
 
 BUSY = "the machine stayed busy (97% of its CPU time used by others over 2 s after 120 s of waiting)"
@@ -347,6 +351,46 @@ def test_a_measured_cpu_peak_gives_mfu_per_node_against_the_highest_library(tmp_
     assert pd.isna(summarise(records).set_index("config_id").loc[single.name, "mfu"])
 
 
+def test_an_amp_run_on_a_cpu_is_measured_against_the_bf16_peak(tmp_path):
+    """AMP on a CPU multiplies in bf16 (autocast): its MFU is against the highest bf16 GEMM of any library, not the
+    fp32 one (bf16 on AMX runs several times faster); where no bf16 figure was measured it has none and says so."""
+    amp = [
+        gpu_log(
+            tmp_path / "a.jsonl",
+            device_name="Test CPU",
+            device_type="cpu",
+            settings={},
+            precision="amp",
+            amp_dtype="bfloat16",
+            flops=1e9,
+        )
+    ]
+    fp32 = [gpu_log(tmp_path / "f.jsonl", device_name="Test CPU", device_type="cpu", settings={}, flops=1e9)]
+    peaks = devices.with_measured_cpus(
+        [
+            measured("Test CPU", "numpy", 300.0),  # numpy: fp32 only, the fp32 peak
+            measured("Test CPU", "pytorch", 250.0, bf16=800.0),
+            measured("Test CPU", "mxnet", 60.0, bf16=20.0),
+        ]
+    )
+    records = pd.DataFrame([parse_run_log(p) for p in amp + fp32])
+    summary = summarise(records, peaks=peaks).set_index("precision")
+    assert summary.loc["amp", "peak_tflops"] == pytest.approx(0.8)
+    assert summary.loc["amp", "mfu"] == pytest.approx(summary.loc["amp", "tflops"] / 0.8)
+    assert (
+        "dense bf16 0.8 TFLOP/s (measured: fp32 GEMM in numpy, bf16 GEMM in pytorch" in summary.loc["amp", "mfu_note"]
+    )
+    assert summary.loc["fp32", "peak_tflops"] == pytest.approx(0.3)
+    # peaks measured before bf16 was: fp32 runs keep their MFU, AMP runs have none and say why
+    old = summarise(records, peaks=devices.with_measured_cpus([measured("Test CPU", "pytorch", 250.0)]))
+    old = old.set_index("precision")
+    assert (
+        pd.isna(old.loc["amp", "mfu"])
+        and "no bf16 peak known for Test CPU (bf16 not measured" in old.loc["amp", "mfu_note"]
+    )
+    assert old.loc["fp32", "mfu"] == pytest.approx(old.loc["fp32", "tflops"] / 0.25)
+
+
 def test_the_report_shows_a_measured_cpu_peak_and_its_mfu(tmp_path):
     logs = [
         gpu_log(tmp_path / f"c{i}.jsonl", device_name="Test CPU", device_type="cpu", settings={}, repeat=i, flops=1e9)
@@ -375,6 +419,7 @@ def test_the_peak_is_measured_on_a_quiet_machine_and_refused_on_a_busy_one(tmp_p
     assert record["gflops"] > 0 and record["reason"] is None and record["library"] == "numpy"
     assert record["cpu"] == sysinfo.cpu_model() and record["threads"] == len(sysinfo.usable_cpus())
     assert f"numpy fp32 GEMM peak on {record['cpu']}" in done.stdout
+    assert record["bf16_gflops"] is None and record["bf16_reason"] == "numpy has no bfloat16 type"  # said, not 0
 
     spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in sysinfo.usable_cpus()]
     try:

@@ -170,13 +170,24 @@ def test_machine_peak_is_one_per_cpu_model_and_refused_on_a_busy_machine(tmp_pat
     cpu = resultfile.machine()["cpu"]
     assert machine_peak.read_peak(cpu) is None
     monkeypatch.setattr(sys, "argv", [str(REPO / "benchmarks" / "machine_peak.py")])
+    # a file from before bf16 was measured: its fp32 peak, and no bf16 one (frameworks.py then measures again)
     resultfile.Recorder("machine_peak.py").write(
         [resultfile.table("t", ["library", "GFLOP/s"], [["numpy", 90.5], ["pytorch", 120.25]])],
         variant=resultfile.slug(cpu),
     )
     assert machine_peak.peak_file(cpu).exists() and machine_peak.peak_file(cpu).name.startswith("machine_peak-")
     assert machine_peak.read_peak(cpu)["gflops"] == 120.25 and machine_peak.read_peak(cpu)["library"] == "pytorch"
+    assert machine_peak.read_peak(cpu, "bf16") is None
     assert machine_peak.read_peak("Another CPU (family 1 model 1)") is None
+    rows = [["numpy", 130.5, "none"], ["pytorch", 120.25, 480.0], ["mxnet", 60.0, 20.5]]
+    resultfile.Recorder("machine_peak.py").write(
+        [resultfile.table("t", ["library", "fp32 GFLOP/s", "bf16 GFLOP/s"], rows)], variant=resultfile.slug(cpu)
+    )
+    assert machine_peak.read_peak(cpu)["gflops"] == 130.5 and machine_peak.read_peak(cpu)["library"] == "numpy"
+    assert (
+        machine_peak.read_peak(cpu, "bf16")["gflops"] == 480.0
+        and machine_peak.read_peak(cpu, "bf16")["library"] == "pytorch"
+    )
     # a real busy machine: two processes spinning on this machine's cores while the peak would be measured
     spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
     try:

@@ -61,9 +61,10 @@ rule mlperf_log:
         "../scripts/mlperf_log.py"
 
 
-# MFU on a CPU (platform.cpu_peak: measure): the fp32 GEMM peak of a framework's library on the machine the runs
-# use (dlbench.harness.peak), in its default build. Like a timed run it has the whole machine, never beside one (timed_run), and under
-# SLURM a node to itself; it waits for a quiet machine and otherwise records no figure, saying why.
+# MFU on a CPU (platform.cpu_peak: measure): the fp32 and bf16 GEMM peaks of a framework's library on the machine
+# the runs use (dlbench.harness.peak), in its default build. Like a timed run it has the whole machine, never beside
+# one (timed_run), and under SLURM a node to itself; it waits for a quiet machine and otherwise records no figure,
+# saying why.
 rule cpu_peak:
     input:
         env=run_env_input,

@@ -1,9 +1,11 @@
-"""A CPU's dense fp32 matrix-multiply peak, measured in one library on the machine the runs use: what MFU on a CPU
-is measured against.
+"""A CPU's dense matrix-multiply peaks (fp32 and bf16), measured in one library on the machine the runs use: what
+MFU on a CPU is measured against (fp32 runs against the fp32 peak, AMP runs, whose matrix products autocast to
+bf16 on a CPU, against the bf16 one).
 
-A CPU has no datasheet figure the report can trust (one model name covers vector units 2x apart, and the clock
-depends on how many cores are busy), so the peak is measured: an n x n fp32 GEMM, FLOP/s = 2 n^3 / t with each
-product finished before the next, on every core the process may use, the best of three trials. The machine's peak
+A CPU has no datasheet figure the report can trust (one model name covers vector units 2x apart, bf16 is native on
+some and emulated on others, and the clock depends on how many cores are busy), so the peak is measured: an n x n
+GEMM per format, FLOP/s = 2 n^3 / t with each product finished before the next, on every core the process may use,
+the best of three trials. A library with no bf16 GEMM (numpy) records none and says so. The machine's peak
 is the highest over the libraries measured (each framework's own, in its own environment: the workflow's rule
 cpu_peak, benchmarks/machine_peak.py), so that two frameworks at the same achieved FLOP/s read the same MFU.
 
@@ -28,6 +30,8 @@ from pathlib import Path
 from . import sysinfo
 
 LIBRARIES = ("numpy", "pytorch", "tensorflow", "mxnet", "jax")
+FORMATS = ("fp32", "bf16")  # the matrix math of a CPU run: fp32, or bf16 under AMP (devices.run_math)
+NO_BF16 = {"numpy": "numpy has no bfloat16 type"}
 N = 2048  # the matrix side: large enough that every library reaches its steady rate, a fraction of a second each
 REPEATS = 5  # products per trial
 TRIALS = 3  # the best of these
@@ -44,11 +48,16 @@ def timed_rate(product: Callable[[], object], n: int, repeats: int) -> float:
     return repeats * 2 * n**3 / (time.perf_counter() - start)
 
 
-def gemm(library: str, n: int = N, repeats: int = REPEATS, threads: int | None = None) -> float:
-    """FLOP/s of an n x n fp32 matrix multiply in `library` with `threads` threads (default: every core this
-    process may use), each product finished before the next starts (an asynchronous library would otherwise be
-    timed on queuing them). Each library is set up as dlbench's backend for it runs."""
+def gemm(library: str, n: int = N, repeats: int = REPEATS, threads: int | None = None, fmt: str = "fp32") -> float:
+    """FLOP/s of an n x n matrix multiply in `fmt` (FORMATS; both operands and the product in it, as autocast
+    multiplies) in `library` with `threads` threads (default: every core this process may use), each product
+    finished before the next starts (an asynchronous library would otherwise be timed on queuing them). Each
+    library is set up as dlbench's backend for it runs. ValueError for a library or format it cannot do."""
     threads = threads or len(sysinfo.usable_cpus())
+    if fmt not in FORMATS:
+        raise ValueError(f"no GEMM in format {fmt!r} (known: {', '.join(FORMATS)})")
+    if fmt == "bf16" and library in NO_BF16:
+        raise ValueError(NO_BF16[library])
     if library == "numpy":
         import numpy as np
 
@@ -58,7 +67,8 @@ def gemm(library: str, n: int = N, repeats: int = REPEATS, threads: int | None =
         import torch
 
         torch.set_num_threads(threads)
-        a, b = torch.randn(n, n), torch.randn(n, n)
+        dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[fmt]
+        a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
         return timed_rate(lambda: a @ b, n, repeats)
     if library == "tensorflow":
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -66,7 +76,8 @@ def gemm(library: str, n: int = N, repeats: int = REPEATS, threads: int | None =
         import tensorflow as tf
 
         tf.config.threading.set_intra_op_parallelism_threads(threads)
-        a, b = tf.random.normal((n, n)), tf.random.normal((n, n))
+        dtype = {"fp32": tf.float32, "bf16": tf.bfloat16}[fmt]
+        a, b = (tf.cast(tf.random.normal((n, n)), dtype) for _ in range(2))
         return timed_rate(lambda: tf.linalg.matmul(a, b).numpy(), n, repeats)
     if library == "mxnet":
         # MXNet's own default is fewer OpenMP threads than cores (half the GEMM rate); set before it loads
@@ -74,22 +85,35 @@ def gemm(library: str, n: int = N, repeats: int = REPEATS, threads: int | None =
         import mxnet as mx
 
         a, b = mx.nd.random.normal(shape=(n, n)), mx.nd.random.normal(shape=(n, n))
-        return timed_rate(lambda: mx.nd.dot(a, b).wait_to_read(), n, repeats)
+        if fmt == "fp32":
+            return timed_rate(lambda: mx.nd.dot(a, b).wait_to_read(), n, repeats)
+        # bf16: through oneDNN's fully connected layer (a x b^T, the same FLOPs), an operator AMP runs in bf16;
+        # MXNet's bfloat16 is its own numpy record type, which only amp_cast makes
+        from mxnet.contrib import amp
+
+        a, b = (mx.nd.amp_cast(x, dtype=amp.amp.bfloat16) for x in (a, b))
+        return timed_rate(lambda: mx.nd.FullyConnected(a, b, num_hidden=n, no_bias=True).wait_to_read(), n, repeats)
     if library == "jax":
         os.environ.setdefault("JAX_PLATFORMS", "cpu")
         import jax
         import numpy as np
 
-        a, b = (jax.numpy.asarray(np.random.randn(n, n).astype(np.float32)) for _ in range(2))
+        dtype = {"fp32": jax.numpy.float32, "bf16": jax.numpy.bfloat16}[fmt]
+        a, b = (jax.numpy.asarray(np.random.randn(n, n), dtype=dtype) for _ in range(2))
         matmul = jax.jit(jax.numpy.matmul)
         return timed_rate(lambda: matmul(a, b).block_until_ready(), n, repeats)
     raise ValueError(f"no GEMM for library {library!r} (known: {', '.join(LIBRARIES)})")
 
 
 def best_of(
-    library: str, n: int = N, repeats: int = REPEATS, threads: int | None = None, trials: int = TRIALS
+    library: str,
+    n: int = N,
+    repeats: int = REPEATS,
+    threads: int | None = None,
+    trials: int = TRIALS,
+    fmt: str = "fp32",
 ) -> float:
-    return max(gemm(library, n, repeats, threads) for _ in range(trials))
+    return max(gemm(library, n, repeats, threads, fmt) for _ in range(trials))
 
 
 def wait_until_quiet(quiet: float = QUIET, wait_s: float = WAIT_S) -> float | None:
@@ -103,8 +127,9 @@ def wait_until_quiet(quiet: float = QUIET, wait_s: float = WAIT_S) -> float | No
 
 
 def measure(library: str, quiet: float = QUIET, wait_s: float = WAIT_S, n: int = N) -> dict:
-    """The peak of `library` on this machine as a record: the CPU model (as runs record their device), GFLOP/s,
-    and how quiet the machine was; gflops None and the reason where the machine never became quiet."""
+    """The peaks of `library` on this machine as a record: the CPU model (as runs record their device), GFLOP/s in
+    fp32 (gflops) and bf16 (bf16_gflops; None with bf16_reason where the library has no bf16 GEMM), and how quiet
+    the machine was; every figure None and the reason where the machine never became quiet."""
     busy = wait_until_quiet(quiet, wait_s)
     record = {
         "cpu": sysinfo.cpu_model(),
@@ -120,8 +145,21 @@ def measure(library: str, quiet: float = QUIET, wait_s: float = WAIT_S, n: int =
             f"the machine stayed busy ({busy:.0%} of its CPU time used by others over 2 s after {wait_s:g} s of "
             f"waiting; at most {quiet:.0%} allowed): a peak measured now would read low and every MFU against it high"
         )
-        return record | {"gflops": None, "reason": reason}
-    return record | {"gflops": best_of(library, n) / 1e9, "reason": None}
+        return record | {"gflops": None, "reason": reason, "bf16_gflops": None, "bf16_reason": reason}
+    fp32 = best_of(library, n) / 1e9
+    return record | {"gflops": fp32, "reason": None, **bf16_figure(library, n)}
+
+
+def bf16_figure(library: str, n: int = N, repeats: int = REPEATS, threads: int | None = None) -> dict:
+    """bf16_gflops, or None with bf16_reason: a library without the type, or whose kernels refuse it on this CPU
+    (MXNet's need AVX-512), records why and keeps its fp32 figure."""
+    if library in NO_BF16:
+        return {"bf16_gflops": None, "bf16_reason": NO_BF16[library]}
+    try:
+        return {"bf16_gflops": best_of(library, n, repeats, threads, fmt="bf16") / 1e9, "bf16_reason": None}
+    except Exception as error:  # noqa: BLE001 - any library's refusal is a reason to record, not a crash
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        return {"bf16_gflops": None, "bf16_reason": f"{library} could not multiply in bf16 here: {first}"}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -137,8 +175,10 @@ def main(argv: list[str] | None = None) -> None:
     partial = args.out.with_name(args.out.name + ".partial")
     partial.write_text(json.dumps(record, indent=1) + "\n")
     partial.replace(args.out)
-    said = f"{record['gflops']:.1f} GFLOP/s" if record["gflops"] is not None else f"no figure: {record['reason']}"
-    print(f"dlbench: {args.library} fp32 GEMM peak on {record['cpu']}, {record['threads']} threads: {said}")
+    for fmt, key in (("fp32", "gflops"), ("bf16", "bf16_gflops")):
+        reason = record["reason" if fmt == "fp32" else "bf16_reason"]
+        said = f"{record[key]:.1f} GFLOP/s" if record[key] is not None else f"no figure: {reason}"
+        print(f"dlbench: {args.library} {fmt} GEMM peak on {record['cpu']}, {record['threads']} threads: {said}")
 
 
 if __name__ == "__main__":

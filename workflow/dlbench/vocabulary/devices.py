@@ -82,25 +82,36 @@ def _default_table() -> tuple[Device, ...]:
 
 
 def with_measured_cpus(measured: list[dict[str, Any]]) -> tuple[Device, ...]:
-    """The GPU table and, per CPU model, the highest of the peaks measured on it (dlbench.harness.peak's records:
-    cpu, library, gflops, and the reason where a record has no figure: then the CPU's entry has no peak and says
-    why). A CPU entry matches exactly the name runs record for that CPU (dlbench.harness.sysinfo.cpu_model)."""
+    """The GPU table and, per CPU model, the highest of the peaks measured on it in each format (dlbench.harness.peak's
+    records: cpu, library, gflops (fp32), bf16_gflops, and the reason where a record has no figure: then the CPU's
+    entry has no peak in that format and says why). A CPU entry matches exactly the name runs record for that CPU
+    (dlbench.harness.sysinfo.cpu_model)."""
     by_cpu: dict[str, list[dict[str, Any]]] = {}
     for record in measured:
         by_cpu.setdefault(record["cpu"], []).append(record)
     cpus = []
     for cpu, records in by_cpu.items():
-        figures = [r for r in records if r.get("gflops") is not None]
-        best = max(figures, key=lambda r: r["gflops"]) if figures else records[0]
+        peaks: dict[str, float | None] = {"fp32": None, "tf32": None, "bf16": None, "fp16": None}
+        sources, missing = [], []
+        for fmt, key, why in (("fp32", "gflops", "reason"), ("bf16", "bf16_gflops", "bf16_reason")):
+            figures = [r for r in records if r.get(key) is not None]
+            if figures:
+                best = max(figures, key=lambda r: r[key])
+                peaks[fmt] = best[key] / 1000
+                sources.append(f"{fmt} GEMM in {best['library']}")
+            else:  # a record from before bf16 was measured has no key and no reason
+                reasons = sorted({str(r.get(why) or "not measured") for r in records})
+                missing.append(f"{fmt} not measured: {'; '.join(reasons)}")
+        first = records[0]
         cpus.append(
             Device(
                 name=cpu,
                 patterns=(re.compile(f"^{re.escape(cpu)}$"),),
                 examples=(cpu,),
-                peaks={"fp32": best["gflops"] / 1000 if figures else None, "tf32": None, "bf16": None, "fp16": None},
-                datasheet=f"measured: fp32 GEMM in {best['library']}, {best['threads']} threads, on {best['host']} "
-                f"at {best['date']}",
-                note="a CPU's peak is measured in fp32 only" if figures else f"not measured: {best['reason']}",
+                peaks=peaks,
+                datasheet=f"measured: {', '.join(sources)}, {first['threads']} threads, on {first['host']} "
+                f"at {first['date']}",
+                note="; ".join(missing) or "a CPU's peaks are measured in fp32 and bf16",
                 per_node=True,
             )
         )
