@@ -15,7 +15,9 @@ harness ÷ bare >= 0.995 (at most 0.5% per step), and no lower than the A/A inte
 telemetry sampler at the workflow's default interval): `python -m dlbench.harness` against `python -m
 dlbench.harness.rank` alone (the same options, no supervisor, no sampler) and the rank alone again (the A/A
 pair), fresh processes interleaved, --pairs rounds. Target: supervised ÷ rank alone >= 0.99, and no lower than the
-A/A interval's low end.
+A/A interval's low end. Beside the ratio, the cost measured directly, which fresh processes' spread cannot hide:
+the CPU time the supervisor and the sampler use during the rank's measured window, as a share of theirs and the
+rank's together (their /proc counters, read every 0.2 s in every run alike, at the log's window ends).
 
 Prints each loop's rounds (two modes flagged) and writes benchmarks/results/harness_overhead-<framework>-<model>
 [-supervised].json (figures.py puts it in the docs).
@@ -26,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -38,6 +41,7 @@ import rounds
 from dlbench.harness import rank
 from dlbench.harness.runlog import last_line
 from dlbench.harness.spec import TELEMETRY_PYTHON_ENV, RunSpec
+from dlbench.telemetry.summary import delta
 from dlbench.vocabulary.identity import model_kind
 
 IN_PROCESS_TARGET = 0.995  # at most 0.5% of a step
@@ -118,10 +122,69 @@ def in_process(args: argparse.Namespace, record: resultfile.Recorder) -> None:
     report(title, loops, verdict, settings, unit, record, variant=f"{args.framework}-{args.model}")
 
 
+TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+POLL_S = 0.2  # how often the CPU counters are read (in every run, so that reading costs each run the same)
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process `pid`, every thread (/proc/<pid>/stat); 0 once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) * TICK_S  # utime, stime: fields 14 and 15 of stat
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return found
+
+
+class HelperWatch:
+    """The CPU seconds the supervisor and its helpers (the sampler) use while its rank runs, against the rank's own:
+    each poll reads both from /proc while a rank is alive, and the share is taken over the run's measured window."""
+
+    def __init__(self) -> None:
+        self.ts: list[float] = []
+        self.helpers: list[float] = []
+        self.ranks: list[float] = []
+
+    def poll(self, supervisor: int) -> None:
+        helpers, ranks, alive = cpu_s(supervisor), 0.0, False
+        for child in children(supervisor):
+            try:
+                command = Path(f"/proc/{child}/cmdline").read_bytes()
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            if b"dlbench.harness.rank" in command:  # an exiting rank has no command line: not counted then
+                ranks, alive = ranks + cpu_s(child), True
+            elif command:
+                helpers += cpu_s(child)
+        if alive:
+            self.ts.append(time.time())
+            self.helpers.append(helpers)
+            self.ranks.append(ranks)
+
+    def share(self, start: float, end: float) -> float | None:
+        """The helpers' share of the CPU time used from `start` to `end` (wall clock: the log's measured window),
+        each counter interpolated between the polls around each end; None where no poll fell inside."""
+        if not any(start <= t <= end for t in self.ts):
+            return None
+        helpers = delta(self.ts, self.helpers, start, end)
+        ranks = delta(self.ts, self.ranks, start, end)
+        return helpers / (helpers + ranks) if helpers + ranks > 0 else None
+
+
 def supervised(args: argparse.Namespace, record: resultfile.Recorder) -> None:
     """Fresh processes alternating: the supervisor starting the rank (with the sampler) and the rank alone."""
     python = sys.executable
     env = dict(os.environ, **{TELEMETRY_PYTHON_ENV: os.environ.get(TELEMETRY_PYTHON_ENV, str(core_python()))})
+    helper_shares: list[float] = []  # per supervised run: the supervisor's and sampler's share of its CPU time
     with tempfile.TemporaryDirectory() as tmp:
         spec = run_spec(args, Path(tmp) / "run.jsonl")
         options = spec.to_args()
@@ -130,9 +193,20 @@ def supervised(args: argparse.Namespace, record: resultfile.Recorder) -> None:
         def one(module: str, *extra: str) -> float:
             log.unlink(missing_ok=True)
             command = [python, "-m", module, *options, "--warmup-steps", str(args.warmup), *extra]
-            subprocess.run(command, env=env, check=True, capture_output=True)
+            watch = HelperWatch()
+            with subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as proc:
+                while proc.poll() is None:  # every run polls alike, so that the poller costs each the same
+                    watch.poll(proc.pid)
+                    time.sleep(POLL_S)
+                stderr = proc.stderr.read().decode(errors="replace")
+            assert proc.returncode == 0, f"{module} exited {proc.returncode}: {stderr[-2000:]}"
             summary = json.loads(last_line(log) or "{}")  # a run log ends with its summary
             assert summary.get("type") == "summary", f"{module}: {log} ends without a summary"
+            if module == "dlbench.harness":
+                window = next(e for e in map(json.loads, log.read_text().splitlines()) if e["type"] == "window")
+                share = watch.share(window["measure_start"], window["measure_end"])
+                if share is not None:
+                    helper_shares.append(share)
             return summary["throughput"]
 
         alone, with_supervisor, alone_again = rounds.interleaved(
@@ -144,6 +218,13 @@ def supervised(args: argparse.Namespace, record: resultfile.Recorder) -> None:
     loops, verdict, _ = rounds.parity(
         "rank alone", alone, "supervised", with_supervisor, alone_again, SUPERVISED_TARGET
     )
+    cpu_note = (
+        f"measured directly: the supervisor and the sampler used {statistics.median(helper_shares):.2%} of the CPU "
+        f"time in a supervised run's measured window (median of {len(helper_shares)} runs; "
+        f"{min(helper_shares):.2%}–{max(helper_shares):.2%}), against the {1 - SUPERVISED_TARGET:.0%} the target allows"
+        if helper_shares
+        else "measured directly: no poll fell inside a measured window (windows shorter than 0.2 s): no CPU share"
+    )
     title = (
         f"{args.framework} {args.model}: `python -m dlbench.harness` (supervisor, guard, "
         f"{f'sampler at {args.telemetry_ms} ms' if args.telemetry_ms else 'no sampler'}) "
@@ -152,7 +233,8 @@ def supervised(args: argparse.Namespace, record: resultfile.Recorder) -> None:
         f"{args.warmup} warm-up + {args.steps} measured steps each"
     )
     sampler = "" if args.telemetry_ms == TELEMETRY_MS else f"-sampler{args.telemetry_ms}"
-    report(title, loops, verdict, None, "throughput", record, f"{args.framework}-{args.model}-supervised{sampler}")
+    variant = f"{args.framework}-{args.model}-supervised{sampler}"
+    report(title, loops, verdict, None, "throughput", record, variant, [cpu_note])
 
 
 def core_python() -> Path:
@@ -168,11 +250,12 @@ def report(
     unit: str,
     record: resultfile.Recorder,
     variant: str,
+    more: list[str] = (),
 ) -> None:
     print(title)
     for loop in loops:
         print(f"  {rounds.line(loop, 24)}")
-    notes = [verdict] + ([f"settings: {settings}"] if settings else [])
+    notes = [verdict, *more] + ([f"settings: {settings}"] if settings else [])
     for note in notes:
         print(f"  {note}")
     record.write(
