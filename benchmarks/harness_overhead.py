@@ -194,12 +194,17 @@ def supervised(args: argparse.Namespace, record: resultfile.Recorder) -> None:
             log.unlink(missing_ok=True)
             command = [python, "-m", module, *options, "--warmup-steps", str(args.warmup), *extra]
             watch = HelperWatch()
-            with subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as proc:
+            stderr = log.with_name("stderr.txt")  # a file, not a pipe: a pipe nobody reads while polling fills
+            with (
+                stderr.open("wb") as err,
+                subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=err) as proc,
+            ):
                 while proc.poll() is None:  # every run polls alike, so that the poller costs each the same
                     watch.poll(proc.pid)
                     time.sleep(POLL_S)
-                stderr = proc.stderr.read().decode(errors="replace")
-            assert proc.returncode == 0, f"{module} exited {proc.returncode}: {stderr[-2000:]}"
+            assert proc.returncode == 0, (
+                f"{module} exited {proc.returncode}: {stderr.read_text(errors='replace')[-2000:]}"
+            )
             summary = json.loads(last_line(log) or "{}")  # a run log ends with its summary
             assert summary.get("type") == "summary", f"{module}: {log} ends without a summary"
             if module == "dlbench.harness":

@@ -31,6 +31,7 @@ from . import sysinfo
 
 LIBRARIES = ("numpy", "pytorch", "tensorflow", "mxnet", "jax")
 FORMATS = ("fp32", "bf16")  # the matrix math of a CPU run: fp32, or bf16 under AMP (devices.run_math)
+RECORD_KEYS = {"fp32": ("gflops", "reason"), "bf16": ("bf16_gflops", "bf16_reason")}  # a format's figure, its why
 NO_BF16 = {"numpy": "numpy has no bfloat16 type"}
 N = 2048  # the matrix side: large enough that every library reaches its steady rate, a fraction of a second each
 REPEATS = 5  # products per trial
@@ -175,9 +176,8 @@ def main(argv: list[str] | None = None) -> None:
     partial = args.out.with_name(args.out.name + ".partial")
     partial.write_text(json.dumps(record, indent=1) + "\n")
     partial.replace(args.out)
-    for fmt, key in (("fp32", "gflops"), ("bf16", "bf16_gflops")):
-        reason = record["reason" if fmt == "fp32" else "bf16_reason"]
-        said = f"{record[key]:.1f} GFLOP/s" if record[key] is not None else f"no figure: {reason}"
+    for fmt, (key, why) in RECORD_KEYS.items():
+        said = f"{record[key]:.1f} GFLOP/s" if record[key] is not None else f"no figure: {record[why]}"
         print(f"dlbench: {args.library} {fmt} GEMM peak on {record['cpu']}, {record['threads']} threads: {said}")
 
 

@@ -23,6 +23,8 @@ from typing import Any
 
 import yaml
 
+from ..harness.peak import RECORD_KEYS as PEAK_RECORD_KEYS
+
 PEAKS_PATH = Path(__file__).resolve().parents[2] / "references" / "device_peaks.yaml"
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")  # the table's peak keys, TFLOP/s
 # What environment lines and logs call the autocast dtypes.
@@ -93,7 +95,7 @@ def with_measured_cpus(measured: list[dict[str, Any]]) -> tuple[Device, ...]:
     for cpu, records in by_cpu.items():
         peaks: dict[str, float | None] = {"fp32": None, "tf32": None, "bf16": None, "fp16": None}
         sources, missing = [], []
-        for fmt, key, why in (("fp32", "gflops", "reason"), ("bf16", "bf16_gflops", "bf16_reason")):
+        for fmt, (key, why) in PEAK_RECORD_KEYS.items():
             figures = [r for r in records if r.get(key) is not None]
             if figures:
                 best = max(figures, key=lambda r: r[key])
