@@ -18,7 +18,8 @@ Prints, for the model (ResNet-50, BERT, Llama: PyTorch only) at the given shape:
   harness's framework settings (threads, oneDNN, layout), its framework's default optimizer implementation (the
   harness's are its fastest: PyTorch fused SGD, MXNet one tensor per update call on CPU), interleaved in
   one process in short rounds (every order of the three in turn) with a second plain loop of its own model: the
-  A/A pair, what two identical loops read against each other in the same sitting (the noise floor). Each loop's
+  A/A pair, what two identical loops read against each other in the same sitting (the noise floor). The three
+  models are built in rotation over the runs (--build-order): where a model was built moves its speed. Each loop's
   per-round distribution, two modes flagged (rounds.py: a bimodal loop is no comparison). Target (TARGET): over
   `--runs 5` consecutive runs (fresh processes), the median of the runs' median per-round ratios >= 1.00,
   each run's 95% bootstrap interval reaching 1.00, and no lower than the A/A ratios' low end (PASS or FAIL).
@@ -432,9 +433,9 @@ def measure(args: argparse.Namespace) -> dict:
             device=args.device,
         )
         backend = rank.load_backend(spec, 0, 1, 0, threads)  # first: it sets the framework's threads
-        backend.setup()
-        backend.setup = lambda: None  # rank.run must not rebuild the model each round
-        settings = backend.environment()["settings"]
+        backend.check_model_settings()
+        backend.setup_runtime()  # what every model shares (threads, layout, optimizer settings), before any is built
+        runtime = backend.settings_in_effect()  # what the plain loops copy (PLAIN_COPIES)
 
         def make_plain() -> Plain:
             return idiomatic_loop(
@@ -444,17 +445,31 @@ def measure(args: argparse.Namespace) -> dict:
                 args.image_size,
                 args.seq_length,
                 threads,
-                settings,
+                runtime,
                 args.device,
                 args.precision,
                 args.compiler == "on",
                 args.plain_model,
             )
 
-        # the plain loop twice, each with its own model: the second is the A/A pair's, what two identical loops
-        # read against each other in this sitting (the noise floor a harness ÷ plain ratio is read against)
-        built = [make_plain(), make_plain()]  # in --build-order's order after the harness's
-        plain, again = built if args.build_order == "hpa" else built[::-1]
+        # the plain loop twice, each with its own model: the A/A pair's is what two identical loops read against
+        # each other in this sitting (the noise floor a harness ÷ plain ratio is read against). The three models
+        # are built in --build-order's order (where a model was built moves its speed by 2-3% on CPUs).
+        built: dict[str, Plain] = {}
+        order = build_orders(args.build_order, 1)[0]
+        for loop in order:
+            if loop == "h":
+                backend.setup_model()
+            else:
+                built[loop] = make_plain()
+        backend.setup = lambda: None  # rank.run must not rebuild the model each round
+        settings = backend.environment()["settings"]
+        if changed := [key for key in PLAIN_COPIES if runtime.get(key) != settings.get(key)]:
+            raise SystemExit(
+                f"the harness's {changed} changed while its model was built: the plain loops copied "
+                f"{[runtime.get(key) for key in changed]}, the harness runs {[settings.get(key) for key in changed]}"
+            )
+        plain, again = built["p"], built["a"]
         same = same_architecture(plain.model, backend) if plain.model is not None else None
 
         def harness() -> float:
@@ -483,6 +498,7 @@ def measure(args: argparse.Namespace) -> dict:
         "same_architecture": same,
         "device_name": backend.device_name(),
         "threads": threads,
+        "build_order": order,
         "unit": backend.unit,
         "predictions": spec.predictions,
     }
@@ -519,13 +535,35 @@ def same_architecture(model, backend) -> str:
 
 def run_in_processes(args: argparse.Namespace) -> list[dict]:
     """--runs N: N consecutive runs, each a fresh process of this interpreter (a run's allocator, thread pools
-    and compiled graphs are its own), so three runs mean three independent starts."""
+    and compiled graphs are its own), so three runs mean three independent starts; each builds its models in
+    its build order (build_orders)."""
     results = []
-    for _ in range(args.runs):
+    for order in build_orders(args.build_order, args.runs):
         with tempfile.NamedTemporaryFile(suffix=".json") as out:
-            subprocess.run([sys.executable, __file__, *sys.argv[1:], "--runs", "1", "--one-run", out.name], check=True)
+            child = [*sys.argv[1:], "--runs", "1", "--build-order", order, "--one-run", out.name]
+            subprocess.run([sys.executable, __file__, *child], check=True)
             results.append(json.loads(Path(out.name).read_text()))
     return results
+
+
+# h: the harness's model, p: the plain loop's, a: the A/A loop's (a second plain loop). In rotation each model is
+# built first, second and third once in every three runs: a position's effect on speed (measured: 2-3% on CPUs,
+# the same for every loop) falls on every loop alike instead of on whichever is always built in that place.
+ROTATION = ("hpa", "pah", "ahp")  # a Latin square: each model in each position once
+assert all(sorted(order.index(loop) for order in ROTATION) == [0, 1, 2] for loop in "hpa")
+ORDERS = ("hpa", "hap", "pha", "pah", "aph", "ahp")
+# What the plain loops copy from the harness's settings in effect (before its model is built, and checked after).
+PLAIN_COPIES = ("memory_format", "optimizer_aggregation")
+
+
+def build_orders(build_order: str, runs: int) -> list[str]:
+    """Each run's order of building the three models: --build-order's, or ROTATION's in turn."""
+    return [ROTATION[i % len(ROTATION)] if build_order == "rotate" else build_order for i in range(runs)]
+
+
+def order_in_words(order: str) -> str:
+    names = {"h": "harness", "p": "plain", "a": "A/A"}
+    return ", ".join(names[loop] for loop in order)
 
 
 def main() -> None:
@@ -563,11 +601,11 @@ def main() -> None:
     )
     p.add_argument(
         "--build-order",
-        choices=("hpa", "hap"),
-        default="hpa",
-        help="the order the models are built in: the harness's first (it sets the framework's threads and "
-        "settings), then the plain loop's and the A/A loop's (hpa) or the other way round (hap): whether where a "
-        "model was built decides its speed",
+        choices=("rotate", *ORDERS),
+        default="rotate",
+        help="the order the three models are built in after the framework's runtime (h the harness's, p the plain "
+        "loop's, a the A/A loop's): rotate (each run the next of hpa, pah, ahp: every model first, second and "
+        "third once in three runs; use --runs 6) or one order for every run",
     )
     p.add_argument("--peak-gflops", type=float, help="the device's peak from its specification (GPUs)")
     p.add_argument("--peak-source", default="device specification", help="where --peak-gflops comes from")
@@ -600,8 +638,12 @@ def report(
     title = (
         f"{args.framework}: {args.model} {shape} batch {args.batch_size} {args.precision}, compiler "
         f"{args.compiler}, {where}; per run {args.rounds} rounds × {args.steps} steps in one process, the three "
-        "loops in every order in turn, after one untimed round of each"
-        + ("; models built harness, A/A, plain" if args.build_order == "hap" else "")
+        "loops in every order in turn, after one untimed round of each; "
+        + (
+            f"models built in rotation ({', '.join(ROTATION)}: each first, second and third once in three runs)"
+            if args.build_order == "rotate"
+            else f"models built {order_in_words(args.build_order)}"
+        )
     )
     print(title)
     rows, verdicts, readings = [], [], []
@@ -610,7 +652,7 @@ def report(
             "idiomatic", run["idiomatic"], "harness", run["harness"], run["idiomatic_again"], TARGET
         )
         readings.append(figures)
-        verdicts.append(f"run {number}: {verdict}")
+        verdicts.append(f"run {number} (built {order_in_words(run['build_order'])}): {verdict}")
         for loop in loops:
             print(f"  run {number} {rounds.line(loop, 28)}")
             rows.append([number, *rounds.row(loop)])
@@ -640,6 +682,16 @@ def report(
         plain.append(first["same_architecture"])
     for line in plain:
         print(f"  {line}")
+    if args.device == "cpu" and not args.peak_gflops:
+        recorded = machine_peak_file.read_peak(resultfile.machine()["cpu"], gemm_kind(args))["libraries"]
+        then = recorded.get(args.framework)
+        if then and own / 1e9 < then * SLOWER_MACHINE:  # the same GEMM, the same library: the machine changed
+            verdicts.append(
+                f"WARNING: {args.framework}'s own GEMM reads {own / 1e9:.1f} GFLOP/s now and read {then:.1f} when the "
+                f"machine peak was measured: this machine runs {1 - own / 1e9 / then:.0%} slower than then (a "
+                "shared VM's neighbours, its clock), and every MFU here reads low by about as much"
+            )
+            print(f"  {verdicts[-1]}")
     if own > peak * 1.02:  # one peak is only one peak if nothing here beats it
         verdicts.append(
             f"WARNING: {args.framework}'s own GEMM ({own / 1e9:.1f} GFLOP/s) is above the peak used "
@@ -658,6 +710,9 @@ def report(
 
 
 TARGET = 1.00  # harness ÷ the strongest plain loop: the instrument never reads low
+# A framework's own GEMM below this share of its figure in the machine peak file: the machine is slower than when
+# its peak was measured (GEMM rates of one library repeat within a few percent on a quiet machine).
+SLOWER_MACHINE = 0.9
 
 
 def overall_verdict(readings: list[dict]) -> str:
@@ -669,7 +724,7 @@ def overall_verdict(readings: list[dict]) -> str:
     reaching = sum(r["interval"][1] >= TARGET for r in readings)
     met = ratio >= TARGET and reaching == len(readings) and ratio >= aa_low
     return (
-        f"{'PASS' if met else 'FAIL'}: over {len(readings)} run(s) harness ÷ idiomatic {ratio:.3f} (median of runs), "
+        f"{'PASS' if met else 'FAIL'}: over {len(readings)} run(s) harness ÷ idiomatic {ratio:.4f} (median of runs), "
         f"{reaching} of {len(readings)} runs' intervals reach {TARGET:.2f}; A/A {aa:.3f}, its low end {aa_low:.3f} "
         f"(target: median >= {TARGET:.2f}, every interval reaching it, no lower than the A/A low end)"
     )
@@ -685,7 +740,7 @@ def variant(args: argparse.Namespace) -> str:
         parts.append(args.device)
     if args.device != "cpu" or args.precision != "fp32":
         parts.append(args.precision)
-    if args.build_order != "hpa":
+    if args.build_order != "rotate":
         parts.append(f"built-{args.build_order}")
     return "-".join(parts)
 

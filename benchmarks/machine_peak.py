@@ -61,8 +61,9 @@ def peak_file(cpu: str) -> Path:
 
 
 def read_peak(cpu: str, fmt: str = "fp32") -> dict | None:
-    """{"gflops", "library", "cpu", "date"} of this CPU model's peak in `fmt` (fp32, bf16) from its results file;
-    None without one, or where the file has no figure in that format (a file from before bf16 was measured)."""
+    """{"gflops", "library", "cpu", "date", "libraries"} of this CPU model's peak in `fmt` (fp32, bf16) from its
+    results file (libraries: every library's figure in it); None without one, or where the file has no figure in
+    that format (a file from before bf16 was measured)."""
     path = peak_file(cpu)
     if not path.exists():
         return None
@@ -74,7 +75,13 @@ def read_peak(cpu: str, fmt: str = "fp32") -> dict | None:
     if not rows:
         return None
     best = max(rows, key=lambda r: r[column])
-    return {"gflops": best[column], "library": best[0], "cpu": result["machine"]["cpu"], "date": result["date"]}
+    return {
+        "gflops": best[column],
+        "library": best[0],
+        "cpu": result["machine"]["cpu"],
+        "date": result["date"],
+        "libraries": {r[0]: r[column] for r in rows},
+    }
 
 
 def refuse_if_busy() -> None:

@@ -117,7 +117,7 @@ def test_the_contract_is_abstract():
 
 # The fast tier imports PyTorch's backend (one framework where one is enough); the full tier every framework's.
 @pytest.mark.parametrize("name", [pytest.param(n, marks=() if n == "pytorch" else pytest.mark.slow) for n in NAMES])
-def test_backend_imports_as_a_concrete_backend_in_its_environment(name):
+def test_backend_imports_as_a_concrete_backend_in_its_environment(name, tmp_path):
     facts = run_json(
         env_python(name),
         """
@@ -128,13 +128,26 @@ def test_backend_imports_as_a_concrete_backend_in_its_environment(name):
         backend = importlib.import_module(framework.backend_module).Backend
         for module in BACKEND_MODULES:
             importlib.import_module(framework.module(module))
+        from dlbench.harness import rank
+        from dlbench.harness.spec import RunSpec
+        run = RunSpec.of(framework=sys.argv[1], model="resnet_tiny", nodes=1, devices_per_node=1, batch_size=2,
+                         precision="fp32", compiler=False, data="synthetic", image_size=32, warmup_steps=1,
+                         measured_steps=1, repeat=1, config_id="t", log=sys.argv[2], device="cpu")
+        ready = rank.load_backend(run, 0, 1, 0, 1)
+        ready.check_model_settings()
+        ready.setup_runtime()
         print(json.dumps({"subclass": issubclass(backend, BackendBase), "abstract": inspect.isabstract(backend),
-                          "models": list(backend.models), "data": list(backend.data)}))
+                          "models": list(backend.models), "data": list(backend.data),
+                          "runtime": ready.settings_in_effect()}))
         """,
         name,
+        str(tmp_path / "run.jsonl"),
     )
     assert facts["subclass"] and not facts["abstract"], facts
     assert set(facts["models"]) <= set(spec.MODELS) and set(facts["data"]) <= set(spec.DATA), facts
+    # The settings every model shares are read back once the runtime is set, before any model is built
+    # (benchmarks/frameworks.py's plain loops copy them then, and it checks them against the built model's).
+    assert facts["runtime"]["summary"].startswith(("oneDNN", "XLA CPU")), facts["runtime"]
     # What the workflow asks of a study's own interpreter (dlbench.harness.probe), from each backend.
     probed = interpreters.probe(name, str(env_python(name)), REPO / "workflow")
     assert probed["framework"] == name and probed["framework_version"] and probed["gpus"] == [], probed

@@ -89,6 +89,11 @@ class BackendBase(ABC):
         setup_llama)."""
         self.check_model_settings()
         self.setup_runtime()
+        self.setup_model()
+
+    def setup_model(self) -> None:
+        """Build model, optimizer and inputs (setup_resnet, setup_bert or setup_llama), once setup_runtime ran:
+        settings_in_effect reads the runtime's settings between the two."""
         getattr(self, f"setup_{self.kind}")()
 
     def check_model_settings(self) -> None:

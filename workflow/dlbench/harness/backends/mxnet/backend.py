@@ -202,6 +202,11 @@ class Backend(BackendBase):
             from mxnet.contrib import amp  # patches the operator namespaces: before the net is built
 
             amp.init(target_dtype=self.amp_dtype)
+        # MXNet's multi-tensor SGD (4 tensors per call by default, MXNET_OPTIMIZER_AGGREGATION_SIZE) is slower on CPU
+        # than one call per tensor: 160 vs 112 ms per ResNet-50 update, +3-5% per step on the 2-core VM. GPUs keep
+        # MXNet's default (fewer kernel launches), as does BERT's optimizer. None: MXNet's default.
+        chosen = self.kind == "resnet" and not self.gpu and "MXNET_OPTIMIZER_AGGREGATION_SIZE" not in os.environ
+        self.sgd_aggregation = 1 if chosen else None
 
     def _trainer(
         self, params: gluon.ParameterDict, optimizer: str | mx.optimizer.Optimizer, optimizer_params: dict | None = None
@@ -245,11 +250,8 @@ class Backend(BackendBase):
             # The server's optimizer keeps the rescale_grad it was sent: give it 1/global batch now, step(1).
             sgd["rescale_grad"], self.global_batch = 1.0 / self.global_batch, 1
         optimizer = mx.optimizer.create("sgd", **sgd)
-        if not self.gpu and "MXNET_OPTIMIZER_AGGREGATION_SIZE" not in os.environ:
-            # MXNet's multi-tensor SGD (4 tensors per call by default, MXNET_OPTIMIZER_AGGREGATION_SIZE) is slower
-            # on CPU than one call per tensor: 160 vs 112 ms per ResNet-50 update, +3-5% per step on the
-            # 2-core VM. GPUs keep MXNet's default (fewer kernel launches).
-            optimizer.aggregate_num = 1
+        if self.sgd_aggregation is not None:
+            optimizer.aggregate_num = self.sgd_aggregation
         self.trainer = self._trainer(net.collect_params(), optimizer)
         self.scale_loss = self.amp_dtype == "float16"
         if spec.data == "real":
@@ -546,7 +548,9 @@ class Backend(BackendBase):
             "engine": os.environ.get("MXNET_ENGINE_TYPE", "ThreadedEnginePerDevice"),
             "hybridize": bool(self.spec.compiler),
             "memory_format": None if self.is_bert else "contiguous",
-            "optimizer_aggregation": optimizer.aggregate_num if (optimizer := self._optimizer()) else None,
+            "optimizer_aggregation": optimizer.aggregate_num
+            if (optimizer := self._optimizer())
+            else self.sgd_aggregation,
             "flush_subnormals": self.subnormals_flushed if not self.gpu else None,
         }
         where = "GPU" if self.gpu else f"oneDNN {'on' if facts['onednn'] else 'off'}"

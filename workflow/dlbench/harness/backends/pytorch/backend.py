@@ -110,6 +110,9 @@ class Backend(BackendBase):
         # autocast with fp32 master weights, as Llama is pretrained).
         cuda = self.device.type == "cuda"
         half = torch.float16 if cuda and self.kind != "llama" else torch.bfloat16
+        # channels_last pays off with tensor cores (ResNet's convolutions); on CPU the oneDNN default layout is as
+        # fast, and the transformers' activations are matrices.
+        self.memory_format = torch.channels_last if cuda and self.kind == "resnet" else torch.contiguous_format
         self.amp_dtype = half if spec.precision == "amp" else None
         self.scaler = torch.amp.GradScaler("cuda") if self.amp_dtype is torch.float16 else None
         if cuda:
@@ -203,9 +206,6 @@ class Backend(BackendBase):
 
     def setup_resnet(self) -> None:
         spec = self.spec
-        cuda = self.device.type == "cuda"
-        # channels_last pays off with tensor cores; on CPU the oneDNN default layout is as fast.
-        self.memory_format = torch.channels_last if cuda else torch.contiguous_format
         model = ResNet50(model=spec.model).to(self.device, memory_format=self.memory_format)
         self.parameters = parameter_count(model)
         model = self._shard(model)
@@ -235,7 +235,6 @@ class Backend(BackendBase):
             raise Unsupported(
                 f"seq_length {spec.seq_length} exceeds BERT's {cfg.max_position_embeddings} position embeddings"
             )
-        self.memory_format = torch.contiguous_format
         model = torch_bert.BertForPreTraining(cfg).to(self.device)
         self.parameters = torch_bert.parameter_count(model)
         model = self._shard(model)
@@ -254,7 +253,6 @@ class Backend(BackendBase):
     def setup_llama(self) -> None:
         spec = self.spec
         cfg = llama.CONFIGS[spec.model]
-        self.memory_format = torch.contiguous_format
         model = torch_llama.LlamaForCausalLM(cfg, spec.activation_checkpointing).to(self.device)
         self.parameters = torch_llama.parameter_count(model)
         model = self._shard(model)

@@ -478,7 +478,7 @@ class Backend(BackendBase):
             # fp32 matrix products on TF32 tensor cores (on by default; Ampere and later): the peak MFU uses
             "tf32": tf.config.experimental.tensor_float_32_execution_enabled() if self.gpu is not None else None,
         }
-        if not self.is_bert:
+        if not self.is_bert and hasattr(self, "optimizer"):  # the optimizer once the model is built
             rule = self._update_rule()
             facts["optimizer"] = "SGD fused" if isinstance(rule, tf_models.FusedSGD) else f"Keras {type(rule).__name__}"
         where = (
@@ -489,7 +489,8 @@ class Backend(BackendBase):
         facts["summary"] = (
             f"{where}, {facts['intra_op_threads']} intra-op / {facts['inter_op_threads']} inter-op "
             f"threads, XLA {'on' if facts['xla'] else 'off'}"
-            + ("" if self.is_bert else f", channels_last (NHWC), {facts['optimizer']}")
+            + ("" if self.is_bert else ", channels_last (NHWC)")
+            + (f", {facts['optimizer']}" if "optimizer" in facts else "")
         )
         return facts
 
