@@ -1,6 +1,8 @@
-"""The JAX backend (JAX with Flax and Optax), for real: the Flax ResNet-50 v1.5 at tiny shapes on CPU in its own
-environment, one rank and several (jax.distributed over Gloo), bf16, out of memory, the compiler axis, the same
-loss and gradients as PyTorch from the same weights, and a study with JAX through Snakemake to the report."""
+"""The JAX backend (JAX with Flax and Optax), for real, in its own environment: its versions, its shipped study, and
+the Flax ResNet-50 v1.5's loss and gradients from PyTorch's weights (the same as PyTorch's). The
+runs every framework makes (one rank and several, bf16, out of memory, the compiler axis, real data) are
+tests/test_contract_framework.py's; two nodes joined by jax.distributed, through SLURM and Snakemake to the
+records, tests/test_multinode.py's."""
 
 from __future__ import annotations
 
@@ -8,41 +10,19 @@ import json
 import subprocess
 from pathlib import Path
 
-import pandas as pd
 import pytest
 import yaml
 
-from conftest import (
-    REPO,
-    case_config,
-    env_python,
-    free_port,
-    harness_env,
-    read_log,
-    run_harness,
-    run_two_nodes_by_hand,
-    snakemake,
-    write_config,
-)
+from conftest import REPO, env_python, harness_env
 from dlbench.plan.study import load_study
 
 # The fast tier runs one framework where one is enough (PyTorch's files): this file is the full tier's.
 pytestmark = pytest.mark.slow
 
-TINY = ["--image-size", "32", "--batch-size", "2", "--warmup-steps", "1", "--measured-steps", "3", "--device", "cpu"]
-
 
 @pytest.fixture(scope="module")
 def jax_python() -> Path:
     return env_python("jax")
-
-
-def run_jax(
-    python: Path, log: Path, *args: str, model: str = "resnet_tiny"
-) -> tuple[subprocess.CompletedProcess, dict[str, list[dict]]]:
-    result = run_harness(python, log, *args, framework="jax", model=model, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result, read_log(log)
 
 
 def test_env_has_jax_flax_and_optax_on_python_3_11(jax_python):
@@ -65,19 +45,6 @@ def test_the_shipped_jax_study_is_the_default_s_shapes_beside_pytorch():
         "jax" not in default["matrix"]["framework"]
         and config["matrix"]["batch_size"] == default["matrix"]["batch_size"]
     )
-
-
-def test_two_nodes_join_through_the_coordinator(jax_python, tmp_path):
-    """The ranks of a 2x1 run as srun would start them, here on one host: rank 0 runs jax.distributed's coordinator
-    at MASTER_ADDR:MASTER_PORT, both train (tests/test_multinode.py runs the same across two namespaced nodes)."""
-    log = tmp_path / "run.jsonl"
-    # BERT-Tiny at 16 tokens: the ranks' joining is the same for every model, and it compiles in half ResNet's time
-    bert = ("--seq-length", "16", *TINY[2:])  # TINY without its --image-size
-    run_two_nodes_by_hand(jax_python, "jax", "bert_tiny", log, tmp_path / "ranks", free_port(), *bert)
-    entries = read_log(log)
-    summary, env = entries["summary"][-1], entries["environment"][0]
-    assert summary["status"] == "ok" and summary["world_size"] == 2
-    assert env["strategy_in_effect"]["processes"] == 2
 
 
 TORCH_REFERENCE = """
@@ -152,22 +119,3 @@ def test_same_weights_give_the_pytorch_loss_and_gradients(jax_python, torch_pyth
     assert result["parameters"] == 25_557_032 and result["tensors"] == 161
     assert result["loss"] == pytest.approx(result["torch_loss"], rel=1e-6)
     assert result["max_rel_error"] <= 1e-4, result
-
-
-def test_a_study_with_jax_runs_through_snakemake_to_the_report(jax_python, tmp_path):
-    """JAX in a study as any framework: its runs (1x1, 1x2; compiler on recorded as unsupported), the records, the
-    summary's speedup and the report."""
-    config = case_config("jax")
-    result = snakemake(tmp_path, "--cores", "2", "--configfile", str(write_config(tmp_path / "study.yaml", config)))
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    report = tmp_path / "results" / "reports" / "v1"
-    records = pd.read_csv(report / "records.csv")
-    status = {(r.topology, bool(r.compiler)): r.status for r in records.itertuples()}
-    assert status == {("1x1", False): "ok", ("1x2", False): "ok", ("1x1", True): "unsupported"}
-    assert set(records["framework"]) == {"jax"}
-    summary = pd.read_csv(report / "summary.csv")
-    assert summary[summary["topology"] == "1x1"]["speedup"].dropna().tolist() == [pytest.approx(1.0)]
-    html = (report / "index.html").read_text()
-    assert "JAX" in html
-    env = json.loads((report / "environment.json").read_text())
-    assert any(p.startswith("jax==0.10.2") for p in env["frameworks"]["jax"]["packages"])
