@@ -21,7 +21,7 @@ Prints, for the model (ResNet-50, BERT, Llama: PyTorch only) at the given shape:
   A/A pair, what two identical loops read against each other in the same sitting (the noise floor). The three
   models are built in rotation over the runs (--build-order): where a model was built moves its speed. Each loop's
   per-round distribution, two modes flagged (rounds.py: a bimodal loop is no comparison). Target (TARGET): over
-  `--runs 5` consecutive runs (fresh processes), the median of the runs' median per-round ratios >= 1.00,
+  `--runs 6` consecutive runs (fresh processes), the median of the runs' median per-round ratios >= 1.00,
   each run's 95% bootstrap interval reaching 1.00, and no lower than the A/A ratios' low end (PASS or FAIL).
 - MFU = achieved model FLOP/s / the machine's one peak (machine_peak.py's results file for this CPU model, the best
   GEMM of any library here in the run's format: fp32, or bf16 under AMP; on a GPU the workflow's peaks table,
@@ -577,7 +577,9 @@ def main() -> None:
     # changes within one round pair is left in a per-round ratio
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--rounds", type=int, default=12)
-    p.add_argument("--runs", type=int, default=5, help="consecutive runs, each in a fresh process")
+    p.add_argument(
+        "--runs", type=int, default=6, help="consecutive runs, each in a fresh process (6: each build order twice)"
+    )
     p.add_argument("--gemm-n", type=int, default=2048)
     p.add_argument("--compiler", choices=("off", "on"), default="off")
     p.add_argument(
@@ -605,7 +607,7 @@ def main() -> None:
         default="rotate",
         help="the order the three models are built in after the framework's runtime (h the harness's, p the plain "
         "loop's, a the A/A loop's): rotate (each run the next of hpa, pah, ahp: every model first, second and "
-        "third once in three runs; use --runs 6) or one order for every run",
+        "third once in three runs; --runs 6 builds each order twice) or one order for every run",
     )
     p.add_argument("--peak-gflops", type=float, help="the device's peak from its specification (GPUs)")
     p.add_argument("--peak-source", default="device specification", help="where --peak-gflops comes from")
