@@ -1,8 +1,8 @@
-"""The JAX backend (JAX with Flax and Optax), for real, in its own environment: its versions, its shipped study, and
-the Flax ResNet-50 v1.5's loss and gradients from PyTorch's weights (the same as PyTorch's). The
-runs every framework makes (one rank and several, bf16, out of memory, the compiler axis, real data) are
-tests/test_contract_framework.py's; two nodes joined by jax.distributed, through SLURM and Snakemake to the
-records, tests/test_multinode.py's."""
+"""The JAX backend (JAX with Flax and Optax), for real, in its own environment: its versions, its shipped study, the
+Flax ResNet-50 v1.5's loss and gradients from PyTorch's weights (the same as PyTorch's), and the .test/config_jax
+case through Snakemake to the report. The runs every framework makes (one rank and several, bf16, out of memory,
+the compiler axis, real data) are tests/test_contract_framework.py's; two nodes joined by jax.distributed, through
+SLURM and Snakemake to the records, tests/test_multinode.py's."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ import json
 import subprocess
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
-from conftest import REPO, env_python, harness_env
+from conftest import REPO, case_config, env_python, harness_env, snakemake, write_config
 from dlbench.plan.study import load_study
 
 # The fast tier runs one framework where one is enough (PyTorch's files): this file is the full tier's.
@@ -119,3 +120,22 @@ def test_same_weights_give_the_pytorch_loss_and_gradients(jax_python, torch_pyth
     assert result["parameters"] == 25_557_032 and result["tensors"] == 161
     assert result["loss"] == pytest.approx(result["torch_loss"], rel=1e-6)
     assert result["max_rel_error"] <= 1e-4, result
+
+
+def test_a_study_with_jax_runs_through_snakemake_to_the_report(jax_python, tmp_path):
+    """JAX in a study as any framework: its runs (1x1, 1x2; compiler on recorded as unsupported), the records, the
+    summary's speedup and the report."""
+    config = case_config("jax")
+    result = snakemake(tmp_path, "--cores", "2", "--configfile", str(write_config(tmp_path / "study.yaml", config)))
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    report = tmp_path / "results" / "reports" / "v1"
+    records = pd.read_csv(report / "records.csv")
+    status = {(r.topology, bool(r.compiler)): r.status for r in records.itertuples()}
+    assert status == {("1x1", False): "ok", ("1x2", False): "ok", ("1x1", True): "unsupported"}
+    assert set(records["framework"]) == {"jax"}
+    summary = pd.read_csv(report / "summary.csv")
+    assert summary[summary["topology"] == "1x1"]["speedup"].dropna().tolist() == [pytest.approx(1.0)]
+    html = (report / "index.html").read_text()
+    assert "JAX" in html
+    env = json.loads((report / "environment.json").read_text())
+    assert any(p.startswith("jax==0.10.2") for p in env["frameworks"]["jax"]["packages"])
