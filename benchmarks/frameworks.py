@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import itertools
 import json
 import os
 import shutil
@@ -381,11 +382,12 @@ def idiomatic_loop(
 
 
 # ----------------------------------------------------------------------------- measurement
-def machine_peak(args: argparse.Namespace) -> tuple[float, str]:
+def machine_peak(args: argparse.Namespace) -> tuple[float, str, float | None]:
     """FLOP/s and source of the one peak every framework's MFU is measured against: --peak-gflops (a GPU's
-    specification), else machine_peak.py's results file for this machine's CPU."""
+    specification), else machine_peak.py's results file for this machine's CPU; and this framework's own GEMM
+    figure (GFLOP/s) in that file, or None."""
     if args.peak_gflops:
-        return args.peak_gflops * 1e9, args.peak_source
+        return args.peak_gflops * 1e9, args.peak_source, None
     if args.device == "cuda":  # the workflow's table (the report's MFU); both loops run fp32 on TF32
         import torch
 
@@ -399,7 +401,7 @@ def machine_peak(args: argparse.Namespace) -> tuple[float, str]:
                 f"--device cuda: {source} (workflow/references/device_peaks.yaml); give --peak-gflops (the GPU's "
                 "dense peak for this precision from its specification) and --peak-source"
             )
-        return peak * 1e12, source
+        return peak * 1e12, source, None
     cpu, fmt = resultfile.machine()["cpu"], gemm_kind(args)
     found = machine_peak_file.read_peak(cpu, fmt)
     if found is None:  # the first benchmark on this CPU model measures its one peak (refused on a busy machine)
@@ -407,7 +409,8 @@ def machine_peak(args: argparse.Namespace) -> tuple[float, str]:
         subprocess.run([sys.executable, machine_peak_file.__file__], check=True)
         found = machine_peak_file.read_peak(cpu, fmt)
         assert found is not None
-    return found["gflops"] * 1e9, f"machine peak ({found['library']} {fmt} GEMM, machine_peak.py {found['date'][:10]})"
+    source = f"machine peak ({found['library']} {fmt} GEMM, machine_peak.py {found['date'][:10]})"
+    return found["gflops"] * 1e9, source, found["libraries"].get(args.framework)
 
 
 def measure(args: argparse.Namespace) -> dict:
@@ -551,7 +554,7 @@ def run_in_processes(args: argparse.Namespace) -> list[dict]:
 # the same for every loop) falls on every loop alike instead of on whichever is always built in that place.
 ROTATION = ("hpa", "pah", "ahp")  # a Latin square: each model in each position once
 assert all(sorted(order.index(loop) for order in ROTATION) == [0, 1, 2] for loop in "hpa")
-ORDERS = ("hpa", "hap", "pha", "pah", "aph", "ahp")
+ORDERS = tuple("".join(order) for order in itertools.permutations("hpa"))
 # What the plain loops copy from the harness's settings in effect (before its model is built, and checked after).
 PLAIN_COPIES = ("memory_format", "optimizer_aggregation")
 
@@ -621,13 +624,18 @@ def main() -> None:
         Path(args.one_run).write_text(json.dumps(measure(args)))
         return
     record = resultfile.Recorder(__file__)
-    peak, peak_source = machine_peak(args)
+    peak, peak_source, own_then = machine_peak(args)
     runs = run_in_processes(args) if args.runs > 1 else [measure(args)]
-    report(args, runs, peak, peak_source, record)
+    report(args, runs, peak, peak_source, own_then, record)
 
 
 def report(
-    args: argparse.Namespace, runs: list[dict], peak: float, peak_source: str, record: resultfile.Recorder
+    args: argparse.Namespace,
+    runs: list[dict],
+    peak: float,
+    peak_source: str,
+    own_then: float | None,
+    record: resultfile.Recorder,
 ) -> None:
     """Print and write the runs: each loop's rounds (flagging two modes), the ratio, MFU against the one peak."""
     first = runs[0]
@@ -684,16 +692,13 @@ def report(
         plain.append(first["same_architecture"])
     for line in plain:
         print(f"  {line}")
-    if args.device == "cpu" and not args.peak_gflops:
-        recorded = machine_peak_file.read_peak(resultfile.machine()["cpu"], gemm_kind(args))["libraries"]
-        then = recorded.get(args.framework)
-        if then and own / 1e9 < then * SLOWER_MACHINE:  # the same GEMM, the same library: the machine changed
-            verdicts.append(
-                f"WARNING: {args.framework}'s own GEMM reads {own / 1e9:.1f} GFLOP/s now and read {then:.1f} when the "
-                f"machine peak was measured: this machine runs {1 - own / 1e9 / then:.0%} slower than then (a "
-                "shared VM's neighbours, its clock), and every MFU here reads low by about as much"
-            )
-            print(f"  {verdicts[-1]}")
+    if (then := own_then) and own / 1e9 < then * SLOWER_MACHINE:  # the same GEMM, the same library: the machine changed
+        verdicts.append(
+            f"WARNING: {args.framework}'s own GEMM reads {own / 1e9:.1f} GFLOP/s now and read {then:.1f} when the "
+            f"machine peak was measured: this machine runs {1 - own / 1e9 / then:.0%} slower than then (a "
+            "shared VM's neighbours, its clock), and every MFU here reads low by about as much"
+        )
+        print(f"  {verdicts[-1]}")
     if own > peak * 1.02:  # one peak is only one peak if nothing here beats it
         verdicts.append(
             f"WARNING: {args.framework}'s own GEMM ({own / 1e9:.1f} GFLOP/s) is above the peak used "
