@@ -17,6 +17,7 @@ import yaml
 from conftest import REPO
 from dlbench import logformats
 from dlbench.collect.records import SCHEMA_PATH
+from dlbench.harness.frameworks import REGISTRY
 from dlbench.logformats import external
 
 
@@ -72,18 +73,12 @@ PACKAGE = REPO / "workflow" / "dlbench"
 HARNESS = PACKAGE / "harness"
 # What ARCHITECTURE.md allows the harness beyond the standard library, as written there.
 EVERYWHERE = {"numpy"}
-FRAMEWORK_OF_BACKEND = {  # the top-level packages of each backend's framework
-    "pytorch": ("torch",),
-    "tensorflow": ("tensorflow",),
-    "mxnet": ("mxnet",),
-    "jax": ("jax", "flax", "optax"),
-}
+# the top-level packages of each backend's framework, as its declaration names them
+FRAMEWORK_OF_BACKEND = {name: framework.imports for name, framework in REGISTRY.items()}
 OPTIONAL = {  # imported only inside the functions that need them
     "nvidia": ("backends/pytorch/data.py", "dali_imagenet.py", "backends/tensorflow/data.py"),
     "h5py": ("bert_hdf5.py",),
     "horovod": ("backends/mxnet/backend.py",),
-    # the CPU peak measures one library per process, in that library's environment
-    **{framework: ("peak.py",) for framework in ("torch", "tensorflow", "mxnet", "jax")},
 }
 DLBENCH_OUTSIDE_THE_HARNESS = {
     "dlbench",

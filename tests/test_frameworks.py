@@ -6,33 +6,70 @@ from __future__ import annotations
 
 import ast
 import inspect
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
 from pathlib import Path
 
 import jsonschema
 import pandas as pd
 import pytest
-import yaml
 
-from conftest import REPO, env_python, run_json
+from conftest import REPO, copy_repo, env_python, run_json, snakemake, tiny_config, write_config
 from dlbench.harness import spec
 from dlbench.harness.backends.base import BackendBase
 from dlbench.harness.frameworks import BACKEND_MODULES, NAMES, OPTIONAL_MODULES, REGISTRY
 from dlbench.plan import interpreters
-from dlbench.plan.study import ConfigError, load_study
+from dlbench.plan.study import ConfigError, load_schema, load_study
 from dlbench.report.notes import caveats
 
 BACKENDS = REPO / "workflow" / "dlbench" / "harness" / "backends"
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
+sys.path.insert(0, str(REPO / "docs" / "hooks"))
+import config_reference  # noqa: E402  (the manual's configuration page, generated from the schema)
 
 
 def test_the_schema_accepts_every_registered_framework_and_names_them():
     """The schema's framework values are a name pattern (runners are frameworks too); the study checks names
-    against the registry. Every registered name must pass the pattern and be listed where the schema explains."""
-    schema = yaml.safe_load(SCHEMA.read_text())
+    against the registry. Every registered name passes the pattern, and the schema as the workflow and the manual
+    load it names each framework with its words, from the declarations (the file itself names none)."""
+    schema = load_schema(SCHEMA)
     validator = jsonschema.Draft202012Validator({**schema["$defs"]["framework"], "$defs": schema["$defs"]})
+    described = [schema["properties"]["matrix"]["properties"]["framework"], schema["$defs"]["framework"]]
     for name in NAMES:
         assert validator.is_valid(name), name
-        assert name in schema["properties"]["matrix"]["properties"]["framework"]["description"], name
+        for where in described:
+            assert f"{name} ({REGISTRY[name].display_name})" in where["description"], name
+    assert not any(name in SCHEMA.read_text() for name in ("mxnet", "PaddlePaddle")), "the file repeats a framework"
+    compiler = schema["properties"]["matrix"]["properties"]["compiler"]["description"]
+    assert all(REGISTRY[name].compiler_meaning in compiler for name in NAMES)
+    manual = json.dumps(config_reference.load_schema())  # the manual's configuration page
+    assert "{frameworks}" not in manual and "{compilers}" not in manual
+
+
+def test_the_type_checker_is_told_of_every_frameworks_modules():
+    """mypy runs in the core environment, where no framework is installed: pyproject.toml names each module a
+    declaration imports as untyped (mypy would otherwise fail on the first backend of a new framework)."""
+    overrides = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["mypy"]["overrides"]
+    untyped = {module for entry in overrides if entry.get("ignore_missing_imports") for module in entry["module"]}
+    missing = [
+        f"{name}: {module}.*" for name in NAMES for module in REGISTRY[name].imports if f"{module}.*" not in untyped
+    ]
+    assert not missing, f"pyproject.toml [[tool.mypy.overrides]] lacks {missing}"
+
+
+def test_a_framework_dlbench_does_not_offer_is_refused_with_how_to_measure_it(tmp_path):
+    config = {"matrix": {"framework": ["oneflow"], "model": ["resnet50"], "topology": ["1x1"], "batch_size": [2]}}
+    with pytest.raises(
+        ConfigError, match=r"'oneflow' cannot run here: OneFlow .* CPython 3\.7-3\.10 .*runners\.oneflow"
+    ):
+        load_study(config, SCHEMA, REPO / "envs", tmp_path)
+    # a study that runs DLPerf's OneFlow scripts as its runner named oneflow is a study like any other
+    runner = {"command": "python train.py", "format": "dlperf", "models": ["resnet50"], "python": sys.executable}
+    load_study({**config, "runners": {"oneflow": runner}}, SCHEMA, REPO / "envs", tmp_path)
 
 
 def test_the_study_refuses_an_unregistered_framework(tmp_path):
@@ -109,6 +146,7 @@ def test_the_contract_is_abstract():
         "environment",
         "strategy_in_effect",
         "settings_in_effect",
+        "cpu_gemm",
         "device_name",
         "peak_memory_bytes",
         "shutdown",
@@ -174,3 +212,69 @@ def test_compiler_note_comes_from_the_registry():
         "TensorFlow: XLA (tf.function jit_compile=True). Off: eager / imperative execution, except JAX: compiled "
         "(XLA jit)."
     ]
+
+
+# A new framework, declared as the registry declares every framework: the one entry a contributor adds ...
+TOY_DECLARATION = """        Framework(
+            "toyfw",
+            "Toy Framework",
+            package="torch",
+            imports=("torch",),
+            compiler="torch.compile (PyTorch's, under another name)",
+            amp="as PyTorch's",
+            collectives="as PyTorch's",
+            threads="as PyTorch's",
+        ),
+"""
+# ... and its backend package: PyTorch's code under the toy's name, saying which framework ran.
+TOY_BACKEND = {
+    "__init__.py": '"""A toy framework of the tests: PyTorch\'s backend under another name."""\n',
+    "backend.py": (
+        "from ..pytorch.backend import Backend as PyTorchBackend\n"
+        "from ..pytorch.backend import interpreter_facts  # noqa: F401\n\n\n"
+        "class Backend(PyTorchBackend):\n"
+        "    def environment(self) -> dict:\n"
+        '        return super().environment() | {"framework": "toyfw"}\n'
+    ),
+    **{f"{module}.py": f"from ..pytorch.{module} import *  # noqa: F403\n" for module in ("resnet", "bert", "data")},
+}
+
+
+@pytest.mark.slow
+def test_a_toy_framework_declared_once_runs_through_the_workflow_to_the_report(tmp_path, torch_python):
+    """Registered in dlbench.harness.frameworks of a copy of the repository, with its backend package and its
+    environment file, a new framework is a value of the study's framework axis, the CLI's, the schema's words and
+    the report's rows: nothing else in the workflow names the frameworks."""
+    repo = copy_repo(tmp_path / "repo")
+    registry = repo / "workflow/dlbench/harness/frameworks.py"
+    anchor = '        Framework(\n            "pytorch",'
+    assert anchor in registry.read_text()
+    registry.write_text(registry.read_text().replace(anchor, TOY_DECLARATION + anchor, 1))
+    package = repo / "workflow/dlbench/harness/backends/toyfw"
+    package.mkdir()
+    for name, text in TOY_BACKEND.items():
+        (package / name).write_text(text)
+    shutil.copy(REPO / "envs/pytorch.yaml", repo / "envs/toyfw.yaml")
+    work = tmp_path / "work"
+    work.mkdir()
+    config = tiny_config(defaults={**tiny_config()["defaults"], "repeats": 1})
+    # its runs use the tests' PyTorch environment as a site's interpreter (software.python): no second build of it
+    config["matrix"] |= {"framework": ["toyfw"], "topology": ["1x1"]}
+    config["software"] |= {"python": {"toyfw": str(torch_python)}}
+    study_file = write_config(work / "study.yaml", config)
+    result = snakemake(work, "--cores", "2", "--configfile", str(study_file), snakefile=repo / "Snakefile")
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    published = work / "results/reports/v1"
+    records = pd.read_csv(published / "records.csv")
+    assert list(records["framework"]) == ["toyfw"] and list(records["status"]) == ["ok"], records
+    log = work / "results/runs" / records["config_id"][0] / "rep1.jsonl"
+    env = next(json.loads(line) for line in log.read_text().splitlines() if '"environment"' in line)
+    assert env["framework"] == "toyfw"  # its own backend ran, not PyTorch's
+    assert "toyfw" in (published / "index.html").read_text()
+    # the schema's words, as the copy's workflow loads them
+    words = subprocess.run(
+        [sys.executable, "-c", "from dlbench.plan.study import load_schema; import sys, json; "
+         "print(json.dumps(load_schema(sys.argv[1])['$defs']['framework']))", str(repo / SCHEMA.relative_to(REPO))],
+        capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(repo / "workflow")},
+    ).stdout  # fmt: skip
+    assert "toyfw (Toy Framework)" in words

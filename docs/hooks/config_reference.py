@@ -19,12 +19,14 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 sys.path.insert(0, str(REPO / "workflow"))
+from dlbench.harness.frameworks import with_framework_words  # noqa: E402  (the frameworks are declared there)
 from dlbench.vocabulary.axes import with_model_axes  # noqa: E402  (the matrix's model axes are declared there)
 
 
 def load_schema() -> dict[str, Any]:
-    """The schema the workflow validates against: the file and the model axes of dlbench.vocabulary.axes."""
-    return with_model_axes(yaml.safe_load(SCHEMA.read_text()))
+    """The schema the workflow validates against: the file, the model axes of dlbench.vocabulary.axes and the
+    frameworks of dlbench.harness.frameworks."""
+    return with_framework_words(with_model_axes(yaml.safe_load(SCHEMA.read_text())))
 
 
 PAGE = "configuration.md"

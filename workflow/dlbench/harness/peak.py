@@ -12,24 +12,25 @@ cpu_peak, benchmarks/machine_peak.py), so that two frameworks at the same achiev
 A peak read on a busy machine reads low, and every MFU against it high: `measure` first waits for the machine to be
 quiet (at most `quiet` of its CPU time used by others over 2 s) and, where it never is, records no figure and why.
 
-This module imports only the standard library, numpy and the framework measured: it runs in the framework
-environments.
+This module imports only the standard library and numpy; a framework's product is its backend's (`cpu_gemm`), so
+it runs in that framework's environment.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import importlib
 import json
-import os
 import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from . import sysinfo
+from .frameworks import NAMES, REGISTRY
 
-LIBRARIES = ("numpy", "pytorch", "tensorflow", "mxnet", "jax")
+LIBRARIES = ("numpy", *NAMES)  # numpy, and each framework in its own environment
 FORMATS = ("fp32", "bf16")  # the matrix math of a CPU run: fp32, or bf16 under AMP (devices.run_math)
 RECORD_KEYS = {"fp32": ("gflops", "reason"), "bf16": ("bf16_gflops", "bf16_reason")}  # a format's figure, its why
 NO_BF16 = {"numpy": "numpy has no bfloat16 type"}
@@ -52,8 +53,8 @@ def timed_rate(product: Callable[[], object], n: int, repeats: int) -> float:
 def gemm(library: str, n: int = N, repeats: int = REPEATS, threads: int | None = None, fmt: str = "fp32") -> float:
     """FLOP/s of an n x n matrix multiply in `fmt` (FORMATS; both operands and the product in it, as autocast
     multiplies) in `library` with `threads` threads (default: every core this process may use), each product
-    finished before the next starts (an asynchronous library would otherwise be timed on queuing them). Each
-    library is set up as dlbench's backend for it runs. ValueError for a library or format it cannot do."""
+    finished before the next starts. A framework's product is its backend's `cpu_gemm`, set up as its runs are;
+    numpy's is its own. ValueError for a library or format it cannot do."""
     threads = threads or len(sysinfo.usable_cpus())
     if fmt not in FORMATS:
         raise ValueError(f"no GEMM in format {fmt!r} (known: {', '.join(FORMATS)})")
@@ -64,46 +65,10 @@ def gemm(library: str, n: int = N, repeats: int = REPEATS, threads: int | None =
 
         a, b = (np.random.randn(n, n).astype(np.float32) for _ in range(2))
         return timed_rate(lambda: a @ b, n, repeats)
-    if library == "pytorch":
-        import torch
-
-        torch.set_num_threads(threads)
-        dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[fmt]
-        a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
-        return timed_rate(lambda: a @ b, n, repeats)
-    if library == "tensorflow":
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
-        import tensorflow as tf
-
-        tf.config.threading.set_intra_op_parallelism_threads(threads)
-        dtype = {"fp32": tf.float32, "bf16": tf.bfloat16}[fmt]
-        a, b = (tf.cast(tf.random.normal((n, n)), dtype) for _ in range(2))
-        return timed_rate(lambda: tf.linalg.matmul(a, b).numpy(), n, repeats)
-    if library == "mxnet":
-        # MXNet's own default is fewer OpenMP threads than cores (half the GEMM rate); set before it loads
-        os.environ.setdefault("OMP_NUM_THREADS", str(threads))
-        import mxnet as mx
-
-        a, b = mx.nd.random.normal(shape=(n, n)), mx.nd.random.normal(shape=(n, n))
-        if fmt == "fp32":
-            return timed_rate(lambda: mx.nd.dot(a, b).wait_to_read(), n, repeats)
-        # bf16: through oneDNN's fully connected layer (a x b^T, the same FLOPs), an operator AMP runs in bf16;
-        # MXNet's bfloat16 is its own numpy record type, which only amp_cast makes
-        from mxnet.contrib import amp
-
-        a, b = (mx.nd.amp_cast(x, dtype=amp.amp.bfloat16) for x in (a, b))
-        return timed_rate(lambda: mx.nd.FullyConnected(a, b, num_hidden=n, no_bias=True).wait_to_read(), n, repeats)
-    if library == "jax":
-        os.environ.setdefault("JAX_PLATFORMS", "cpu")
-        import jax
-        import numpy as np
-
-        dtype = {"fp32": jax.numpy.float32, "bf16": jax.numpy.bfloat16}[fmt]
-        a, b = (jax.numpy.asarray(np.random.randn(n, n), dtype=dtype) for _ in range(2))
-        matmul = jax.jit(jax.numpy.matmul)
-        return timed_rate(lambda: matmul(a, b).block_until_ready(), n, repeats)
-    raise ValueError(f"no GEMM for library {library!r} (known: {', '.join(LIBRARIES)})")
+    if library not in REGISTRY:
+        raise ValueError(f"no GEMM for library {library!r} (known: {', '.join(LIBRARIES)})")
+    backend = importlib.import_module(REGISTRY[library].backend_module).Backend
+    return timed_rate(backend.cpu_gemm(n, threads, fmt), n, repeats)
 
 
 def best_of(

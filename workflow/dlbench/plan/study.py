@@ -28,6 +28,7 @@ from ..collect.references import load_references
 from ..harness import quality
 from ..harness import runner as runner_module
 from ..harness import strategies as strategy_registry
+from ..harness.frameworks import REGISTRY, UNAVAILABLE, with_framework_words
 from ..harness.spec import FRAMEWORKS
 from ..venvs import EnvSpecError, read_spec
 from ..vocabulary import identity
@@ -488,9 +489,9 @@ def _check_comparisons(config: dict[str, Any], base_dir: Path) -> list[str]:
 
 def load_schema(schema_path: Path) -> dict[str, Any]:
     """The config schema: the file, with the model axes of dlbench.vocabulary.axes in the matrix, selectors and
-    includes."""
+    includes, and the registered frameworks named in its descriptions (dlbench.harness.frameworks)."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's where PyYAML has it (every Snakemake start)
-    return with_model_axes(yaml.load(Path(schema_path).read_text(), Loader=loader))
+    return with_framework_words(with_model_axes(yaml.load(Path(schema_path).read_text(), Loader=loader)))
 
 
 def validate(config: dict[str, Any], schema_path: Path) -> dict[str, Any]:
@@ -545,7 +546,7 @@ def _check_builds(config: dict[str, Any], base_dir: Path) -> list[str]:
         name = entry.get("build", DEFAULT_BUILD)
         if name != DEFAULT_BUILD and entry["framework"] not in builds.get(name, {}):
             problems.append(f"include[{i}].build: software.builds has no {name!r} of {entry['framework']}")
-    stems: dict[str, str] = {fw: str(Path("envs", f"{fw}.yaml")) for fw in FRAMEWORKS}
+    stems: dict[str, str] = {fw: str(Path("envs", REGISTRY[fw].env_file)) for fw in FRAMEWORKS}
     for name, per_framework in builds.items():
         for framework, entry in per_framework.items():
             where = f"software.builds.{name}.{framework}"
@@ -730,17 +731,18 @@ def _check_matrix(config: dict[str, Any], envs_dir: Path, base_dir: Path = Path(
         + _check_strategies(config)
         + _check_builds(config, base_dir)
     )
-    available = [fw for fw in FRAMEWORKS if Path(envs_dir, f"{fw}.yaml").exists()] + list(config["runners"])
+    available = [fw for fw in FRAMEWORKS if Path(envs_dir, REGISTRY[fw].env_file).exists()] + list(config["runners"])
     frameworks = {*matrix["framework"], *(e["framework"] for e in config["include"])}
     for fw in sorted(frameworks):
         if fw not in available:
             close = difflib.get_close_matches(fw, [*FRAMEWORKS, *config["runners"]], n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            reason = (
-                f"has no environment (no {envs_dir}/{fw}.yaml)"
-                if fw in FRAMEWORKS
-                else f"is neither a framework nor one of the study's runners{hint}"
-            )
+            if fw in FRAMEWORKS:
+                reason = f"has no environment (no {envs_dir}/{REGISTRY[fw].env_file})"
+            elif fw in UNAVAILABLE:
+                reason = f"cannot run here: {UNAVAILABLE[fw]}"
+            else:
+                reason = f"is neither a framework nor one of the study's runners{hint}"
             problems.append(f"matrix.framework: {fw!r} {reason}; available: {', '.join(available) or 'none'}")
     if isinstance(matrix["batch_size"], dict):
         for model, per_model in matrix["batch_size"].items():

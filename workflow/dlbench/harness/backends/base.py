@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from itertools import pairwise
 
 from ...vocabulary.axes import kinds_in_words
@@ -198,6 +199,15 @@ class BackendBase(ABC):
         (ResNet: top-1 over images; BERT: masked-LM accuracy over the real masked positions). Training mode is
         restored afterwards."""
         raise Unsupported(f"time to quality is not implemented for {self.spec.framework} yet")
+
+    # ---- the CPU's peak for MFU (harness/peak.py times it; no run does)
+    @classmethod
+    @abstractmethod
+    def cpu_gemm(cls, n: int, threads: int, fmt: str) -> Callable[[], object]:
+        """One n x n matrix product in `fmt` (peak.FORMATS: fp32, or bf16 as AMP multiplies on a CPU; both
+        operands and the product in it), with `threads` threads set as this framework's runs set them: a callable
+        that returns once its product is done (an asynchronous framework would otherwise be timed on queuing it).
+        ValueError, with the reason, for a format it cannot multiply in on this CPU."""
 
     # ---- facts for the log
     @abstractmethod

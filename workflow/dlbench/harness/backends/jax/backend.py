@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -113,6 +114,15 @@ class Backend(BackendBase):
         if status == "error" and self.spec.memory_limit_gb and "ynnpack operation failed" in str(exc).lower():
             return "oom"
         return status
+
+    @classmethod
+    def cpu_gemm(cls, n: int, threads: int, fmt: str) -> Callable[[], object]:
+        """XLA's CPU client uses the process's cores (its affinity), as for a run."""
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")
+        dtype = {"fp32": jnp.float32, "bf16": jnp.bfloat16}[fmt]
+        a, b = (jnp.asarray(np.random.randn(n, n), dtype=dtype) for _ in range(2))
+        matmul = jax.jit(jnp.matmul)
+        return lambda: matmul(a, b).block_until_ready()
 
     def __init__(self, spec: RunSpec, rank: int, world: int, local_rank: int, threads: int) -> None:
         super().__init__(spec, rank, world, local_rank, threads)

@@ -39,6 +39,7 @@ import struct  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
 from importlib import metadata  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
@@ -158,6 +159,20 @@ class Backend(BackendBase):
     # The PyPI builds of MXNet 1.9 index tensors with int32 (USE_INT64_TENSOR_SIZE=0): a configuration
     # needing a tensor of 2^31 elements or more cannot run with them, whatever the memory.
     unsupported_markers = ("larger than 2^31 elements",)
+
+    @classmethod
+    def cpu_gemm(cls, n: int, threads: int, fmt: str) -> Callable[[], object]:
+        """MXNet's threads are those OMP_NUM_THREADS gave it when it loaded (this module's first lines: the
+        process's cores, as for a run)."""
+        a, b = mx.nd.random.normal(shape=(n, n)), mx.nd.random.normal(shape=(n, n))
+        if fmt == "fp32":
+            return lambda: mx.nd.dot(a, b).wait_to_read()
+        # bf16: through oneDNN's fully connected layer (a x b^T, the same FLOPs), an operator AMP runs in bf16;
+        # MXNet's bfloat16 is its own numpy record type, which only amp_cast makes
+        from mxnet.contrib import amp
+
+        a, b = (mx.nd.amp_cast(x, dtype=amp.amp.bfloat16) for x in (a, b))
+        return lambda: mx.nd.FullyConnected(a, b, num_hidden=n, no_bias=True).wait_to_read()
 
     def __init__(self, spec: RunSpec, rank: int, world: int, local_rank: int, threads: int) -> None:
         super().__init__(spec, rank, world, local_rank, threads)

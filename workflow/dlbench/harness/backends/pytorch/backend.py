@@ -9,6 +9,7 @@ The contract, and when the harness calls what: backends/base.py.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from itertools import pairwise
 from typing import Any
 
@@ -63,6 +64,13 @@ class Backend(BackendBase):
     oom_markers = ("out of memory", "can't allocate memory", "not enough memory", "failed to allocate")
     # Time to quality (setup_quality): BERT's held-out batches (a list), ResNet's torch_data.ImagenetEval.
     evaluation: Any
+
+    @classmethod
+    def cpu_gemm(cls, n: int, threads: int, fmt: str) -> Callable[[], object]:
+        torch.set_num_threads(threads)
+        dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[fmt]
+        a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+        return lambda: a @ b
 
     def __init__(self, spec: RunSpec, rank: int, world: int, local_rank: int, threads: int) -> None:
         super().__init__(spec, rank, world, local_rank, threads)

@@ -31,6 +31,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -88,6 +89,13 @@ class Backend(BackendBase):
         "not enough memory",
         "failed to allocate",
     )
+
+    @classmethod
+    def cpu_gemm(cls, n: int, threads: int, fmt: str) -> Callable[[], object]:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)  # oneDNN on: set at import, as for a run
+        dtype = {"fp32": tf.float32, "bf16": tf.bfloat16}[fmt]
+        a, b = (tf.cast(tf.random.normal((n, n)), dtype) for _ in range(2))
+        return lambda: tf.linalg.matmul(a, b).numpy()
 
     def __init__(self, spec: RunSpec, rank: int, world: int, local_rank: int, threads: int) -> None:
         super().__init__(spec, rank, world, local_rank, threads)
