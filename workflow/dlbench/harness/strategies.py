@@ -3,11 +3,9 @@ supervisor and the backends all read it).
 
 tf_cnn_benchmarks made "how the ranks combine their gradients" an axis (`variable_update`: parameter_server,
 replicated, collective_all_reduce, horovod, ...) because the fastest choice depended on the platform and the
-model. Here each framework lists the options its current API offers. `auto` (every framework) is what the
-backend does without one: PyTorch DDP over NCCL on GPUs, Gloo on CPUs; TensorFlow MultiWorkerMirroredStrategy
-with NCCL on GPUs, ring on CPUs; MXNet the dist_sync kvstore (ps-lite: a scheduler on the first node, a server on
-every node), on one node or several; JAX jax.shard_map over a Mesh of every process's device (jax.distributed),
-gradients averaged by lax.pmean (Gloo on CPUs, NCCL on GPUs).
+model. Here each framework lists the options its current API offers. `auto` (every framework, the only one of a
+framework with no entries here) is what the backend does without one: its declaration's `collectives`
+(frameworks.py), e.g. PyTorch DDP over NCCL on GPUs and Gloo on CPUs.
 
 A strategy names a way to exchange gradients between ranks, so any other than `auto` needs several ranks. What
 cannot run is decided before any model is built: `problem(spec)` (the supervisor, before the ranks start: a
