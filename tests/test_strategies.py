@@ -168,12 +168,19 @@ def test_backend_refuses_before_building_the_model(tmp_path, framework, strategy
     assert reason in record["error"]
 
 
-def test_registry_names_are_id_safe_and_each_framework_has_two_cpu_strategies():
+def test_registry_names_are_id_safe_and_each_framework_with_strategies_has_two_on_cpus():
+    """A framework lists the strategies its API offers, two of them runnable here; one that lists none offers auto
+    alone (its declaration's collectives), and any other name is refused for it before a run."""
     for entry in strategies.STRATEGIES:
         assert strategies.NAME.match(entry.name.replace("<N>", "1")), entry.name
         assert entry.framework in FRAMEWORKS
     for framework in FRAMEWORKS:
-        runnable = [s for s in strategies.STRATEGIES if s.framework == framework and not s.gpu_only and not s.note]
+        listed = [s for s in strategies.STRATEGIES if s.framework == framework]
+        runnable = [s for s in listed if not s.gpu_only and not s.note]
+        if not listed:
+            assert strategies.problem(framework, "auto", 2) is None
+            assert "its strategies: auto)" in strategies.problem(framework, "ddp_fp16", 2), framework
+            continue
         assert len(runnable) >= 2, framework
     assert strategies.find("pytorch", "ddp_bucket64mb").number("ddp_bucket64mb") == 64
     assert strategies.find("tensorflow", "ddp_fp16") is None and strategies.known("ddp_fp16")
