@@ -178,6 +178,19 @@ def jax_amp(env: dict, header: dict, summary: dict) -> None:
     assert env["loss_scaling"] is False and env["settings"]["compute_dtype"] == "bfloat16"  # float32 parameters
 
 
+def paddle_resnet(env: dict, header: dict, summary: dict) -> None:
+    """Paddle's own thread setting, read back from the OpenMP and MKL runtimes it loaded (not its import's 1)."""
+    settings = env["settings"]
+    assert settings["openmp_threads"] == settings["mkl_threads"] == header["threads_per_rank"]
+    assert settings["summary"].startswith("oneDNN off, ") and "dynamic graph, Momentum" in settings["summary"]
+
+
+def paddle_two_ranks(env: dict, header: dict, summary: dict) -> None:
+    """Two processes in Paddle's collective mode (Gloo), DataParallel's bucketed all-reduce."""
+    strategy = env["strategy_in_effect"]
+    assert strategy["wrapper"] == "DataParallel" and strategy["ranks"] == 2 and strategy["comm_buffer_mb"] > 0
+
+
 CASES: dict[str, FrameworkCase] = {
     "pytorch": FrameworkCase(
         resnet="resnet_tiny",
@@ -226,6 +239,18 @@ CASES: dict[str, FrameworkCase] = {
         bert_one_rank=bert_optimizer("AdamW (optax.adamw"),
         two_ranks=jax_two_ranks,
         amp=jax_amp,
+    ),
+    "paddle": FrameworkCase(
+        resnet="resnet_tiny",
+        distributed="paddle collective (gloo)",
+        compiler="paddle.jit.to_static",
+        memory_budget=MemoryBudget(0.62, fits=32, exceeds=64, error_words=("ResourceExhausted", "Fail to alloc")),
+        real_pipeline=("DALI 2.4", "h5py NVIDIA HDF5"),
+        real_share="shard 0 of 2",
+        cpu_amp_unsupported="no bfloat16 training kernels on a CPU",
+        resnet_one_rank=paddle_resnet,
+        bert_one_rank=bert_optimizer("AdamW (paddle.optimizer.AdamW", "decoupled weight decay"),
+        two_ranks=paddle_two_ranks,
     ),
 }
 FAST = "pytorch"  # the fast tier's framework: its one-rank, two-rank and out-of-memory cases (the rest: full tier)

@@ -112,6 +112,17 @@ REGISTRY: dict[str, Framework] = {
             threads="XLA's CPU client on the rank's cores (its affinity)",
             compiler_off="compiled (XLA jit)",
         ),
+        Framework(
+            "paddle",
+            "PaddlePaddle",
+            package="paddlepaddle",
+            imports=("paddle",),
+            compiler="paddle.jit.to_static (the step as a static graph)",
+            amp="paddle.amp.auto_cast on a GPU: fp16 with dynamic loss scaling (GradScaler) or bf16; a CPU has no "
+            "bf16 kernels (unsupported)",
+            collectives="paddle.DataParallel in collective mode: Gloo on CPUs, NCCL on GPUs (the PADDLE_* variables)",
+            threads="paddle's own thread setting per rank (it forces one OpenMP thread at import when none is set)",
+        ),
     )
 }
 NAMES = tuple(REGISTRY)
