@@ -14,6 +14,7 @@ The canonical weight layout uses the names and shapes of Google's TF checkpoints
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -92,6 +93,46 @@ def canonical_shapes(cfg: BertConfig) -> dict[str, tuple[int, ...]]:
         "cls/seq_relationship/output_bias": (2,),
     }
     return shapes
+
+
+# Google checkpoint name -> the parameter's dotted name in the module tree PyTorch's and Paddle's BERTs share: these
+# rewrites in order (re.sub), e.g. bert/encoder/layer_3/attention/self/query/kernel -> layers.3.query.weight
+MODULE_RENAMES = (
+    (r"^bert/encoder/layer_(\d+)/", r"layers.\1."),
+    (r"attention/self/(query|key|value)/", r"\1."),
+    (r"attention/output/dense/", "attention_output."),
+    (r"attention/output/LayerNorm/", "attention_norm."),
+    (r"intermediate/dense/", "intermediate."),
+    (r"output/dense/", "output."),
+    (r"output/LayerNorm/", "output_norm."),
+    (r"^bert/embeddings/LayerNorm/", "embeddings.LayerNorm."),
+    (r"^bert/embeddings/(\w+)$", r"embeddings.\1.weight"),
+    (r"^bert/pooler/dense/", "pooler."),
+    (r"^cls/predictions/transform/dense/", "transform."),
+    (r"^cls/predictions/transform/LayerNorm/", "transform_norm."),
+    (r"^cls/predictions/output_bias$", "output_bias"),
+    (r"^cls/seq_relationship/output_weights$", "seq_relationship.weight"),
+    (r"^cls/seq_relationship/output_bias$", "seq_relationship.bias"),
+    (r"\.(kernel|gamma)$", ".weight"),
+    (r"\.beta$", ".bias"),
+)
+
+
+IN_OUT, OUT_IN = "in_out", "out_in"  # how Google stores a Linear layer's weight: kernels, next-sentence weights
+
+
+def module_parameter_names(cfg: BertConfig) -> dict[str, tuple[str, str | None]]:
+    """Google checkpoint name -> (the parameter's dotted name in the module tree PyTorch's and Paddle's BERTs share
+    (MODULE_RENAMES), how Google stores it if it is a Linear layer's weight: IN_OUT (the kernels) or OUT_IN (the
+    next-sentence output_weights); None for any other tensor)."""
+    out = {}
+    for name in canonical_shapes(cfg):
+        dotted = name
+        for pattern, replacement in MODULE_RENAMES:
+            dotted = re.sub(pattern, replacement, dotted)
+        layout = IN_OUT if name.endswith("/kernel") else OUT_IN if name.endswith("/output_weights") else None
+        out[name] = (dotted, layout)
+    return out
 
 
 def parameter_count(cfg: BertConfig) -> int:

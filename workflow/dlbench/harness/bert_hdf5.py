@@ -15,8 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from . import bert
-from .spec import Unsupported
+from . import bert, datasets
+from .spec import RunSpec, Unsupported
 
 INT_FEATURES = (
     "input_ids",
@@ -95,3 +95,30 @@ def batches(
             for start in range(0, full, batch_size):
                 yield {name: value[start : start + batch_size] for name, value in arrays.items()}
             left = {name: value[full:] for name, value in arrays.items()}
+
+
+class HostPipeline(datasets.InputPipeline):
+    """A rank's BERT batches from the HDF5 shards as numpy (`next_numpy()`: bert.synthetic_batch's dict), for a
+    backend that hands them to its framework itself: its subclass's next() converts them as its synthetic batch;
+    `handover` says how, for the description (e.g. "numpy batches -> device_put")."""
+
+    handover = "numpy batches"
+
+    def __init__(self, spec: RunSpec, rank: int, world: int) -> None:
+        shards = datasets.bert_shards(spec, "hdf5")
+        mine = rank_shards(shards, rank, world)
+        check_shards(mine, spec.seq_length, spec.predictions)
+        self.host_batches = batches(mine, spec.batch_size, np.random.default_rng([spec.seed, rank]))
+        share = f"{len(mine)} of {len(shards)} shards" if world > 1 else f"{len(shards)} shards"
+        self.description = (
+            f"h5py NVIDIA HDF5 ({share}, shuffled per shard), next shard read by a background thread; {self.handover}"
+        )
+
+    def next_numpy(self) -> dict[str, np.ndarray]:
+        return next(self.host_batches)
+
+    def next(self):
+        return self.next_numpy()
+
+    def close(self) -> None:
+        self.host_batches.close()

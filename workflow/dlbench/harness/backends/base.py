@@ -57,6 +57,29 @@ class StepClock:
         return [b - a for a, b in pairwise(self.marks)]
 
 
+class EventClock(StepClock):
+    """Step ends as device events recorded in the stream after each step (no host synchronisation), read after the
+    window: each step's time on the device, not the host's time to queue it. `make_event()` gives one timing event
+    (CUDA's, in the framework's API: record() and elapsed_time(later) in milliseconds); the events are made before
+    the window."""
+
+    def __init__(self, steps: int, make_event: Callable[[], object]) -> None:
+        super().__init__()
+        self.events: list = [make_event() for _ in range(steps + 1)]
+        self.recorded = 0
+
+    def start(self) -> None:
+        self.recorded = 0
+        self.mark()
+
+    def mark(self) -> None:
+        self.events[self.recorded].record()
+        self.recorded += 1
+
+    def durations(self) -> list[float]:
+        return [a.elapsed_time(b) / 1000 for a, b in pairwise(self.events[: self.recorded])]
+
+
 class BackendBase(ABC):
     """One rank's training of spec.model in one framework. Subclasses set the class attributes below and
     implement the abstract methods; `setup()` and `step()` call the model kind's hooks (ResNet-50 or BERT)."""

@@ -59,25 +59,10 @@ def imagenet_pipeline(
     return ImagenetPipeline(spec, rank, world, threads, device, shuffle)
 
 
-class BertPipeline(datasets.InputPipeline):
+class BertPipeline(bert_hdf5.HostPipeline):
     """Batches from this rank's HDF5 shards (harness/bert_hdf5.py); `next()` returns the numpy feature dict."""
 
-    def __init__(self, spec: RunSpec, rank: int, world: int) -> None:
-        shards = datasets.bert_shards(spec, "hdf5")
-        mine = bert_hdf5.rank_shards(shards, rank, world)
-        bert_hdf5.check_shards(mine, spec.seq_length, spec.predictions)
-        self.host_batches = bert_hdf5.batches(mine, spec.batch_size, np.random.default_rng([spec.seed, rank]))
-        share = f"{len(mine)} of {len(shards)} shards" if world > 1 else f"{len(shards)} shards"
-        self.description = (
-            f"h5py NVIDIA HDF5 ({share}, shuffled per shard), next shard read by a background "
-            f"thread; numpy batches -> device_put"
-        )
-
-    def next(self) -> dict[str, np.ndarray]:
-        return next(self.host_batches)
-
-    def close(self) -> None:
-        self.host_batches.close()
+    handover = "numpy batches -> device_put"
 
 
 def bert_pipeline(spec: RunSpec, rank: int, world: int) -> BertPipeline:

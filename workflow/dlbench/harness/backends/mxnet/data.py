@@ -69,31 +69,18 @@ def imagenet_pipeline(
     return ImagenetPipeline(spec, rank, world, threads, device, shuffle)
 
 
-class BertPipeline(datasets.InputPipeline):
+class BertPipeline(bert_hdf5.HostPipeline):
     """Batches from this rank's HDF5 shards (harness/bert_hdf5.py); `next()` returns (inputs, targets) on the
     context."""
 
-    def __init__(self, spec: RunSpec, rank: int, world: int, ctx: mx.Context) -> None:
-        shards = datasets.bert_shards(spec, "hdf5")
-        mine = bert_hdf5.rank_shards(shards, rank, world)
-        bert_hdf5.check_shards(mine, spec.seq_length, spec.predictions)
-        self.ctx = ctx
-        self.host_batches = bert_hdf5.batches(mine, spec.batch_size, np.random.default_rng([spec.seed, rank]))
-        share = f"{len(mine)} of {len(shards)} shards" if world > 1 else f"{len(shards)} shards"
-        self.description = (
-            f"h5py NVIDIA HDF5 ({share}, shuffled per shard), next shard read by a background "
-            f"thread; numpy batches -> mx.nd.array"
-        )
+    handover = "numpy batches -> mx.nd.array"
 
-    def next_numpy(self) -> dict[str, np.ndarray]:
-        """The next batch as bert.synthetic_batch's dict of numpy arrays."""
-        return next(self.host_batches)
+    def __init__(self, spec: RunSpec, rank: int, world: int, ctx: mx.Context) -> None:
+        super().__init__(spec, rank, world)
+        self.ctx = ctx
 
     def next(self) -> tuple[list[mx.nd.NDArray], list[mx.nd.NDArray]]:
         return mx_bert.arrays(self.next_numpy(), self.ctx)
-
-    def close(self) -> None:
-        self.host_batches.close()
 
 
 def bert_pipeline(spec: RunSpec, rank: int, world: int, device: mx.Context) -> BertPipeline:

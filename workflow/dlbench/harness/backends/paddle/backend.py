@@ -25,7 +25,6 @@ os.environ.setdefault("GLOG_minloglevel", "2")  # Paddle's C++ INFO and WARNING 
 import ctypes  # noqa: E402
 import warnings  # noqa: E402
 from collections.abc import Callable  # noqa: E402
-from itertools import pairwise  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -36,7 +35,7 @@ from paddle import nn  # noqa: E402
 
 from ... import bert, strategies, sysinfo  # noqa: E402
 from ...spec import RunSpec, Unsupported  # noqa: E402
-from ..base import BackendBase, StepClock  # noqa: E402
+from ..base import BackendBase, EventClock, StepClock  # noqa: E402
 from . import bert as paddle_bert  # noqa: E402 - this framework's BERT (bert: what every backend shares)
 from . import data as paddle_data  # noqa: E402
 from .resnet import ResNet50, parameter_count  # noqa: E402
@@ -401,7 +400,9 @@ class Backend(BackendBase):
             dist.barrier()
 
     def step_clock(self, steps: int) -> StepClock:
-        return CudaEventClock(steps) if self.gpu is not None else StepClock()
+        if self.gpu is None:
+            return StepClock()
+        return EventClock(steps, lambda: paddle.device.cuda.Event(enable_timing=True))  # CUDA events in the stream
 
     def all_gather(self, obj: dict) -> list[dict]:
         if not self._distributed:
@@ -485,24 +486,3 @@ class Backend(BackendBase):
                 dist.destroy_process_group()
             except (RuntimeError, ValueError):  # peers gone after a failure: nothing to wait for
                 pass
-
-
-class CudaEventClock(StepClock):
-    """Step ends as CUDA events recorded in the stream after each step (no host synchronisation), read after the
-    window: each step's time on the GPU, not the host's time to queue it. The events are made before the window."""
-
-    def __init__(self, steps: int) -> None:
-        super().__init__()
-        self.events = [paddle.device.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
-        self.recorded = 0
-
-    def start(self) -> None:
-        self.recorded = 0
-        self.mark()
-
-    def mark(self) -> None:
-        self.events[self.recorded].record()
-        self.recorded += 1
-
-    def durations(self) -> list[float]:
-        return [a.elapsed_time(b) / 1000 for a, b in pairwise(self.events[: self.recorded])]

@@ -61,25 +61,13 @@ def imagenet_pipeline(
     return ImagenetPipeline(spec, rank, world, threads, gpu, shuffle)
 
 
-class BertPipeline(datasets.InputPipeline):
+class BertPipeline(bert_hdf5.HostPipeline):
     """Batches from this rank's HDF5 shards (harness/bert_hdf5.py); `next()` returns the feature dict as tensors."""
 
-    def __init__(self, spec: RunSpec, rank: int, world: int) -> None:
-        shards = datasets.bert_shards(spec, "hdf5")
-        mine = bert_hdf5.rank_shards(shards, rank, world)
-        bert_hdf5.check_shards(mine, spec.seq_length, spec.predictions)
-        self.host_batches = bert_hdf5.batches(mine, spec.batch_size, np.random.default_rng([spec.seed, rank]))
-        share = f"{len(mine)} of {len(shards)} shards" if world > 1 else f"{len(shards)} shards"
-        self.description = (
-            f"h5py NVIDIA HDF5 ({share}, shuffled per shard), next shard read by a background "
-            f"thread; numpy batches -> to_tensor"
-        )
+    handover = "numpy batches -> to_tensor"
 
     def next(self) -> dict[str, paddle.Tensor]:
-        return batch_tensors(next(self.host_batches))
-
-    def close(self) -> None:
-        self.host_batches.close()
+        return batch_tensors(self.next_numpy())
 
 
 def bert_pipeline(spec: RunSpec, rank: int, world: int) -> BertPipeline:

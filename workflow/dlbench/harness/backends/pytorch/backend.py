@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -20,7 +19,7 @@ from torch import nn
 
 from ... import bert, datasets, llama, strategies, sysinfo
 from ...spec import RunSpec, Unsupported
-from ..base import BackendBase, StepClock
+from ..base import BackendBase, EventClock, StepClock
 from . import bert as torch_bert  # this framework's BERT (bert: what every backend shares)
 from . import data as torch_data
 from . import llama as torch_llama
@@ -392,7 +391,9 @@ class Backend(BackendBase):
             dist.barrier()
 
     def step_clock(self, steps: int) -> StepClock:
-        return CudaEventClock(steps) if self.device.type == "cuda" else StepClock()
+        if self.device.type != "cuda":
+            return StepClock()
+        return EventClock(steps, lambda: torch.cuda.Event(enable_timing=True))  # CUDA events in the stream
 
     def all_gather(self, obj: dict) -> list[dict]:
         if not self._distributed:
@@ -492,24 +493,3 @@ class Backend(BackendBase):
             self.pipeline.close()
         if self._distributed and dist.is_initialized():
             dist.destroy_process_group()
-
-
-class CudaEventClock(StepClock):
-    """Step ends as CUDA events recorded in the stream after each step (no host synchronisation), read after the
-    window: each step's time on the GPU, not the host's time to queue it. The events are made before the window."""
-
-    def __init__(self, steps: int) -> None:
-        super().__init__()
-        self.events = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
-        self.recorded = 0
-
-    def start(self) -> None:
-        self.recorded = 0
-        self.mark()
-
-    def mark(self) -> None:
-        self.events[self.recorded].record()
-        self.recorded += 1
-
-    def durations(self) -> list[float]:
-        return [a.elapsed_time(b) / 1000 for a, b in pairwise(self.events[: self.recorded])]

@@ -147,41 +147,12 @@ class BertForPreTraining(nn.Module):
 
 # ------------------------------------------------------------------------- canonical weights
 def canonical_parameters(model: BertForPreTraining) -> dict[str, tuple[nn.Parameter, bool]]:
-    """Google checkpoint name -> (parameter, stored transposed). torch keeps Linear weights [out, in],
-    Google's kernels are [in, out]; the next-sentence output_weights are [out, in] in both."""
-
-    def dense(prefix: str, linear: nn.Linear) -> dict[str, tuple[nn.Parameter, bool]]:
-        return {f"{prefix}/kernel": (linear.weight, True), f"{prefix}/bias": (linear.bias, False)}
-
-    def norm(prefix: str, layer_norm: nn.LayerNorm) -> dict[str, tuple[nn.Parameter, bool]]:
-        return {f"{prefix}/gamma": (layer_norm.weight, False), f"{prefix}/beta": (layer_norm.bias, False)}
-
-    e = model.embeddings
-    out = {
-        "bert/embeddings/word_embeddings": (e.word_embeddings.weight, False),
-        "bert/embeddings/token_type_embeddings": (e.token_type_embeddings.weight, False),
-        "bert/embeddings/position_embeddings": (e.position_embeddings.weight, False),
-        **norm("bert/embeddings/LayerNorm", e.LayerNorm),
-    }
-    for i, layer in enumerate(model.layers):
-        p = f"bert/encoder/layer_{i}"
-        out |= dense(f"{p}/attention/self/query", layer.query)
-        out |= dense(f"{p}/attention/self/key", layer.key)
-        out |= dense(f"{p}/attention/self/value", layer.value)
-        out |= dense(f"{p}/attention/output/dense", layer.attention_output)
-        out |= norm(f"{p}/attention/output/LayerNorm", layer.attention_norm)
-        out |= dense(f"{p}/intermediate/dense", layer.intermediate)
-        out |= dense(f"{p}/output/dense", layer.output)
-        out |= norm(f"{p}/output/LayerNorm", layer.output_norm)
-    out |= dense("bert/pooler/dense", model.pooler)
-    out |= dense("cls/predictions/transform/dense", model.transform)
-    out |= norm("cls/predictions/transform/LayerNorm", model.transform_norm)
-    out |= {
-        "cls/predictions/output_bias": (model.output_bias, False),
-        "cls/seq_relationship/output_weights": (model.seq_relationship.weight, False),
-        "cls/seq_relationship/output_bias": (model.seq_relationship.bias, False),
-    }
-    return out
+    """Google checkpoint name -> (parameter, stored transposed), by bert.module_parameter_names: torch keeps Linear
+    weights [out, in], so Google's kernels ([in, out]) are transposed and its next-sentence output_weights
+    ([out, in]) are not."""
+    named = dict(model.named_parameters())
+    layout = bert.module_parameter_names(model.cfg)
+    return {name: (named[dotted], stored == bert.IN_OUT) for name, (dotted, stored) in layout.items()}
 
 
 def load_canonical(model: BertForPreTraining, weights: dict[str, np.ndarray]) -> None:
