@@ -575,7 +575,7 @@ def test_published_references_are_complete():
     from dlbench.vocabulary.identity import throughput_unit
 
     refs = load_references()
-    assert len(refs) == 66 and refs["url"].str.startswith("https://").all()
+    assert len(refs) == 86 and refs["url"].str.startswith("https://").all()
     assert set(refs["model"]) == {"resnet50", "bert_base", "bert_large", "llama3_8b"}
     assert set(refs["precision"]) == {"fp32", "amp"} and refs["topology"].str.fullmatch(r"[1-9]\d*x[1-9]\d*").all()
     assert set(refs["framework"].dropna()) <= set(FRAMEWORKS)  # JAX's published figures are on TPUs: none here
@@ -583,8 +583,17 @@ def test_published_references_are_complete():
     # bert_large is a published model only (no dlbench model): BERT's unit
     unit = refs["model"].map(lambda m: "sequences/s" if m.startswith("bert") else throughput_unit(m))
     assert (refs["unit"] == unit).all()
-    dlperf = refs[refs["source"].str.startswith("DLPerf")]
+    dlperf = refs[refs["source"].str.startswith("DLPerf Benchmark Test Report")]
     assert len(dlperf) == 40 and dlperf["batch_size"].notna().all() and (dlperf["topology"] == "4x8").all()
+    # DLPerf's PaddlePaddle pages: 1x1 and 1x8 (and 4x8 where the report has none), each batch size and DALI said
+    paddle = refs[refs["framework"] == "paddle"]
+    assert len(paddle) == 27 and set(paddle["topology"]) == {"1x1", "1x8", "4x8"} and paddle["batch_size"].notna().all()
+    dali = paddle[paddle["label"].str.endswith("with DALI")]
+    assert sorted(zip(dali["topology"], dali["published"], strict=True)) == [
+        ("1x1", 887.17),
+        ("1x8", 6862.17),
+        ("4x8", 11617.57),
+    ]
     ngc_pytorch = dlperf[(dlperf["label"] == "NGC PyTorch (NVIDIA DLE)") & (dlperf["precision"] == "fp32")].iloc[0]
     assert (ngc_pytorch["published"], ngc_pytorch["published_speedup"]) == (10917.09, 29.72)
     lambda_range = refs[refs["label"].str.startswith("PyTorch (Lambda")].iloc[0]
@@ -603,6 +612,7 @@ def test_match_references_gives_our_median_over_published(tmp_path):
         ("1x1", "amp", "synthetic", "pytorch", 256): 2000 * (1 + JITTER),
         ("4x8", "fp32", "real", "tensorflow", 128): 9000 * (1 + JITTER),
         ("1x2", "fp32", "synthetic", "pytorch", 64): 500 * (1 + JITTER),
+        ("1x1", "fp32", "real", "paddle", 128): 352.72 * 0.5 * (1 + JITTER),
     }
     logs = []
     for (topology, precision, data, framework, batch), series in values.items():
@@ -639,4 +649,8 @@ def test_match_references_gives_our_median_over_published(tmp_path):
     tf = {label for fw, _, label in by if fw == "tensorflow"}
     assert tf == {"NGC TensorFlow 1.x (NVIDIA DLE)", "TensorFlow 2.x (TensorFlow-models)"}  # XLA rows need compiler on
     assert not any(topology == "1x2" for _, topology, _ in by)
+    paddle = by[("paddle", "1x1", "PaddlePaddle (PaddleCV)")]  # DLPerf's Paddle figure beside our Paddle row
+    assert paddle.ratio == pytest.approx(0.5) and {label for fw, _, label in by if fw == "paddle"} == {
+        "PaddlePaddle (PaddleCV)"
+    }
     assert match_references(pd.read_csv(out / "summary.csv").iloc[0:0]).empty
