@@ -628,6 +628,16 @@ def test_shard_groups_then_merge_equal_the_whole_run(dataprep_python, inputs, wi
     assert result.returncode == 1 and "do not form" in result.stderr
 
 
+def test_one_group_of_one_writes_its_group_manifest_for_the_merge(dataprep_python, inputs, wiki, small_run, tmp_path):
+    """`datasets.bert.jobs: 1`: the workflow's one shard job is group 0/1, and the merge waits for its manifest."""
+    out = tmp_path / "one"
+    args = ["--dupe-factor", "2", "--shards", "4", "--workers", "2", "--shard-group", "0/1"]
+    create(dataprep_python, wiki[0], inputs["vocab"], out, *args)
+    assert not (out / "manifest.json").exists() and (out / "manifest.group-00000-of-00001.json").exists()
+    shards(dataprep_python, "merge-manifest", "--out", str(out))
+    assert tree_bytes(out) == tree_bytes(small_run)
+
+
 def test_verify_names_the_file_and_record_of_damaged_shards(dataprep_python, small_run, tmp_path):
     out = tmp_path / "copy"
     shutil.copytree(small_run, out)

@@ -91,7 +91,7 @@ def create(args: argparse.Namespace) -> int:
     keep_freed_memory()
     start = time.perf_counter()
     shards, timing = run(args.input, vocab, params, mine, out, tmp_root, args.workers)
-    whole = group[1] == 1
+    whole = not args.shard_group  # a group, even the one of one (the workflow's `jobs: 1`), writes a group manifest
     manifest = make_manifest(params, vocab, args.input, shards, None if whole else group)
     manifest_path = out / (layout.MANIFEST if whole else layout.group_manifest(*group))
     write_json(manifest_path, manifest)
