@@ -1,5 +1,6 @@
 """The PaddlePaddle backend, for real, in its own environment: its versions, ResNet-50 v1.5's shape and the PyTorch
 model's loss and gradients from the same weights, BERT's optimizers as PyTorch's, a GPU asked of the CPU build.
+And the .test/config_paddle case (Paddle beside PyTorch) through Snakemake to the report.
 The runs every framework makes (one rank and several, AMP, out of memory, the compiler axis, real data) are
 tests/test_contract_framework.py's; BERT's logits beside the other frameworks' tests/test_bert_equivalence.py's."""
 
@@ -9,10 +10,11 @@ import json
 import subprocess
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from test_jax import TORCH_REFERENCE  # PyTorch's ResNet-50 in float64: state, one batch, loss and gradients
 
-from conftest import env_python, harness_env, read_log, run_harness
+from conftest import case_config, env_python, harness_env, read_log, run_harness, snakemake, write_config
 from dlbench.harness import bert
 
 # The fast tier runs one framework where one is enough (PyTorch's files): this file is the full tier's.
@@ -207,3 +209,31 @@ def test_cuda_with_the_cpu_build_is_unsupported_saying_how_to_bring_one(paddle_p
     summary = read_log(log)["summary"][-1]
     assert summary["status"] == "unsupported", summary
     assert "a CPU-only build" in summary["error"] and "docs/gpu.md" in summary["error"]
+
+
+def test_a_study_with_paddle_beside_pytorch_runs_through_snakemake_to_the_report(paddle_python, torch_python, tmp_path):
+    """.test/config_paddle: Paddle beside PyTorch as DLPerf compares them (ResNet and BERT, synthetic and real data
+    prepared by the study, 1x1 and 1x2, Paddle's compiler on), every run ok, through the records to the report."""
+    config = case_config("paddle")
+    result = snakemake(tmp_path, "--cores", "2", "--configfile", str(write_config(tmp_path / "study.yaml", config)))
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    report = tmp_path / "results" / "reports" / "v1"
+    records = pd.read_csv(report / "records.csv")
+    assert len(records) == 14 and set(records["status"]) == {"ok"}, records[["config_id", "status"]]
+    paddle = records[records["framework"] == "paddle"]
+    cells = {(r.model, r.topology, r.data, bool(r.compiler)) for r in paddle.itertuples()}
+    assert cells == {
+        (model, topology, data, compiler)
+        for model in ("resnet_tiny", "bert_tiny")
+        for topology, data, compiler in (("1x1", "synthetic", False), ("1x2", "synthetic", False),
+                                         ("1x1", "real", False), ("1x1", "synthetic", True))
+    }  # fmt: skip
+    assert set(paddle["framework_version"]) == {"3.3.1"}
+    assert (paddle[paddle["topology"] == "1x2"]["world_size"] == 2).all()
+    summary = pd.read_csv(report / "summary.csv")
+    paddle_1x2 = summary[(summary["framework"] == "paddle") & (summary["topology"] == "1x2")]
+    assert len(paddle_1x2) == 2 and paddle_1x2["speedup"].notna().all()  # against its 1x1 row
+    html = (report / "index.html").read_text()
+    assert "PaddlePaddle" in html and "paddle.jit.to_static" in html
+    env = json.loads((report / "environment.json").read_text())
+    assert any(p.startswith("paddlepaddle==3.3.1") for p in env["frameworks"]["paddle"]["packages"])
