@@ -28,14 +28,16 @@ pytestmark = pytest.mark.slow  # a two-node cluster and an 8-run study: the full
 CLUSTER = REPO / "tests" / "slurm" / "slurm-local.sh"
 HARD_TIMEOUT_S = 1200
 FRAMEWORKS = ["pytorch", "tensorflow", "mxnet"]
-# The two-node runs whose placement and counting are checked: BERT-Tiny with two ranks per node in PyTorch and MXNet
-# (Gloo; ps-lite, whose two workers and server per node must not collide), TensorFlow's real-data run with one rank
+# The two-node runs whose placement and counting are checked: BERT-Tiny with two ranks per node in PyTorch, MXNet and
+# PaddlePaddle (Gloo; ps-lite, whose two workers and server per node must not collide; Paddle's collective mode, each
+# rank's endpoint on its own host), TensorFlow's real-data run with one rank
 # per node (gRPC between the nodes; two workers on one host are tests/test_slurm.py's), and one rank per node in
 # PyTorch's ResNet (the same placement code for every framework and model).
 SPANNING = [
     ("pytorch", "resnet_tiny", "2x1", "synthetic"),
     ("pytorch", "bert_tiny", "2x2", "synthetic"),
     ("mxnet", "bert_tiny", "2x2", "synthetic"),
+    ("paddle", "bert_tiny", "2x2", "synthetic"),
     ("tensorflow", "bert_tiny", "2x1", "real"),
 ]
 MEASURED_STEPS = 2
@@ -79,7 +81,7 @@ def node_of_jobs(work: Path, rule: str) -> set[str]:
 
 @pytest.fixture(scope="module")
 def multinode_study(two_nodes, torch_python, tmp_path_factory, real_data):
-    """One study for every two-node test: BERT-Tiny at 2x2 in PyTorch and MXNet; PyTorch's ResNet at
+    """One study for every two-node test: BERT-Tiny at 2x2 in PyTorch, MXNet and PaddlePaddle; PyTorch's ResNet at
     1x1, 1x2 and 2x1 (the report's speedups and its across-nodes comparison: the same code for every framework;
     single-node runs of each framework under SLURM are tests/test_slurm.py's); JAX's BERT-Tiny at 2x1
     (jax.distributed's coordinator on the first node, Gloo between the nodes: the same code for every model); and
@@ -98,7 +100,10 @@ def multinode_study(two_nodes, torch_python, tmp_path_factory, real_data):
         "batch_size": [2],
     }
     config["include"] = [
-        *({"framework": f, "model": "bert_tiny", "topology": "2x2", "batch_size": 2} for f in ("pytorch", "mxnet")),
+        *(
+            {"framework": f, "model": "bert_tiny", "topology": "2x2", "batch_size": 2}
+            for f in ("pytorch", "mxnet", "paddle")
+        ),
         {"framework": "tensorflow", "model": "bert_tiny", "topology": "2x1", "batch_size": 2, "data": "real"},
         {"framework": "jax", "model": "bert_tiny", "topology": "2x1", "batch_size": 2},
     ]
