@@ -5,6 +5,7 @@ Run with the framework environment's interpreter, from the repository root:
     PYTHONPATH=workflow .venvs/tensorflow-*/bin/python benchmarks/frameworks.py --framework tensorflow
     PYTHONPATH=workflow .venvs/mxnet-*/bin/python      benchmarks/frameworks.py --framework mxnet
     PYTHONPATH=workflow .venvs/jax-*/bin/python        benchmarks/frameworks.py --framework jax
+    PYTHONPATH=workflow .venvs/paddle-*/bin/python     benchmarks/frameworks.py --framework paddle
 
     ... --framework pytorch --model bert_base --seq-length 128 --batch-size 2 --steps 3 --rounds 4
     ... --framework pytorch --model llama_tiny --seq-length 256 --batch-size 4 --precision amp
@@ -12,7 +13,8 @@ Run with the framework environment's interpreter, from the repository root:
 Prints, for the model (ResNet-50, BERT, Llama: PyTorch only) at the given shape:
 - harness ÷ idiomatic: the harness's throughput over the plain loop a user of that framework writes
   (PyTorch: the textbook loop; TensorFlow: Keras `model.fit` on an in-memory dataset; MXNet: a Gluon
-  `autograd.record()` loop; JAX: a Flax TrainState and a jitted step with the state donated; BERT's in
+  `autograd.record()` loop; JAX: a Flax TrainState and a jitted step with the state donated; PaddlePaddle:
+  paddle.vision's resnet50 in a dygraph loop with Momentum; BERT's in
   bert_idiomatic_<framework>.py; Llama's in llama_idiomatic_pytorch.py, Hugging Face's LlamaForCausalLM with the
   same shapes, bf16 autocast, fused AdamW), each with its own model and the
   harness's framework settings (threads, oneDNN, layout), its framework's default optimizer implementation (the
@@ -343,11 +345,49 @@ def jax_idiomatic(batch: int, size: int, threads: int, compiler: bool = False) -
     )
 
 
+def paddle_idiomatic(batch: int, size: int, threads: int, compiler: bool = False) -> Plain:
+    """The dygraph loop a Paddle user writes (Paddle's own ImageNet example): paddle.vision.models.resnet50 (ResNet-50
+    v1.5: its stride on the 3x3 convolution), paddle.optimizer.Momentum (momentum 0.9, L2 weight decay 5e-5 added to
+    the gradients, as the harness's SGD), forward, loss, backward, step, clear_grad; with the compiler on the model
+    under paddle.jit.to_static, as the harness runs; the loss read back only at the window's end. Threads: Paddle's
+    own setting, made by the harness backend before (settings_in_effect)."""
+    import paddle
+
+    paddle.set_device("cpu")
+    net = paddle.vision.models.resnet50(num_classes=1000)
+    if compiler:
+        net = paddle.jit.to_static(net)
+    optimizer = paddle.optimizer.Momentum(
+        learning_rate=0.1, momentum=0.9, parameters=net.parameters(), weight_decay=5e-5
+    )
+    loss_fn = paddle.nn.CrossEntropyLoss()
+    images = paddle.randn([batch, 3, size, size], dtype="float32")
+    labels = paddle.randint(0, 1000, [batch], dtype="int64")
+
+    def train(steps: int) -> float:
+        start = time.perf_counter()
+        for _ in range(steps):
+            loss = loss_fn(net(images), labels)
+            loss.backward()
+            optimizer.step()
+            optimizer.clear_grad()
+        float(loss)  # the last step's loss on the host: the window ends when its update has run
+        return batch * steps / (time.perf_counter() - start)
+
+    mode = "paddle.jit.to_static" if compiler else "dygraph"
+    return Plain(
+        train,
+        f"Paddle {mode} loop, paddle.vision.models.resnet50, paddle.optimizer.Momentum with L2 weight decay, the "
+        "loss read back only at the window's end",
+    )
+
+
 RESNET_IDIOMATIC = {
     "pytorch": pytorch_idiomatic,
     "tensorflow": tensorflow_idiomatic,
     "mxnet": mxnet_idiomatic,
     "jax": jax_idiomatic,
+    "paddle": paddle_idiomatic,
 }
 
 

@@ -5,7 +5,7 @@ against.
 
 Runs an n x n GEMM in fp32 and in bf16 (FLOP/s = 2 n^3 / t, each product waited for) in numpy (fp32 only) and,
 with each framework environment's own interpreter (.venvs/<framework>-*/bin/python, one process each, threads = the
-usable cores), in PyTorch, TensorFlow, MXNet and JAX; the machine's peak in a format is the highest of them. Every
+usable cores), in every registered framework (harness/frameworks.py); the machine's peak in a format is the highest of them. Every
 framework's MFU (frameworks.py) is that one peak's share (fp32 runs: the fp32 peak; AMP runs, bf16 autocast on a
 CPU: the bf16 peak), so two frameworks at the same achieved FLOP/s read the same MFU; each framework's own GEMM
 stays a diagnostic. On a GPU, give frameworks.py the device's specification (--peak-gflops) instead.
@@ -31,8 +31,8 @@ sys.path.insert(0, str(HERE))
 from resultfile import REPO, RESULTS, Recorder, load1, machine, slug, table  # noqa: E402
 
 from dlbench.harness import peak, sysinfo  # noqa: E402
+from dlbench.harness.frameworks import NAMES as FRAMEWORKS  # noqa: E402
 
-FRAMEWORKS = ("pytorch", "tensorflow", "mxnet", "jax")
 COLUMNS = {"fp32": 1, "bf16": 2}  # a format's column in the results file's table
 
 
