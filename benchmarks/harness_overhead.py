@@ -39,6 +39,7 @@ import resultfile
 import rounds
 
 from dlbench.harness import rank
+from dlbench.harness.frameworks import NAMES
 from dlbench.harness.runlog import last_line
 from dlbench.harness.spec import TELEMETRY_PYTHON_ENV, RunSpec
 from dlbench.telemetry.summary import delta
@@ -272,7 +273,7 @@ def report(
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--framework", required=True, choices=("pytorch", "tensorflow", "mxnet", "jax"))
+    p.add_argument("--framework", required=True, choices=NAMES)
     p.add_argument("--model", default="resnet50", help="resnet50, bert_base, bert_tiny, llama_tiny (PyTorch), ...")
     p.add_argument("--image-size", dest="image_size", type=int)
     p.add_argument("--seq-length", dest="seq_length", type=int)
