@@ -5,10 +5,11 @@ against.
 
 Runs an n x n GEMM in fp32 and in bf16 (FLOP/s = 2 n^3 / t, each product waited for) in numpy (fp32 only) and,
 with each framework environment's own interpreter (.venvs/<framework>-*/bin/python, one process each, threads = the
-usable cores), in every registered framework (harness/frameworks.py); the machine's peak in a format is the highest of them. Every
-framework's MFU (frameworks.py) is that one peak's share (fp32 runs: the fp32 peak; AMP runs, bf16 autocast on a
-CPU: the bf16 peak), so two frameworks at the same achieved FLOP/s read the same MFU; each framework's own GEMM
-stays a diagnostic. On a GPU, give frameworks.py the device's specification (--peak-gflops) instead.
+usable cores), in every registered framework (harness/frameworks.py); the machine's peak in a format is the highest
+of them. Every framework's MFU (frameworks.py) is that one peak's share (fp32 runs: the fp32 peak; AMP runs, bf16
+autocast on a CPU: the bf16 peak), so two frameworks at the same achieved FLOP/s read the same MFU; each
+framework's own GEMM stays a diagnostic. On a GPU, give frameworks.py the device's specification
+(--peak-gflops) instead.
 
 One peak per CPU model: writes benchmarks/results/machine_peak-<cpu>.json, which every benchmark on that CPU reads
 (frameworks.py runs this script itself where its CPU has none). It refuses to measure on a busy machine (more than
