@@ -75,6 +75,10 @@ ERRORS = {
             "choose a new name, or auto",
         ],
     ),
+    "version_case_of_auto": (
+        MATRIX + "report: {version: Auto}\n",
+        ["line 7: report.version: 'Auto' is not auto", "did you mean auto?"],
+    ),
     "include_conflict": (
         MATRIX
         + """\

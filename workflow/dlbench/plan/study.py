@@ -339,6 +339,11 @@ def _check_report_version(config: dict[str, Any], base_dir: Path) -> list[str]:
     """A fixed report version must not exist yet, unless it is this study's own (then a rerun with unchanged
     results publishes nothing; workflow/rules/report.smk stops a rerun that would change them)."""
     version = config["report"]["version"]
+    if version != "auto" and version.lower() == "auto":  # a typo of auto, not a name to publish under
+        return [
+            f"report.version: {version!r} is not auto (a report's name is case-sensitive: this would publish "
+            f"{REPORTS_DIR}/{version}); did you mean auto?"
+        ]
     target = Path(base_dir, REPORTS_DIR, version)
     if version == "auto" or not (target.exists() or target.is_symlink()) or published_version(base_dir) == version:
         return []
