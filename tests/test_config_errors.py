@@ -408,3 +408,10 @@ def test_the_study_files_of_a_snakemake_command_line():
     assert preflight.study_files(["--cores", "2", "-n"]) == []
     # Snakemake's own job processes are not checked again.
     assert preflight.problems(["--target-jobs", "x", "--configfiles", "/nonexistent.yaml"]) == []
+
+
+def test_a_mistake_is_said_once(tmp_path):
+    """An empty matrix misses four required keys: one line names them all, once."""
+    said = problems(tmp_path, "study: x\nmatrix: {}\n")
+    assert said.count("is missing") == 1, said
+    assert "matrix: the key 'framework', 'model', 'topology', 'batch_size' is missing" in said

@@ -16,13 +16,14 @@ class ConfigError(ValueError):
 
 
 def schema_problems(config: dict[str, Any], schema: dict[str, Any]) -> list[str]:
-    """Every way the config breaks the schema, in plain words, ordered by key."""
+    """Every way the config breaks the schema, in plain words, ordered by key, each once (a mapping missing several
+    required keys breaks one rule per key, and the words name them all)."""
     validator = StudyValidator(schema)
     descriptions = _descriptions(schema)
     problems: list[str] = []
     for error in sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path))):
         problems.extend(_describe(e, descriptions) for e in _innermost(error))
-    return problems
+    return list(dict.fromkeys(problems))
 
 
 def _pattern_to_the_end(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Any:
