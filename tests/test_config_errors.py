@@ -206,6 +206,10 @@ include:
             "(it gives at_least and of_previous)"
         ],
     ),
+    "expectation_of_its_own_build": (
+        MATRIX + "expectations:\n  - {match: {model: resnet50}, of_build: {default: 0.97}}\n",
+        ["line 8: expectations[0].of_build: 'default' is a build its match selects", "compared with itself"],
+    ),
     "expectation_of_unknown_build": (
         MATRIX + "expectations:\n  - {match: {model: resnet50}, of_build: {site: 0.97}}\n",
         ["line 8: expectations[0].of_build: 'site' is not in matrix.build (default)"],

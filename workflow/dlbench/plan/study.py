@@ -449,7 +449,8 @@ def _unused_framework_settings(config: dict[str, Any], configurations: dict[str,
 def _check_expectations(
     config: dict[str, Any], configurations: dict[str, Configuration], warnings: list[str]
 ) -> list[str]:
-    """An expectation against a build names one the matrix runs; one whose selector matches none of the study's
+    """An expectation against a build names one the matrix runs and selects no configuration of that build (it would
+    pass against itself); one whose selector matches none of the study's
     configurations (nor, with imports, perhaps an imported one) is noted: the report says it cannot be judged."""
     problems = []
     for i, entry in enumerate(config["expectations"]):
@@ -464,6 +465,13 @@ def _check_expectations(
                 problems.append(
                     f"expectations[{i}].of_build: {build!r} is not in matrix.build "
                     f"({', '.join(config['matrix']['build'])})"
+                )
+            itself = [c for c in configurations.values() if c.build == build and _matches(entry["match"], c.as_dict())]
+            if itself:  # each of these would be compared with itself, and pass
+                problems.append(
+                    f"expectations[{i}].of_build: {build!r} is a build its match selects ({len(itself)} "
+                    f"configuration(s), e.g. {itself[0].config_id}): each would be compared with itself; add "
+                    "build: <another build> to match"
                 )
         if configurations and not any(_matches(entry["match"], c.as_dict()) for c in configurations.values()):
             warnings.append(
