@@ -107,7 +107,7 @@ def flag(name: str) -> bool | None:
 
 class ResNetLoss(nn.Layer):
     """ResNet-50 and its loss as one layer, what DataParallel wraps and to_static compiles (whose programs take
-    named arguments): softmax cross entropy, the mean over the batch."""
+    named arguments): softmax cross entropy, the mean over the batch. BERT's model computes its loss itself."""
 
     def __init__(self, model: nn.Layer) -> None:
         super().__init__()
@@ -115,34 +115,6 @@ class ResNetLoss(nn.Layer):
 
     def forward(self, images: paddle.Tensor, labels: paddle.Tensor) -> paddle.Tensor:
         return F.cross_entropy(self.model(images), labels)
-
-
-class BertLoss(nn.Layer):
-    """BERT and its pretraining loss (masked LM + next sentence) as one layer; its arguments are bert.FEATURES."""
-
-    def __init__(self, model: nn.Layer) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(
-        self,
-        input_ids: paddle.Tensor,
-        input_mask: paddle.Tensor,
-        segment_ids: paddle.Tensor,
-        masked_lm_positions: paddle.Tensor,
-        masked_lm_ids: paddle.Tensor,
-        masked_lm_weights: paddle.Tensor,
-        next_sentence_labels: paddle.Tensor,
-    ) -> paddle.Tensor:
-        return self.model(
-            input_ids,
-            input_mask,
-            segment_ids,
-            masked_lm_positions,
-            masked_lm_ids,
-            masked_lm_weights,
-            next_sentence_labels,
-        )[2]
 
 
 class Backend(BackendBase):
@@ -177,7 +149,7 @@ class Backend(BackendBase):
         super().__init__(spec, rank, world, local_rank, threads)
         paddle.base.core.set_num_threads(threads)
         self.gpu = self._pick_device(spec.device)  # the rank's GPU index, or None on a CPU
-        self.model: Any = None  # the ResNetLoss or BertLoss (wrapped by DataParallel, compiled), from setup_<model>()
+        self.model: Any = None  # ResNetLoss or the BERT model (wrapped by DataParallel, compiled), from setup_<model>()
         self.optimizer: Any = None
         self.scheduler: Any = None
         self.scaler: Any = None
@@ -283,7 +255,7 @@ class Backend(BackendBase):
 
     def _wrap(self, model: nn.Layer) -> nn.Layer:
         """The model with its loss, compiled with compiler on, then DataParallel over the ranks."""
-        loss = BertLoss(model) if self.is_bert else ResNetLoss(model)
+        loss = model if self.is_bert else ResNetLoss(model)
         if self.spec.compiler:
             loss = paddle.jit.to_static(loss, full_graph=True)
         if self._distributed:
@@ -337,7 +309,7 @@ class Backend(BackendBase):
                 f"seq_length {spec.seq_length} exceeds BERT's {cfg.max_position_embeddings} position embeddings"
             )
         model = paddle_bert.BertForPreTraining(cfg, seed=spec.seed)  # the same weights on every rank
-        self.parameters = paddle_bert.parameter_count(model)
+        self.parameters = parameter_count(model)
         self.settings = bert.OPTIMIZERS[spec.optimizer_name]
         clip = nn.ClipGradByGlobalNorm(self.settings.clip_norm) if spec.grad_clip else None
         self.optimizer, self.scheduler = paddle_bert.make_optimizer(
@@ -371,10 +343,10 @@ class Backend(BackendBase):
         self.scheduler.step()
 
     def _forward(self, inputs: tuple) -> paddle.Tensor:
-        if self.amp_dtype is None:
-            return self.model(*inputs)
-        with paddle.amp.auto_cast(dtype=self.amp_dtype, level="O1"):
-            return self.model(*inputs)
+        """The step's loss: ResNetLoss's output, BERT's third (after the masked-LM and next-sentence logits)."""
+        with paddle.amp.auto_cast(enable=self.amp_dtype is not None, dtype=self.amp_dtype or "float16", level="O1"):
+            out = self.model(*inputs)
+        return out[2] if self.is_bert else out
 
     def _update(self, loss: paddle.Tensor) -> None:
         """Backward (loss-scaled with fp16; DataParallel all-reduces the gradients), optimizer step (its grad_clip

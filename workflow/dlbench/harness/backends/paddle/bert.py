@@ -163,10 +163,6 @@ def load_canonical(model: BertForPreTraining, weights: dict[str, np.ndarray]) ->
             param.set_value(np.ascontiguousarray(value.T) if transposed else value)
 
 
-def parameter_count(model: nn.Layer) -> int:
-    return sum(int(np.prod(p.shape)) for p in model.parameters() if not p.stop_gradient)  # tied decoder once
-
-
 def batch_tensors(batch: dict[str, np.ndarray], place: paddle.core.Place | None = None) -> dict[str, paddle.Tensor]:
     """A bert.synthetic_batch as tensors: ids as int64 (what take_along_axis and cross_entropy take), float32
     weights."""

@@ -96,7 +96,7 @@ class ResNet50(nn.Layer):
 
 
 def parameter_count(model: nn.Layer) -> int:
-    """Trainable parameters (Paddle's parameters() also hold BatchNorm's statistics, which do not count)."""
+    """Trainable parameters, a tied weight once (parameters() also holds BatchNorm's statistics: not counted)."""
     return sum(int(np.prod(p.shape)) for p in model.parameters() if not p.stop_gradient)
 
 
