@@ -345,6 +345,13 @@ def test_all_failed_still_renders(tmp_path):
     assert re.search(r"<td[^>]*>OOM \(3/3\)</td>", html)
     assert re.search(r"<td[^>]*>unsupported</td>", html)
     assert re.search(r"<td[^>]*>timeout \(2/3\); error \(1/3\)</td>", html)
+    # Unsupported is not failed, wherever the report counts: the headline, the summary line, Markdown and HTML.
+    headline = re.search(r"<tr><td[^>]*>torch</td><td[^>]*>resnet50</td>(.*?)</tr>", html, re.S).group(1)
+    assert "1 of 2 configurations failed, 1 of 2 configurations unsupported" in headline
+    summary_line = "3 configurations: 0 fully successful, 0 partially failed, 2 failed, 1 unsupported"
+    assert summary_line in " ".join(html.split())
+    markdown = (out / "README.md").read_text(encoding="utf-8")
+    assert f"{summary_line}; 0/9 runs ok, 3 unsupported." in markdown
     for png in ("throughput.png", "speedup.png"):
         data = (out / png).read_bytes()
         assert data.startswith(PNG_MAGIC) and len(data) > 1024

@@ -120,6 +120,18 @@ def ok_counts(row: pd.Series) -> tuple[int, int]:
     return n_ok, int(n_total)
 
 
+def config_outcome(row: pd.Series) -> str:
+    """A configuration in one word: 'ok' (every repeat ok), 'partial' (some ok), 'unsupported' (no repeat ran and
+    each says the framework cannot run it here: a fact of the software, not a failure) or 'failed'."""
+    n_ok, n_total = ok_counts(row)
+    if n_total and n_ok >= n_total:
+        return "ok"
+    if n_ok:
+        return "partial"
+    statuses = parse_statuses(row.get("statuses"))
+    return "unsupported" if statuses and all(s == "unsupported" for s, _ in statuses) else "failed"
+
+
 def md_escape(text: str, limit: int | None = None, table: bool = True) -> str:
     """Make a string safe for Markdown: one line, no raw HTML, no pipes inside table cells."""
     text = " ".join(text.split())

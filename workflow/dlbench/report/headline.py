@@ -4,6 +4,7 @@ hold for the whole study, said once instead of on every cell."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import pandas as pd
@@ -13,6 +14,7 @@ from ..harness.frameworks import EAGER
 from .format import (
     DASH,
     compiler_label,
+    config_outcome,
     flag_codes,
     flag_label,
     fmt_int,
@@ -20,7 +22,6 @@ from .format import (
     fmt_pct,
     fmt_text,
     missing,
-    ok_counts,
     unit_text,
 )
 from .tables import batch_text, group_key, topology_sort
@@ -151,13 +152,13 @@ def _config_text(row: pd.Series) -> str:
 
 def headline_rows(summary: pd.DataFrame) -> list[dict[str, str]]:
     """Per framework and model: the best median throughput and where, the scaling efficiency of that series at
-    its largest topology, configurations that failed, and the flags beyond the study-wide ones."""
+    its largest topology, configurations that failed or are unsupported, and the flags beyond the study-wide ones."""
     measured = _measured(summary)
     wide = study_wide_flags(summary)
     rows = []
     for (framework, model), all_rows in _throughput(summary).groupby(["framework", "model"], sort=True):
         ok = measured[(measured["framework"] == framework) & (measured["model"] == model)]
-        failed = sum(1 for _, r in all_rows.iterrows() if ok_counts(r)[0] == 0)
+        outcomes = Counter(config_outcome(r) for _, r in all_rows.iterrows())
         flags = sorted({c for f in ok.get("flags", pd.Series(dtype=object)) for c in flag_codes(f)} - wide)
         row = {"Framework": fmt_text(framework), "Model": fmt_text(model)}
         if ok.empty:
@@ -178,8 +179,9 @@ def headline_rows(summary: pd.DataFrame) -> list[dict[str, str]]:
                 }
             )
         notes = [flag_label(c) for c in flags]
-        if failed:
-            notes.append(f"{failed} of {len(all_rows)} configurations failed")
+        for outcome in ("failed", "unsupported"):  # unsupported: the framework cannot run it here, not a failure
+            if outcomes[outcome]:
+                notes.append(f"{outcomes[outcome]} of {len(all_rows)} configurations {outcome}")
         row["Flags"] = ", ".join(notes) or "none"
         rows.append(row)
     return rows

@@ -120,8 +120,9 @@ def markdown(ctx: dict[str, Any]) -> str:
     lines += [
         (
             f"{o['configs']} configurations: {o['configs_ok']} fully successful, "
-            f"{o['configs_partial']} partially failed, {o['configs_failed']} failed; "
-            f"{o['runs_ok']}/{o['runs']} runs ok."
+            f"{o['configs_partial']} partially failed, {o['configs_failed']} failed, "
+            f"{o['configs_unsupported']} unsupported; {o['runs_ok']}/{o['runs']} runs ok"
+            + (f", {o['runs_unsupported']} unsupported." if o["runs_unsupported"] else ".")
         ),
         "",
         "## Throughput",
@@ -158,7 +159,7 @@ def markdown(ctx: dict[str, Any]) -> str:
             if ctx.get("quality_plots")
             else []
         ),
-        "## Failures",
+        "## Failed and unsupported runs",
         "",
         rows_markdown(ctx["failures"], limit=300),
         "",

@@ -3,6 +3,7 @@ environment, as rows for the HTML template and as Markdown."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import pandas as pd
@@ -16,6 +17,7 @@ from .format import (
     DASH,
     compiler_label,
     compiler_title,
+    config_outcome,
     failure_text,
     flag_codes,
     flag_label,
@@ -418,13 +420,16 @@ def environment_view(env: dict[str, Any]) -> dict[str, Any]:
 
 
 def overview(summary: pd.DataFrame, records: pd.DataFrame) -> dict[str, int]:
-    counts = [ok_counts(r) for _, r in summary.iterrows()]
+    """The counts of the summary line: configurations by outcome (unsupported apart from failed) and runs."""
+    outcomes = Counter(config_outcome(r) for _, r in summary.iterrows())
     statuses = records["status"].map(lambda s: fmt_text(s).lower())
     return {
-        "configs": len(counts),
-        "configs_ok": sum(1 for ok, total in counts if total and ok == total),
-        "configs_partial": sum(1 for ok, total in counts if 0 < ok < total),
-        "configs_failed": sum(1 for ok, _ in counts if ok == 0),
+        "configs": len(summary),
+        "configs_ok": outcomes["ok"],
+        "configs_partial": outcomes["partial"],
+        "configs_failed": outcomes["failed"],
+        "configs_unsupported": outcomes["unsupported"],
         "runs": len(records),
         "runs_ok": int((statuses == "ok").sum()),
+        "runs_unsupported": int((statuses == "unsupported").sum()),
     }
