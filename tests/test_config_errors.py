@@ -3,6 +3,7 @@ value is wrong and what is allowed; settings that apply to nothing are warnings 
 
 from __future__ import annotations
 
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -195,6 +196,11 @@ include:
         MATRIX + "  build: [site]\nsoftware:\n  builds: {site: {pytorch: {python: /opt/none/bin/python}}}\n",
         ["line 9: software.builds.site.pytorch.python: /opt/none/bin/python does not exist"],
     ),
+    "runner_python_not_on_path": (
+        MATRIX + "runners:\n  dle: {command: [main.py], format: dllogger, models: [resnet50], python: no-python3}\n"
+        "include:\n  - {framework: dle, model: resnet50, topology: '1x1', batch_size: 2}\n",
+        ["line 8: runners.dle.python: no 'no-python3' on PATH"],
+    ),
     "build_named_default": (
         MATRIX + "software:\n  builds: {default: {pytorch: {python: python3}}}\n",
         ["software.builds", "'default'"],
@@ -281,6 +287,28 @@ WARNINGS = {
         ["study.yaml, line 9: include[1]: the same configuration as include[0], listed twice"],
     ),
 }
+
+
+def test_a_runners_python_follows_the_rule_of_every_interpreter_a_path_or_a_command_on_path(tmp_path):
+    """runners.<name>.python, software.python and a build's python: one rule, a command name is the one on PATH."""
+    runner = "runners:\n  dle: {command: [main.py], format: dllogger, models: [resnet50], python: python3}\n"
+    include = "include:\n  - {framework: dle, model: resnet50, topology: '1x1', batch_size: 2}\n"
+    study = load(tmp_path, MATRIX + runner + include)
+    assert study.config["runners"]["dle"]["python"] == "python3"
+    from dlbench.plan.software import Software
+
+    software = Software(
+        package_dir="workflow",
+        envs_dir=REPO / "envs",
+        venv_dir=Path(".venvs"),
+        core_python="python",
+        use_conda=False,
+        site_python={},
+        containers={},
+        runners=study.config["runners"],
+        interpreters={},
+    )
+    assert software.framework_python("dle") == shutil.which("python3")  # the one the planning saw, by its path
 
 
 @pytest.mark.parametrize("case", sorted(WARNINGS))

@@ -103,9 +103,7 @@ def check(
     names them (a build's interpreters: software.builds.<build>.{framework}.python)."""
     found, problems, no_gpu = {}, [], []
     for framework in sorted(set(frameworks) & set(software_python)):
-        python = software_python[framework]
-        if "/" not in python:  # a command name: the one on PATH now (a loaded module's), by its full path
-            python = shutil.which(python) or python
+        python = resolved_python(software_python[framework])
         try:
             facts = probe(framework, python, package_dir, key=key)
         except ConfigError as error:
@@ -123,7 +121,10 @@ def check(
     return found, no_gpu
 
 
-GPU_DEVICE_FILES = ("/dev/nvidia0", "/dev/kfd")  # an NVIDIA driver's first GPU; ROCm's compute interface
+def resolved_python(python: str) -> str:
+    """An interpreter a study names: a path as given, a command name as the one on PATH now (a loaded module's),
+    by its full path, so that every job runs the interpreter the planning checked."""
+    return python if "/" in python else shutil.which(python) or python
 
 
 def no_gpu_here() -> str | None:
@@ -132,7 +133,7 @@ def no_gpu_here() -> str | None:
     Asked of NVML (the NVIDIA driver, through the telemetry sampler's nvidia-ml-py in the core environment):
     the node's GPUs without importing a framework, in the time of a library call. Where NVML is missing a GPU
     may still be there (a driver's device file, ROCm's): None then, the runs find out themselves."""
-    from ..harness.sysinfo import gpus_hidden
+    from ..harness.sysinfo import GPU_DEVICE_FILES, gpus_hidden
     from ..telemetry.sampler import Nvml
 
     if (hidden := gpus_hidden()) is not None:

@@ -22,7 +22,7 @@ from typing import Any
 from ..harness.spec import INTERPRETER_ENV
 from ..venvs import MARKER, env_prefix
 from ..vocabulary.axes import DEFAULT_BUILD
-from .interpreters import Interpreter
+from .interpreters import Interpreter, resolved_python
 
 
 def build_key(framework: str, build: str = DEFAULT_BUILD) -> str:
@@ -107,7 +107,7 @@ class Software:
 
     def _default_python(self, framework: str) -> str:
         if framework in self.runners and "python" in self.runners[framework]:
-            return self.runners[framework]["python"]
+            return resolved_python(self.runners[framework]["python"])
         if framework in self.interpreters:
             return self.interpreters[framework].python
         if framework in self.site_python:
