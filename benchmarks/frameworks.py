@@ -61,7 +61,7 @@ import rounds
 from torch_amp import TorchAmp, synchronize
 from wheels import ensure_wheels, wheel_files
 
-from dlbench.harness import flops, llama, rank
+from dlbench.harness import flops, llama, rank, sysinfo
 from dlbench.harness.peak import gemm
 from dlbench.harness.spec import RunSpec
 
@@ -422,10 +422,15 @@ def idiomatic_loop(
 
 
 # ----------------------------------------------------------------------------- measurement
-def machine_peak(args: argparse.Namespace) -> tuple[float, str, float | None]:
+def emulated(args: argparse.Namespace) -> bool:
+    """The run's matrix math has no native instructions here: bf16 (AMP) on a CPU without native bf16."""
+    return args.device != "cuda" and gemm_kind(args) == "bf16" and sysinfo.native_bf16() is False
+
+
+def machine_peak(args: argparse.Namespace) -> tuple[float | None, str, float | None]:
     """FLOP/s and source of the one peak every framework's MFU is measured against: --peak-gflops (a GPU's
     specification), else machine_peak.py's results file for this machine's CPU; and this framework's own GEMM
-    figure (GFLOP/s) in that file, or None."""
+    figure (GFLOP/s) in that file, or None. No peak (None, why) for emulated math: none worth holding a run to."""
     if args.peak_gflops:
         return args.peak_gflops * 1e9, args.peak_source, None
     if args.device == "cuda":  # the workflow's table (the report's MFU); both loops run fp32 on TF32
@@ -442,6 +447,8 @@ def machine_peak(args: argparse.Namespace) -> tuple[float, str, float | None]:
                 "dense peak for this precision from its specification) and --peak-source"
             )
         return peak * 1e12, source, None
+    if emulated(args):
+        return None, f"none: {sysinfo.EMULATED_BF16} (no MFU)", None
     cpu, fmt = resultfile.machine()["cpu"], gemm_kind(args)
     found = machine_peak_file.read_peak(cpu, fmt)
     if found is None:  # the first benchmark on this CPU model measures its one peak (refused on a busy machine)
@@ -529,6 +536,8 @@ def measure(args: argparse.Namespace) -> dict:
     own_gemm = (
         machine_peak_file.cuda_gemm(args.gemm_n, 20, args.precision)
         if args.device == "cuda"
+        else None  # emulated bf16: minutes on one core for a figure that is no peak
+        if emulated(args)
         else gemm(args.framework, args.gemm_n, 5, threads, fmt=gemm_kind(args))
     )
     return {
@@ -672,7 +681,7 @@ def main() -> None:
 def report(
     args: argparse.Namespace,
     runs: list[dict],
-    peak: float,
+    peak: float | None,
     peak_source: str,
     own_then: float | None,
     record: resultfile.Recorder,
@@ -711,17 +720,21 @@ def report(
     print(f"  {verdicts[0]}")
     pooled = {name: statistics.median(v for run in runs for v in run[name]) for name in ("harness", "idiomatic")}
     achieved = {name: value * train_flops for name, value in pooled.items()}
-    own = statistics.median(run["own_gemm"] for run in runs)
+    owns = [run["own_gemm"] for run in runs if run["own_gemm"] is not None]
+    own = statistics.median(owns) if owns else None
     mfu = [
-        ["peak used for MFU (GFLOP/s)", round(peak / 1e9, 1)],
+        ["peak used for MFU (GFLOP/s)", round(peak / 1e9, 1) if peak else "none"],
         ["peak source", peak_source],
-        [f"{args.framework}'s own {gemm_kind(args)} GEMM {args.gemm_n}² (GFLOP/s, diagnostic)", round(own / 1e9, 1)],
+        [
+            f"{args.framework}'s own {gemm_kind(args)} GEMM {args.gemm_n}² (GFLOP/s, diagnostic)",
+            round(own / 1e9, 1) if own else "not measured (emulated)",
+        ],
     ]
     for name in ("harness", "idiomatic"):
         mfu += [
             [f"{name}: median {unit} over all rounds", round(pooled[name], 2)],
             [f"{name}: achieved GFLOP/s", round(achieved[name] / 1e9, 1)],
-            [f"{name}: MFU", f"{achieved[name] / peak:.1%}"],
+            [f"{name}: MFU", f"{achieved[name] / peak:.1%}" if peak else "none (no peak)"],
         ]
     for label, value in mfu:
         print(f"  {label}: {value}")
@@ -732,14 +745,15 @@ def report(
         plain.append(first["same_architecture"])
     for line in plain:
         print(f"  {line}")
-    if (then := own_then) and own / 1e9 < then * SLOWER_MACHINE:  # the same GEMM, the same library: the machine changed
+    # the same GEMM, the same library: the machine changed
+    if (then := own_then) and own and own / 1e9 < then * SLOWER_MACHINE:
         verdicts.append(
             f"WARNING: {args.framework}'s own GEMM reads {own / 1e9:.1f} GFLOP/s now and read {then:.1f} when the "
             f"machine peak was measured: this machine runs {1 - own / 1e9 / then:.0%} slower than then (a "
             "shared VM's neighbours, its clock), and every MFU here reads low by about as much"
         )
         print(f"  {verdicts[-1]}")
-    if own > peak * 1.02:  # one peak is only one peak if nothing here beats it
+    if own and peak and own > peak * 1.02:  # one peak is only one peak if nothing here beats it
         verdicts.append(
             f"WARNING: {args.framework}'s own GEMM ({own / 1e9:.1f} GFLOP/s) is above the peak used "
             f"for MFU ({peak / 1e9:.1f}): the peak file is stale or was measured under load (rerun "

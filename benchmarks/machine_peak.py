@@ -130,7 +130,8 @@ def main() -> None:
     for fmt, column in COLUMNS.items():
         figures = [r for r in rows if isinstance(r[column], float)]
         if not figures:
-            notes.append(f"no {fmt} machine peak: no library here multiplies in {fmt}; no {fmt} MFU")
+            why = sysinfo.EMULATED_BF16 if fmt == "bf16" and sysinfo.native_bf16() is False else ""
+            notes.append(f"no {fmt} machine peak: {why or f'no library here multiplies in {fmt}'}; no {fmt} MFU")
             print(notes[-1])
             continue
         best = max(figures, key=lambda r: r[column])

@@ -90,6 +90,25 @@ def test_speedup_compares_like_with_like(tmp_path):
     assert speedups[("amp", "1x2")] == pytest.approx(2.0)
 
 
+def test_amp_slower_than_its_fp32_twin_is_flagged_with_the_reason_the_device_gives(tmp_path):
+    logs = (
+        logs_for(tmp_path, "1x1", [100.0, 101.0, 99.0])
+        + logs_for(tmp_path, "1x1", [6.0, 6.1, 5.9], precision="amp")
+        + logs_for(tmp_path, "1x2", [190.0])
+        + logs_for(tmp_path, "1x2", [380.0], precision="amp")
+    )
+    records = pd.DataFrame([parse_run_log(p) for p in logs])
+    records["device_name"] = "AMD EPYC (family 25 model 1, AVX2)"  # as sysinfo.cpu_model names a Zen 3
+    flags = summarise(records).set_index(["precision", "topology"])["flags"].fillna("")
+    slower = flags[("amp", "1x1")]
+    assert "amp_slower_than_fp32: AMP 6 against fp32 100 images/s (0.06x) otherwise alike" in slower
+    assert "no native bf16 on this CPU" in slower and "(AMD EPYC (family 25 model 1, AVX2))" in slower
+    assert all("amp_slower" not in flags[key] for key in [("amp", "1x2"), ("fp32", "1x1"), ("fp32", "1x2")])
+    records["device_name"] = "AMD EPYC (family 25 model 17, AVX-512 BF16)"  # native bf16: the cause not known
+    slower = summarise(records).set_index(["precision", "topology"]).loc[("amp", "1x1"), "flags"]
+    assert "amp_slower_than_fp32" in slower and "no native bf16" not in slower
+
+
 def test_interrupted_and_corrupt_logs_become_error_records(tmp_path):
     interrupted = write_run_log(
         tmp_path / "results/runs/resnet50/pytorch/1x1/bs32-fp32-nocompile-synthetic/rep1.jsonl", throughput=None

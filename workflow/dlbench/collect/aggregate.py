@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from .. import __version__, logformats
-from ..harness import nospace
+from ..harness import nospace, sysinfo
 from ..imports import read_records
 from ..logformats import mlperf
 from ..logformats.runlogs import read_header
@@ -344,6 +344,34 @@ def _reported_flags(row: dict[str, Any]) -> list[stats.Flag]:
     ]
 
 
+# An AMP configuration's fp32 twin: every column of its identity but the precision (and its id) the same.
+AMP_TWIN_KEY = [column for column in CONFIG_COLUMNS if column not in ("config_id", "precision")]
+
+
+def _amp_slower_flags(summary: pd.DataFrame, devices: Sequence[str | None]) -> list[list[stats.Flag]]:
+    """Per row: AMP slower than its fp32 twin is not a finding as it stands (AMP exists to be faster); the reason
+    where the device's words say it (a CPU without native bf16: emulated). `devices`: each row's device name."""
+    key = ["|".join(map(str, row)) for row in summary[AMP_TWIN_KEY].itertuples(index=False)]
+    fp32 = {k: m for k, p, m in zip(key, summary["precision"], summary["median"], strict=True) if p == "fp32"}
+    flags: list[list[stats.Flag]] = []
+    for k, precision, median, unit, device in zip(
+        key, summary["precision"], summary["median"], summary["unit"], devices, strict=True
+    ):
+        twin = fp32.get(k)
+        if precision != "amp" or pd.isna(median) or twin is None or pd.isna(twin) or median >= twin:
+            flags.append([])
+            continue
+        why = (
+            f": {sysinfo.EMULATED_BF16} ({device})"
+            if device and sysinfo.model_native_bf16(str(device)) is False
+            else ": the device's AMP math is slower here, or its casts cost more than they save at this size"
+        )
+        unit_words = f" {unit}" if isinstance(unit, str) else ""
+        text = f"AMP {median:,.3g} against fp32 {twin:,.3g}{unit_words} ({median / twin:.2f}x) otherwise alike{why}"
+        flags.append([stats.Flag("amp_slower_than_fp32", text)])
+    return flags
+
+
 def _score_flags(row: dict[str, Any]) -> list[stats.Flag]:
     """A set's score that counts an unreadable run log as a failed run is not a finding: read, the run might
     have been one of those averaged (mlperf.unreadable_runs)."""
@@ -453,11 +481,14 @@ def summarise(
     devices = summary["devices"].astype(float).to_numpy()
     summary["speedup_low"], summary["speedup_high"] = lows, highs
     summary["efficiency_low"], summary["efficiency_high"] = lows / devices, highs / devices
+    device_names = [_first_text(columns["device_name"][at]) if "device_name" in columns else None for at in positions]
     summary["flags"] = [
         stats.format_flags(
-            [*stats.plausibility_flags(row), *_mfu_flags(row), *_score_flags(row), *_reported_flags(row)]
+            [*stats.plausibility_flags(row), *_mfu_flags(row), *_score_flags(row), *_reported_flags(row), *amp]
         )
-        for row in map(_by_name, summary.to_dict(orient="records"))
+        for row, amp in zip(
+            map(_by_name, summary.to_dict(orient="records")), _amp_slower_flags(summary, device_names), strict=True
+        )
     ]
     return summary
 

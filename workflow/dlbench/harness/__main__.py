@@ -551,6 +551,8 @@ def run(spec: RunSpec, log: Path, guard: lifeline.Guard) -> int:
         )
     elif reason := strategies.problem(spec.framework, spec.strategy, spec.world_size):
         append_line(log, failure_summary("unsupported", reason))  # decided before any rank starts
+    elif reason := sysinfo.emulated_bf16_skipped(spec.precision, spec.device, spec.emulated_bf16):
+        append_line(log, failure_summary("unsupported", reason))
     elif spec.runner:
         run_external(spec, log, threads, procs, guard)
     elif spec.nodes > 1 and launcher != "srun":

@@ -117,10 +117,12 @@ def measure(library: str, quiet: float = QUIET, wait_s: float = WAIT_S, n: int =
 
 
 def bf16_figure(library: str, n: int = N, repeats: int = REPEATS, threads: int | None = None) -> dict:
-    """bf16_gflops, or None with bf16_reason: a library without the type, or whose kernels refuse it on this CPU
-    (MXNet's need AVX-512), records why and keeps its fp32 figure."""
+    """bf16_gflops, or None with bf16_reason: a library without the type, a CPU without native bf16 (emulated: not
+    measured), or kernels that refuse it on this CPU (MXNet's need AVX-512), records why and keeps its fp32 figure."""
     if library in NO_BF16:
         return {"bf16_gflops": None, "bf16_reason": NO_BF16[library]}
+    if sysinfo.native_bf16() is False:  # emulated: no peak worth holding a run to, and minutes to measure one
+        return {"bf16_gflops": None, "bf16_reason": f"{sysinfo.EMULATED_BF16}: no bf16 peak to hold its runs to"}
     try:
         return {"bf16_gflops": best_of(library, n, repeats, threads, fmt="bf16") / 1e9, "bf16_reason": None}
     except Exception as error:  # noqa: BLE001 - any library's refusal is a reason to record, not a crash

@@ -79,6 +79,7 @@ class RunSpec:
     runner: str = ""  # an external benchmark command to run instead of our ranks (JSON; harness/runner.py)
     memory_limit_gb: float = 0.0  # CPU: address space each rank may add once its framework is loaded; 0 = none
     compiler_mode: str = ""  # compiler on: a torch.compile mode (identity.COMPILER_MODES); "" = the default mode
+    emulated_bf16: str = "run"  # AMP on a CPU without native bf16: run it emulated, or skip (an unsupported record)
 
     @classmethod
     def of(cls, **values: Any) -> RunSpec:
@@ -294,6 +295,12 @@ def parser(prog: str) -> argparse.ArgumentParser:
         default=0.0,
         help="CPU: the memory budget of each rank, GiB of address space it may add once its framework "
         "is loaded (RLIMIT_AS; 0: no limit); an allocation beyond it fails as out of memory",
+    )
+    p.add_argument(
+        "--emulated-bf16",
+        choices=("run", "skip"),
+        default="run",
+        help="AMP on a CPU without native bfloat16 instructions: run it emulated, or skip it (recorded unsupported)",
     )
     p.add_argument(
         "--max-attempts",

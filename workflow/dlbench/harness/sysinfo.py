@@ -33,26 +33,81 @@ _VECTOR_ISAS = (
     (("avx512f", "avx512_bf16"), "AVX-512 BF16"),
     (("avx512f",), "AVX-512"),
     (("avx2", "fma"), "AVX2"),
+    (("sve", "bf16"), "SVE BF16"),
     (("sve",), "SVE"),
+    (("asimd", "bf16"), "NEON BF16"),
     (("asimd",), "NEON"),
 )
+
+
+# The instruction sets that multiply bfloat16 natively: x86's AVX-512 BF16 and AMX, Arm's BF16 (ARMv8.6). Elsewhere a
+# framework's bf16 autocast converts to fp32 and back around fp32 arithmetic: 7-17x slower than fp32 (PyTorch and
+# TensorFlow on a Zen 3, AVX2), and no peak worth holding a run to.
+NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")
+NATIVE_BF16_ISAS = ("AMX", "AVX-512 BF16", "SVE BF16", "NEON BF16")  # cpu_model's names of the CPUs with one
+EMULATED_BF16 = "no native bf16 on this CPU (no AVX-512 BF16, AMX or Arm BF16 instructions): bfloat16 runs emulated"
+
+
+GPU_DEVICE_FILES = ("/dev/nvidia0", "/dev/kfd")  # an NVIDIA driver's first GPU; ROCm's compute interface
+
+
+def emulated_bf16_skipped(precision: str, device: str, policy: str) -> str | None:
+    """Why an AMP run is not run (platform.emulated_bf16: skip): a CPU run, this CPU without native bf16; None to
+    run it. Device auto counts as a CPU where this machine has no GPU device file."""
+    if precision != "amp" or policy != "skip" or device == "cuda":
+        return None
+    if device == "auto" and any(Path(f).exists() for f in GPU_DEVICE_FILES):
+        return None
+    if native_bf16() is not False:
+        return None
+    return (
+        f"{EMULATED_BF16}, 7-17x slower than fp32 (PyTorch and TensorFlow on an AVX2 CPU): not run, as "
+        "platform.emulated_bf16: skip says (run: measure it emulated)"
+    )
+
+
+def _first_cpu() -> dict[str, str]:
+    """The first CPU's block of /proc/cpuinfo (empty where there is none)."""
+    fields: dict[str, str] = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if not line.strip():
+                break
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
+    except OSError:
+        pass
+    return fields
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's instruction-set flags as /proc/cpuinfo lists them (x86 `flags`, Arm `Features`)."""
+    fields = _first_cpu()
+    return set((fields.get("flags") or fields.get("Features") or "").split())
+
+
+def native_bf16(flags: set[str] | None = None) -> bool | None:
+    """Whether this CPU (or one with `flags`) multiplies bfloat16 natively; None where /proc/cpuinfo says nothing."""
+    flags = cpu_flags() if flags is None else flags
+    return bool(flags & set(NATIVE_BF16_FLAGS)) if flags else None
+
+
+def model_native_bf16(model: str) -> bool | None:
+    """Whether the CPU a record names (cpu_model's words) multiplies bfloat16 natively; None where its words do
+    not say (another tool's log, a CPU without a recognised vector instruction set)."""
+    isa = model[model.rfind("(") + 1 : -1].split(", ")[-1] if model.endswith(")") else ""
+    if isa in NATIVE_BF16_ISAS:
+        return True
+    return False if isa in {name for _, name in _VECTOR_ISAS} else None
 
 
 def cpu_model() -> str:
     """The CPU as /proc/cpuinfo names it, with its family and model numbers and its widest vector instruction set:
     a VM often shows only a generic name ("AMD EPYC") for generations whose fp32 peaks differ by 2x or more (AVX2
     against AVX-512), so figures measured on either would otherwise read as the same machine's."""
-    try:
-        fields: dict[str, str] = {}
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if not line.strip():
-                break  # the first CPU's block
-            key, _, value = line.partition(":")
-            fields.setdefault(key.strip(), value.strip())
-    except OSError:
-        fields = {}
+    fields = _first_cpu()
     name = fields.get("model name") or platform.processor() or platform.machine()
-    flags = set((fields.get("flags") or fields.get("Features") or "").split())
+    flags = cpu_flags()
     details: list[str] = []
     if "cpu family" in fields and "model" in fields:
         details.append(f"family {fields['cpu family']} model {fields['model']}")

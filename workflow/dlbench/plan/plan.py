@@ -153,6 +153,8 @@ class Plan:
                 options["max_warmup_steps"] = c.max_warmup_steps
             options |= {"measured_steps": c.measured_steps, "repeat": repeat, "config_id": c.config_id}
         options |= {"device": self.settings["platform"]["device"], "timeout_s": float(c.timeout_minutes * 60)}
+        if c.precision == "amp" and self.settings["platform"]["emulated_bf16"] == "skip":
+            options["emulated_bf16"] = "skip"  # only AMP runs carry it: changing it reruns exactly them
         if self.memory_limit_gb:  # the CPU memory budget of every rank (platform.memory_limit_gb)
             options["memory_limit_gb"] = float(self.memory_limit_gb)
         if run and self.telemetry["enabled"]:

@@ -25,7 +25,7 @@ import yaml
 from .. import imports, logformats
 from ..collect.expectations import KINDS as EXPECTATION_KINDS
 from ..collect.references import load_references
-from ..harness import quality
+from ..harness import quality, sysinfo
 from ..harness import runner as runner_module
 from ..harness import strategies as strategy_registry
 from ..harness.frameworks import REGISTRY, UNAVAILABLE, with_framework_words
@@ -215,7 +215,7 @@ def _fill_defaults(config: dict[str, Any], schema: dict[str, Any]) -> dict[str, 
     out.setdefault("study", "study")
     out["report"] = _object_defaults(config.get("report", {}), schema["properties"]["report"])
     out["telemetry"] = _object_defaults(config.get("telemetry", {}), schema["properties"]["telemetry"])
-    out["platform"] = {"device": "auto", **config.get("platform", {})}
+    out["platform"] = _object_defaults(config.get("platform", {}), schema["properties"]["platform"])
     out["software"] = {
         "find_links": "pip",
         "venv_dir": ".venvs",
@@ -671,9 +671,8 @@ def _check_runners(runners: dict[str, dict[str, Any]], envs_dir: Path, base_dir:
                 f"{where}.format: {runner['format']!r} is not a known log format "
                 f"(known: {', '.join(logformats.FORMATS)})"
             )
-        if "python" in runner:
-            if not Path(base_dir, runner["python"]).is_file():
-                problems.append(f"{where}.python: {runner['python']} does not exist")
+        if "python" in runner:  # the rule software.python and builds follow: a path, or a command name on PATH
+            problems += _check_interpreter(f"{where}.python", runner["python"], base_dir)
         elif runner["env"] != "core" and not Path(envs_dir, f"{runner['env']}.yaml").exists():
             problems.append(f"{where}.env: no {envs_dir}/{runner['env']}.yaml (use core, or add that file)")
         if "workdir" in runner and not Path(base_dir, runner["workdir"]).is_dir():
@@ -901,6 +900,27 @@ def _quality(axes: dict[str, Any], settings: dict[str, Any], runners: dict[str, 
     return json.dumps(values, sort_keys=True), ""
 
 
+def _emulated_bf16_warnings(config: dict[str, Any], configurations: dict[str, Configuration]) -> list[str]:
+    """AMP on this machine's CPU without native bf16: which runs it would emulate (or skip) and what that costs,
+    said before any job; nothing where the runs use a GPU or this CPU multiplies bf16 itself."""
+    device, policy = config["platform"]["device"], config["platform"]["emulated_bf16"]
+    amp = [c for c in configurations.values() if c.precision == "amp"]
+    if not amp or sysinfo.emulated_bf16_skipped("amp", device, "skip") is None:
+        return []
+    runs, frameworks = sum(c.repeats for c in amp), ", ".join(sorted({c.framework for c in amp}))
+    where = f"matrix.precision: amp: this machine's CPU ({sysinfo.cpu_model()}) has {sysinfo.EMULATED_BF16}"
+    if policy == "skip":
+        return [
+            f"{where}; its {runs} AMP runs ({len(amp)} configurations: {frameworks}) are recorded unsupported without "
+            "running where they run on it (platform.emulated_bf16: skip)"
+        ]
+    return [
+        f"{where}: its {runs} AMP runs ({len(amp)} configurations: {frameworks}) run emulated where they run on it, "
+        "7-17x slower than fp32 (PyTorch and TensorFlow on an AVX2 CPU), most of the study's time; "
+        "platform.emulated_bf16: skip records them unsupported in seconds"
+    ]
+
+
 def load_study(config: dict[str, Any], schema_path: Path, envs_dir: Path, base_dir: Path = Path(".")) -> Study:
     """The validated, expanded study; relative dataset paths are checked from base_dir (the working directory)."""
     if not config:
@@ -925,4 +945,5 @@ def load_study(config: dict[str, Any], schema_path: Path, envs_dir: Path, base_d
     if problems:
         raise ConfigError("\n".join(problems))
     warnings += _unused_framework_settings(validated, configurations)
+    warnings += _emulated_bf16_warnings(validated, configurations)
     return Study(validated["study"], validated, configurations, _unused_axes(config, validated) + warnings)

@@ -183,6 +183,7 @@ FLAG_LABELS = {
     "contention": "contended",
     "throttled": "throttled",
     "mfu_above_peak": "MFU above peak",
+    "amp_slower_than_fp32": "AMP slower than fp32",
 }
 
 

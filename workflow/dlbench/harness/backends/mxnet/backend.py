@@ -74,17 +74,6 @@ def _feature(name: str) -> bool:
     return name in features and features[name].enabled
 
 
-def _cpu_flags() -> set[str]:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
-
-
 def address_towards(host: str, port: int) -> str:
     """This node's address on the interface that routes to `host` (a UDP connect sends nothing): the address the
     other nodes reach this one at, where the host name may resolve to loopback (Debian's 127.0.1.1)."""
@@ -307,7 +296,7 @@ class Backend(BackendBase):
             return "float16"
         if not _feature("MKLDNN"):
             raise Unsupported("AMP on CPU needs bfloat16 kernels: this MXNet build has no oneDNN (MKLDNN)")
-        flags = _cpu_flags()
+        flags = sysinfo.cpu_flags()
         if not {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags:
             raise Unsupported(
                 "AMP on CPU runs in bfloat16, which MXNet's oneDNN kernels support only on "
