@@ -331,13 +331,13 @@ def test_odd_paths_never_reach_a_shell(tmp_path, torch_python):
 
 @pytest.mark.slow
 def test_a_damaged_run_log_is_set_aside_and_its_run_redone(tmp_path, finished_study):
-    """A finished run's log cut inside its summary line (a truncated copy): the next run keeps it as
-    <log>.damaged and runs it again; a dry run only says so. One real tiny run (besides finished_study's) and two
-    Snakemake starts."""
+    """A finished run's log replaced by its summary line alone (valid JSON, a line of the log, no run: its header
+    and steps gone; a log cut inside its last line is runlog.incomplete's too, test_session): the next run keeps
+    it as <log>.damaged and runs it again; a dry run only says so. One real tiny run (besides finished_study's)
+    and two Snakemake starts."""
     path = copy_study(finished_study, tmp_path)
     (log,) = (tmp_path / "results/runs").rglob("rep1.jsonl")
-    whole = log.read_bytes()
-    damaged = whole[: len(whole) - 20]
+    damaged = log.read_bytes().splitlines(keepends=True)[-1]
     log.write_bytes(damaged)
     relative = log.relative_to(tmp_path)
 
@@ -347,7 +347,7 @@ def test_a_damaged_run_log_is_set_aside_and_its_run_redone(tmp_path, finished_st
 
     result = snakemake(tmp_path, "--cores", "all", "--configfile", str(path))
     assert result.returncode == 0, result.stderr[-3000:]
-    assert f"dlbench: {relative}: its last line is not a readable summary" in result.stderr
+    assert f"dlbench: {relative}: its first line is not its header (damaged after the run)" in result.stderr
     assert log.with_name("rep1.jsonl.damaged").read_bytes() == damaged
     assert json.loads(log.read_text().splitlines()[-1])["status"] == "ok"  # run again, complete
     records = pd.read_csv(tmp_path / "results/aggregate/records.csv")

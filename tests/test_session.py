@@ -250,6 +250,30 @@ def damaged_log(tmp_path: Path) -> Path:
     return log
 
 
+def test_a_run_log_is_whole_only_when_its_header_steps_and_summary_agree(tmp_path):
+    """A summary line alone is valid JSON and no run; an ok summary needs the measured steps its header asks for."""
+    from dlbench.harness.runlog import incomplete
+    from dlbench.logformats.run_log_fixtures import write_run_log
+
+    whole = write_run_log(tmp_path / "whole.jsonl", measured_steps=4)
+    assert incomplete(whole) is None
+    lines = whole.read_text().splitlines(keepends=True)
+    cases = {
+        "summary.jsonl": (lines[-1], "its first line is not its header"),
+        "step_lost.jsonl": (
+            "".join(line for line in lines if '"step":3,' not in line or '"measure"' not in line),
+            "its ok summary follows 3 measured step lines where its header asks for 4",
+        ),
+        "cut.jsonl": ("".join(lines)[:-20], "its last line is not a readable summary"),
+        "empty.jsonl": ("", "its last line is not a readable summary"),
+    }
+    for name, (text, why) in cases.items():
+        (tmp_path / name).write_text(text)
+        assert incomplete(tmp_path / name) == why, name
+    failed = write_run_log(tmp_path / "oom.jsonl", status="oom", throughput=None, error="out of memory")
+    assert incomplete(failed) is None  # a failure's summary follows no measured steps
+
+
 def test_a_dry_run_says_which_run_logs_are_damaged_and_keeps_them(tmp_path, capsys):
     log = damaged_log(tmp_path)
     (tmp_path / "records.csv").write_text("")

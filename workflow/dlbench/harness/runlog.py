@@ -90,3 +90,38 @@ def last_line_type(path: str | Path) -> str | None:
     except ValueError:
         return None
     return entry.get("type") if isinstance(entry, dict) else None
+
+
+MEASURED_STEP = b'"phase":"measure"'  # a measured step's line, as append_line spells it
+
+
+def incomplete(path: str | Path) -> str | None:
+    """Why a finished run log is not whole, or None: it opens with its header, ends with its summary, and an ok
+    summary of the harness's own ranks follows as many measured steps as its header's config asks for (a
+    runner's run and a time-to-quality run log no step lines). Reads the whole log: a summary alone, valid
+    JSON, is not a run."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as error:
+        return f"cannot be read ({error.strerror})"
+    lines = data.splitlines() or [b""]
+    first, last = _object(lines[0]), _object(lines[-1])
+    if last.get("type") != "summary":
+        return "its last line is not a readable summary"
+    if first.get("type") != "header":
+        return "its first line is not its header"
+    config = first["config"] if isinstance(first.get("config"), dict) else {}
+    if last.get("status") == "ok" and not config.get("runner") and not config.get("quality"):
+        steps, expected = data.count(MEASURED_STEP), config.get("measured_steps")
+        if steps != expected:
+            return f"its ok summary follows {steps} measured step lines where its header asks for {expected}"
+    return None
+
+
+def _object(line: bytes) -> dict[str, Any]:
+    """A log line's JSON object ({} for anything else)."""
+    try:
+        entry = json.loads(line)
+    except ValueError:
+        return {}
+    return entry if isinstance(entry, dict) else {}

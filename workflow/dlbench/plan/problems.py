@@ -6,8 +6,9 @@ onerror) `problem_lines` gives one line per such record and `note_lines` one per
 a run, each naming the file.
 
 A run log (results/runs/.../rep<N>.jsonl) is complete by construction: the harness writes `<log>.partial` and
-renames it only once its summary line is written. One whose last line is not a readable summary was damaged
-afterwards (a truncated copy, a full disk while restoring, an edit); `set_aside_damaged` renames it to
+renames it only once its summary line is written. One that is not whole (runlog.incomplete: its header first, its
+summary last, as many measured steps as the header asks for before an ok summary) was damaged afterwards (a
+truncated copy, a full disk while restoring, an edit, a summary line alone); `set_aside_damaged` renames it to
 `<log>.damaged` (kept, never deleted) before the DAG is built, so Snakemake runs it again.
 Where this lives: the set-aside and the printing are dlbench.plan.session's (set_aside_damaged_run_logs,
 print_problems), called from workflow/rules/common.smk and the Snakefile.
@@ -20,7 +21,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..harness.runlog import last_line_type
+from ..harness.runlog import incomplete
 
 DAMAGED_SUFFIX = ".damaged"
 
@@ -28,10 +29,10 @@ DAMAGED_SUFFIX = ".damaged"
 RUN_LOG_NAME = re.compile(r"rep\d+\.jsonl")  # identity.RUN_LOG_PATTERN's file name
 
 
-def damaged_run_logs(runs_dir: str | Path) -> list[Path]:
-    """The run logs under runs_dir whose last line is not a readable `summary` line."""
+def damaged_run_logs(runs_dir: str | Path) -> list[tuple[Path, str]]:
+    """The run logs under runs_dir that are not whole, each with why (runlog.incomplete)."""
     logs = (path for path in sorted(Path(runs_dir).rglob("rep*.jsonl")) if RUN_LOG_NAME.fullmatch(path.name))
-    return [path for path in logs if last_line_type(path) != "summary"]
+    return [(path, why) for path in logs if (why := incomplete(path)) is not None]
 
 
 def set_aside_damaged(runs_dir: str | Path, dependants: Iterable[str | Path]) -> list[str]:
@@ -41,12 +42,10 @@ def set_aside_damaged(runs_dir: str | Path, dependants: Iterable[str | Path]) ->
     Snakemake, which does not redo a missing file whose dependants are up to date, runs it again; one line per
     log, naming both files."""
     lines = []
-    for path in damaged_run_logs(runs_dir):
+    for path, why in damaged_run_logs(runs_dir):
         aside = path.with_name(path.name + DAMAGED_SUFFIX)
         path.replace(aside)
-        lines.append(
-            f"{path}: its last line is not a readable summary (damaged after the run); kept as {aside}, run again"
-        )
+        lines.append(f"{path}: {why} (damaged after the run); kept as {aside}, run again")
     if lines:
         for dependant in dependants:
             Path(dependant).unlink(missing_ok=True)
