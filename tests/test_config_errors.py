@@ -281,6 +281,14 @@ WARNINGS = {
         MATRIX + "expectations:\n  - {match: {model: bert_base}, at_least: 10}\n",
         ["study.yaml, line 8: expectations[0].match: {'model': 'bert_base'} matches no configuration"],
     ),
+    "of_published_no_figure_can_match": (
+        MATRIX.replace('"1x1"', '"1x3"') + "expectations:\n  - {match: {model: resnet50}, of_published: 0.9}\n",
+        [
+            "study.yaml, line 8: expectations[0].of_published: no published figure (the ones dlbench ships) matches "
+            "any of its 1 configurations (e.g. resnet50/pytorch/1x3/bs2-fp32-nocompile-synthetic): each cannot be "
+            "judged, and the study exits 1"
+        ],
+    ),
     "identical_include": (
         MATRIX + "include:\n  - {framework: pytorch, model: resnet50, topology: '1x2', batch_size: 2}"
         "\n  - {framework: pytorch, model: resnet50, topology: '1x2', batch_size: 2}\n",
@@ -309,6 +317,12 @@ def test_a_runners_python_follows_the_rule_of_every_interpreter_a_path_or_a_comm
         interpreters={},
     )
     assert software.framework_python("dle") == shutil.which("python3")  # the one the planning saw, by its path
+
+
+def test_an_of_published_expectation_a_figure_can_match_is_not_warned_about(tmp_path):
+    dlperf = "study: s\nmatrix: {framework: [pytorch], model: [resnet50], topology: ['4x8'], batch_size: [128], "
+    dlperf += "data: [real]}\nexpectations:\n  - {match: {model: resnet50}, of_published: 0.9}\n"
+    assert not [w for w in load(tmp_path, dlperf).warnings if "of_published" in w]
 
 
 @pytest.mark.parametrize("case", sorted(WARNINGS))

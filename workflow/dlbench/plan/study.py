@@ -20,11 +20,12 @@ from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import yaml
 
 from .. import imports, logformats
 from ..collect.expectations import KINDS as EXPECTATION_KINDS
-from ..collect.references import load_references
+from ..collect.references import load_references, match_references
 from ..harness import quality, sysinfo
 from ..harness import runner as runner_module
 from ..harness import strategies as strategy_registry
@@ -447,7 +448,7 @@ def _unused_framework_settings(config: dict[str, Any], configurations: dict[str,
 
 
 def _check_expectations(
-    config: dict[str, Any], configurations: dict[str, Configuration], warnings: list[str]
+    config: dict[str, Any], configurations: dict[str, Configuration], warnings: list[str], base_dir: Path = Path(".")
 ) -> list[str]:
     """An expectation against a build names one the matrix runs and selects no configuration of that build (it would
     pass against itself); one whose selector matches none of the study's
@@ -473,12 +474,28 @@ def _check_expectations(
                     f"configuration(s), e.g. {itself[0].config_id}): each would be compared with itself; add "
                     "build: <another build> to match"
                 )
-        if configurations and not any(_matches(entry["match"], c.as_dict()) for c in configurations.values()):
+        matched = [c for c in configurations.values() if _matches(entry["match"], c.as_dict())]
+        if configurations and not matched:
             warnings.append(
                 f"expectations[{i}].match: {entry['match']} matches no configuration of the study; the report will "
                 "say it cannot be judged"
             )
+        elif "of_published" in entry and not _published_matches(config, matched, base_dir):
+            files = ", ".join(config["references"]) or "the ones dlbench ships"
+            warnings.append(
+                f"expectations[{i}].of_published: no published figure ({files}) matches any of its {len(matched)} "
+                f"configurations (e.g. {matched[0].config_id}): each cannot be judged, and the study exits 1; "
+                "docs/builds.md says which keys a figure matches on"
+            )
     return problems
+
+
+def _published_matches(config: dict[str, Any], configurations: list[Configuration], base_dir: Path) -> bool:
+    """Whether any published figure the study compares with (its references, else dlbench's) can match one of
+    these configurations (dlbench.collect.references.match_references, on the configurations' axes)."""
+    figures = [load_references(Path(base_dir, path)) for path in config["references"]] or [load_references()]
+    frame = pd.DataFrame([{**c.as_dict(), "config_id": c.config_id, "median": 1.0} for c in configurations])
+    return any(not match_references(frame, published).empty for published in figures)
 
 
 def _check_comparisons(config: dict[str, Any], base_dir: Path) -> list[str]:
@@ -941,7 +958,7 @@ def load_study(config: dict[str, Any], schema_path: Path, envs_dir: Path, base_d
     problems += imports.check_entries(validated["imports"], base_dir) + _check_comparisons(validated, base_dir)
     if problems:
         raise ConfigError("\n".join(problems))
-    problems += _check_expectations(validated, configurations, warnings)
+    problems += _check_expectations(validated, configurations, warnings, base_dir)
     if problems:
         raise ConfigError("\n".join(problems))
     warnings += _unused_framework_settings(validated, configurations)
