@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
 
-from conftest import VENV_DIR, case_config, planned_jobs, snakemake, write_config
+from conftest import VENV_DIR, case_config, harness_env, planned_jobs, snakemake, write_config
 from dlbench.collect import builds, expectations, history
 from dlbench.vocabulary import identity
 
@@ -34,7 +36,7 @@ def test_two_builds_side_by_side_their_comparison_history_and_acceptance(tmp_pat
     first = snakemake(tmp_path, "--cores", "2", "--configfile", str(path))
     assert first.returncode == 1, first.stdout + first.stderr
     err = first.stderr
-    assert "dlbench: expectations: 1 pass, 1 fail, 1 cannot be judged" in err, err
+    assert "dlbench: expectations of v1: 1 pass, 1 fail, 1 cannot be judged" in err, err
     assert f"dlbench: FAIL: expectations[1] (build {SLOW}): throughput ≥ 100000: {CONFIG}-build_{SLOW}: median" in err
     assert "CANNOT BE JUDGED: expectations[2] (build default): ≥ 0.9 × the previous version" in err
     assert "no earlier published version has this configuration" in err
@@ -61,6 +63,20 @@ def test_two_builds_side_by_side_their_comparison_history_and_acceptance(tmp_pat
     judged = expectations.read(tmp_path / "results" / "report" / expectations.FILE)
     assert [j["verdict"] for j in judged] == ["pass", "fail", "cannot be judged"]
 
+    # Run again with nothing to do (a CI retry), latest.json deleted meanwhile: the same verdict and exit status,
+    # judged again from the published records, and the pointer made again.
+    (tmp_path / "results" / "reports" / "latest.json").unlink()
+    again = snakemake(tmp_path, "--cores", "2", "--configfile", str(path))
+    assert again.returncode == 1 and "dlbench: expectations of v1: 1 pass, 1 fail, 1 cannot be judged" in again.stderr
+    assert json.loads((tmp_path / "results" / "reports" / "latest.json").read_text())["version"] == "v1"
+    # By hand, on a version whose expectations.json was edited to pass: judged again from its records, not read.
+    (v1 / expectations.FILE).write_text(json.dumps({"judgements": [], "counts": {}}))
+    by_hand = subprocess.run(
+        [sys.executable, "-m", "dlbench.judge", str(v1)], capture_output=True, text=True, env=harness_env()
+    )
+    assert by_hand.returncode == 1, by_hand.stderr
+    assert "judged again, they differ from those" in by_hand.stderr and f"{SLOW}: median" in by_hand.stderr
+
     # The same study with another expectation: nothing runs again, the report is v2 and has a history (v1).
     run_logs = sorted((tmp_path / "results" / "runs").rglob("rep*.jsonl"))
     stamps = [p.stat().st_mtime_ns for p in run_logs]
@@ -71,7 +87,7 @@ def test_two_builds_side_by_side_their_comparison_history_and_acceptance(tmp_pat
     write_config(path, config)
     second = snakemake(tmp_path, "--cores", "2", "--configfile", str(path))
     assert second.returncode == 0, second.stdout + second.stderr
-    assert "dlbench: expectations: 2 pass" in second.stderr
+    assert "dlbench: expectations of v2: 2 pass" in second.stderr
     assert [p.stat().st_mtime_ns for p in run_logs] == stamps
     v2 = tmp_path / "results" / "reports" / "v2"
     readme = (v2 / "README.md").read_text()

@@ -21,7 +21,7 @@ from dlbench.vocabulary.identity import MLPERF_LOG_PATTERN, RUN_LOG_PATTERN, SEA
 from dlbench.vocabulary.identity import BERT_DIR_PATTERN, BERT_TEXT_PATTERN, IMAGENET_DIR, LLAMA_DIR  # noqa: E402
 from dlbench.vocabulary.identity import AGGREGATE_DIR, AGGREGATE_RECORDS, CPU_PEAK_PATTERN  # noqa: E402
 from dlbench.vocabulary.identity import AGGREGATE_SUMMARY, AGGREGATE_ENVIRONMENT  # noqa: E402
-from dlbench.vocabulary.identity import PUBLISHED_MANIFEST, REPORTS_DIR  # noqa: E402
+from dlbench.vocabulary.identity import EXPECTATIONS_PASSED, PUBLISHED_MANIFEST, REPORTS_DIR  # noqa: E402
 from dlbench.vocabulary.identity import WILDCARDS as RUN_WILDCARDS  # noqa: E402
 from dlbench.plan.data_plan import BERT_SAMPLE_VOCAB, BERT_SAMPLE_WIKI, DataPlan  # noqa: E402
 from dlbench.imports import expand_paths  # noqa: E402
@@ -71,6 +71,8 @@ if PLANS and not MAINTENANCE_ONLY:
     session.set_aside_damaged_run_logs(
         identity.RUNS_DIR, [AGGREGATE_RECORDS, PUBLISHED_MANIFEST], workflow.output_settings.dryrun
     )
+    if not workflow.output_settings.dryrun:
+        session.mend_latest_info(REPORTS_DIR)
 # A timed run's SLURM time limit: its own timeout plus this, so the harness's limit strikes first.
 RUNTIME_MARGIN_MINUTES = 5
 SEARCH_PROBES = 12  # a search's SLURM time limit: this many probes, each within the configuration's timeout
@@ -215,7 +217,3 @@ def print_problems():
 
 def print_report_location():
     session.print_report_location(PUBLISHED_MANIFEST)
-
-
-def judge_expectations():
-    session.judge_expectations(PUBLISHED_MANIFEST)

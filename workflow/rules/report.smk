@@ -55,3 +55,22 @@ rule report:
         compare_to=SETTINGS["report"].get("compare_to"),
     script:
         "../scripts/report.py"
+
+
+# The study's expectations, judged again from the published version after every report (dlbench.judge):
+# the output is written only when all passed, so a rerun with nothing else to do judges again and fails again.
+rule expectations:
+    input:
+        manifest=PUBLISHED_MANIFEST,
+    output:
+        EXPECTATIONS_PASSED,
+    log:
+        "logs/expectations.log",
+    localrule: True
+    conda:
+        "../../envs/core.yaml"
+    params:
+        run=run_module("core", "dlbench.judge"),
+        report=lambda wildcards, input: str(Path(input.manifest).parent),
+    shell:
+        "{params.run} --gate {output} {params.report} 2>&1 | tee {log} >&2"

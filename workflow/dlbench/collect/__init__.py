@@ -10,8 +10,8 @@ the runs).
                      dlbench.collect.compare A B`)
     builds           the software builds of one set compared, configuration by configuration, and what differs
     history          a study's configurations across its published versions, each against the newest earlier one
-    expectations     the figures a study expects, judged pass, fail or cannot be judged (`python -m
-                     dlbench.collect.expectations <report>`: the acceptance test's exit status)
+    expectations     the figures a study expects, judged pass, fail or cannot be judged (a published report
+                     judged again: `python -m dlbench.judge <report>`, the acceptance test's exit status)
 
 Existing logs read as records beside the study's own runs (rule import_logs) are dlbench.imports, at the
 package's top. It reads the shared vocabulary (dlbench.vocabulary), the log formats and the harness's

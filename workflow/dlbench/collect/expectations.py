@@ -17,17 +17,13 @@ above f and fails when it lies below. An interval that straddles the bound, too 
 nothing to compare with (no earlier version, no such build, no published figure) cannot be judged, which is not a
 pass. A configuration with no successful run fails every expectation on it.
 
-    PYTHONPATH=workflow .venv/bin/python -m dlbench.collect.expectations results/report
-
-prints a published report's judgements (its expectations.json), one line per expectation not passed, and exits 1
-when any failed or could not be judged (2: no such file), as `snakemake` does when it publishes such a report.
+A published report is judged again, from its own records, by `python -m dlbench.judge <report>`
+(dlbench.judge), which the workflow's rule `expectations` runs after each report.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -250,23 +246,3 @@ def write(path: Path, judgements: Sequence[Mapping[str, Any]]) -> None:
 
 def read(path: Path) -> list[dict[str, Any]]:
     return list(json.loads(Path(path).read_text(encoding="utf-8"))["judgements"])
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m dlbench.collect.expectations", description=__doc__.split("\n\n")[0])
-    p.add_argument("report", type=Path, help="a report directory (results/report, results/reports/v3)")
-    args = p.parse_args(argv)
-    path = args.report / FILE
-    try:
-        judgements = read(path)
-    except (OSError, ValueError, KeyError) as error:
-        print(f"dlbench.collect.expectations: {path}: no judgements to read ({error})", file=sys.stderr)
-        return 2
-    for line in failure_lines(judgements):
-        print(line, file=sys.stderr)
-    print(f"expectations of {args.report}: {summary_line(judgements) or 'none stated'}")
-    return 1 if counts(judgements)[FAIL] or counts(judgements)[UNJUDGED] else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

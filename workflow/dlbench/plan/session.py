@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import venvs
-from ..collect import expectations as expected
 from ..harness.lifeline import OWNER_ENV
 from ..harness.spec import TELEMETRY_PYTHON_ENV
+from ..report import publish
 from . import interpreters, problems, stale_lock
 from .configfile import StudyFile, StudyFileError, load_study_files, locate
 from .interpreters import Interpreter
@@ -267,17 +267,22 @@ def export_core_python(python: str) -> None:
 
 
 def set_aside_damaged_run_logs(runs_dir: str | Path, dependants: Iterable[str | Path], dryrun: bool) -> None:
-    """A run log damaged after its run (its last line not a readable summary) is set aside as <log>.damaged, so
+    """A run log damaged after its run (not whole: dlbench.harness.runlog.incomplete) is set aside as <log>.damaged, so
     its run is redone (dlbench.plan.problems); a dry run only says which. Only for the Snakemake that runs jobs, not
     for a maintenance command (the caller knows)."""
     if dryrun:
-        for path in problems.damaged_run_logs(runs_dir):
-            print(
-                f"dlbench: {path}: damaged (its last line is not a readable summary): a run redoes it", file=sys.stderr
-            )
+        for path, why in problems.damaged_run_logs(runs_dir):
+            print(f"dlbench: {path}: damaged ({why}): a run redoes it", file=sys.stderr)
     else:
         for line in problems.set_aside_damaged(runs_dir, dependants):
             print(f"dlbench: {line}", file=sys.stderr)
+
+
+def mend_latest_info(reports_dir: str | Path) -> None:
+    """The published state's pointer (latest.json) is made again whenever the workflow runs jobs, not only when
+    a new version is published (dlbench.report.publish)."""
+    if said := publish.mend_latest_info(Path(reports_dir)):
+        print(f"dlbench: {said}", file=sys.stderr)
 
 
 # ---- before any job (onstart)
@@ -328,19 +333,3 @@ def print_report_location(manifest_path: str | Path) -> None:
     if Path(manifest_path).exists():
         manifest = json.loads(Path(manifest_path).read_text())
         print(f"dlbench: report {manifest['version']}: {manifest['index']}")
-
-
-def judge_expectations(manifest_path: str | Path) -> None:
-    """After a report: the study's expectations as it judged them (expectations.json beside the manifest, the
-    copy of the published version); one line each that did not pass, and exit status 1 when any failed or could
-    not be judged, for a cluster's acceptance job or CI. The report is published all the same."""
-    path = Path(manifest_path).parent / expected.FILE
-    if not path.exists():
-        return
-    judgements = expected.read(path)
-    for line in expected.failure_lines(judgements):
-        print(f"dlbench: {line}", file=sys.stderr)
-    print(f"dlbench: expectations: {expected.summary_line(judgements)}", file=sys.stderr)
-    failed = expected.counts(judgements)
-    if failed[expected.FAIL] or failed[expected.UNJUDGED]:
-        sys.exit(1)

@@ -159,6 +159,19 @@ def write_latest_info(reports_dir: Path, version: str) -> None:
     atomic_write_text(reports_dir / LATEST_INFO, json.dumps(info, indent=2) + "\n")
 
 
+def mend_latest_info(reports_dir: Path) -> str | None:
+    """latest.json names the version the `latest` link points at, whatever removed or changed it since: made again
+    from the link (a link to no version is left as it is: nothing to name). What it did, or None."""
+    reports_dir = Path(reports_dir)
+    newest = latest_version(reports_dir)
+    if newest is None or newest not in versions(reports_dir) or latest_info_version(reports_dir) == newest:
+        return None
+    write_latest_info(reports_dir, newest)
+    return (
+        f"{reports_dir / LATEST_INFO} named no version or another one: it names {newest} again, as {LATEST_LINK} does"
+    )
+
+
 def publish_changed(
     records_csv: Path,
     summary_csv: Path,

@@ -61,6 +61,7 @@ AGGREGATE_ENVIRONMENT = AGGREGATE_DIR + "/environment.json"
 # naming the version the current results are published as.
 REPORTS_DIR = "results/reports"
 PUBLISHED_MANIFEST = "results/report/published.json"
+EXPECTATIONS_PASSED = "results/report/expectations.passed"  # rule expectations: written only when all passed
 # What the publisher itself writes beside the versions in REPORTS_DIR: the newest version's link and its facts.
 # No version takes these names (the config schema's report.version lists them again: tests/test_report.py).
 LATEST_LINK, LATEST_INFO = "latest", "latest.json"
