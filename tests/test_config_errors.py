@@ -289,6 +289,10 @@ WARNINGS = {
             "judged, and the study exits 1"
         ],
     ),
+    "cpu_peak_on_gpus": (
+        MATRIX + "platform: {device: cuda, cpu_peak: measure}\n",
+        ["study.yaml, line 7: platform.cpu_peak: measure: a CPU's peak, and the study's runs are on GPUs", "ignored"],
+    ),
     "identical_include": (
         MATRIX + "include:\n  - {framework: pytorch, model: resnet50, topology: '1x2', batch_size: 2}"
         "\n  - {framework: pytorch, model: resnet50, topology: '1x2', batch_size: 2}\n",
@@ -443,6 +447,16 @@ def test_snakemake_prints_warnings_with_their_place(tmp_path):
         "dlbench: warning: study.yaml, line 8: software.python.tensorflow: the study runs no tensorflow "
         "configuration (it runs: pytorch); ignored" in result.stderr
     )
+
+
+def test_a_topology_beyond_one_machine_without_slurm_is_said_before_any_job(tmp_path):
+    (tmp_path / "study.yaml").write_text(MATRIX.replace('["1x1"]', '["1x1", "2x8"]'))
+    result = snakemake(tmp_path, "-n", "--configfile", "study.yaml", timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert (
+        "dlbench: warning: 1 configurations span more than one node (resnet50/pytorch/2x8/bs2-fp32-nocompile-"
+        "synthetic): without SLURM each of their 7 runs is recorded unsupported; run the study with --profile slurm"
+    ) in result.stderr
 
 
 def test_the_study_files_of_a_snakemake_command_line():

@@ -268,6 +268,19 @@ def test_a_stale_latest_json_is_mended_when_the_newest_version_is_reused(tmp_pat
     assert sorted(p.name for p in reports.iterdir()) == ["latest", "latest.json", "v1", "v2"]
 
 
+def test_a_deleted_latest_json_is_made_again_without_publishing(tmp_path, inputs):
+    """The planning Snakemake mends the pointer whenever it runs jobs (dlbench.plan.session.mend_latest_info)."""
+    from dlbench.report.publish import mend_latest_info
+
+    reports = tmp_path / "reports"
+    publish_report(*inputs, reports, "auto")
+    assert mend_latest_info(reports) is None  # whole: nothing to do
+    (reports / "latest.json").unlink()
+    assert "names v1 again" in mend_latest_info(reports)
+    assert json.loads((reports / "latest.json").read_text())["version"] == "v1"
+    assert sorted(p.name for p in reports.iterdir()) == ["latest", "latest.json", "v1"]
+
+
 def test_report_content(tmp_path, inputs):
     out = publish_report(*inputs, tmp_path / "reports", "auto")
     names = {p.name for p in out.iterdir()}

@@ -43,6 +43,7 @@ STUDY, STUDY_FILES = session.read_study(
 )
 if PLANS:
     session.announce_size(STUDY)
+    session.warn_spanning_without_slurm(STUDY, workflow.local_exec)
 SETTINGS = STUDY.config
 # With --sdm conda, Snakemake activates envs/<framework>.yaml; otherwise the workflow builds it (uv).
 USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method

@@ -278,6 +278,22 @@ def set_aside_damaged_run_logs(runs_dir: str | Path, dependants: Iterable[str | 
             print(f"dlbench: {line}", file=sys.stderr)
 
 
+def warn_spanning_without_slurm(study: Study, local_exec: bool) -> None:
+    """Runs of more than one node need a SLURM allocation: on this machine alone each is recorded unsupported,
+    which is said before any job (under SLURM the allocation spans the nodes)."""
+    spanning = [c for c in study.configurations.values() if c.nodes > 1]
+    if not local_exec or not spanning:
+        return
+    runs, shown = sum(c.repeats for c in spanning), ", ".join(c.config_id for c in spanning[:2])
+    more = f" and {len(spanning) - 2} more" if len(spanning) > 2 else ""
+    print(
+        f"dlbench: warning: {len(spanning)} configurations span more than one node ({shown}{more}): without SLURM "
+        f"each of their {runs} runs is recorded unsupported; run the study with --profile slurm, or leave those "
+        "topologies out",
+        file=sys.stderr,
+    )
+
+
 def mend_latest_info(reports_dir: str | Path) -> None:
     """The published state's pointer (latest.json) is made again whenever the workflow runs jobs, not only when
     a new version is published (dlbench.report.publish)."""

@@ -963,4 +963,9 @@ def load_study(config: dict[str, Any], schema_path: Path, envs_dir: Path, base_d
         raise ConfigError("\n".join(problems))
     warnings += _unused_framework_settings(validated, configurations)
     warnings += _emulated_bf16_warnings(validated, configurations)
+    if validated["platform"].get("cpu_peak") == "measure" and validated["platform"]["device"] == "cuda":
+        warnings.append(
+            "platform.cpu_peak: measure: a CPU's peak, and the study's runs are on GPUs (device: cuda), whose peaks "
+            "come from workflow/references/device_peaks.yaml; ignored"
+        )
     return Study(validated["study"], validated, configurations, _unused_axes(config, validated) + warnings)
