@@ -201,6 +201,14 @@ include:
         "include:\n  - {framework: dle, model: resnet50, topology: '1x1', batch_size: 2}\n",
         ["line 8: runners.dle.python: no 'no-python3' on PATH"],
     ),
+    "build_variable_dlbench_sets": (
+        MATRIX + "  build: [few]\nsoftware:\n  builds: {few: {pytorch: {variables: {OMP_NUM_THREADS: 1}}}}\n",
+        [
+            "line 9: software.builds.few.pytorch.variables.OMP_NUM_THREADS: dlbench sets OMP_NUM_THREADS for each "
+            "rank itself",
+            "it would be overridden without a word",
+        ],
+    ),
     "build_named_default": (
         MATRIX + "software:\n  builds: {default: {pytorch: {python: python3}}}\n",
         ["software.builds", "'default'"],

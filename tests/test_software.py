@@ -122,21 +122,21 @@ def test_each_build_of_a_framework_runs_with_its_own_software(tmp_path):
         {},
         {},
         {},
-        {"v": {"pytorch": {"python": CORE, "variables": {"NOTE": "a b; c"}}}},
+        {"v": {"pytorch": {"python": CORE, "variables": {"NOTE": "a b; c", "PYTHONPATH": str(tmp_path / "site")}}}},
     )
+    code = "import os, sys, dlbench; print(os.environ['NOTE']); print(':'.join(sys.path[1:3]))"
     shown = subprocess.run(
         [
             "bash",
             "-c",
-            here.run_module("pytorch", "dlbench.preflight", "v").replace(
-                "-m dlbench.preflight", "-c 'import os; print(os.environ[\"NOTE\"])'"
-            ),
+            here.run_module("pytorch", "dlbench.preflight", "v").replace("-m dlbench.preflight", f'-c "{code}"'),
         ],
         capture_output=True,
         text=True,
         env={"PATH": os.environ["PATH"]},
     )
-    assert shown.stdout.strip() == "a b; c", shown.stderr
+    # the build's PYTHONPATH takes effect after dlbench's own package (which still imports)
+    assert shown.stdout.split("\n")[:2] == ["a b; c", f"{REPO / 'workflow'}:{tmp_path / 'site'}"], shown.stderr
     probed = Interpreter("pytorch", "/opt/other/python3.12", FACTS)
     site = Software(str(REPO / "workflow"), ENVS, tmp_path, CORE, False, {}, {}, {}, {"pytorch/site": probed}, builds)
     assert site.run_module("pytorch", "m", "site").startswith(f"{INTERPRETER_ENV}='{probed.identity}' ")

@@ -37,6 +37,11 @@ STATUSES = ("ok", "oom", "unsupported", "error", "timeout", "failed")
 TELEMETRY_PYTHON_ENV = "DLBENCH_TELEMETRY_PYTHON"
 # The build a study's own interpreter reported before the run (dlbench.plan.interpreters): the run records it.
 INTERPRETER_ENV = "DLBENCH_INTERPRETER"
+# What the supervisor sets for each rank itself (harness/__main__: the threads of the cores it gives the rank, the
+# rendezvous, DLBENCH_*), after anything a build's `variables` set: a build cannot change them (dlbench.plan.study
+# refuses them); PYTHONPATH a build extends (dlbench.plan.software).
+RANK_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "MASTER_ADDR", "MASTER_PORT")
+RANK_VARIABLE_PREFIX = "DLBENCH_"
 
 
 class Unsupported(Exception):

@@ -147,13 +147,14 @@ class Software:
         or "dataprep" (envs/<name>.yaml: the offline venv, or conda's `python` with --sdm conda; the study's own
         interpreter, whose build's identity (dlbench.plan.interpreters) is in the words, so that a changed build
         reruns), in a framework's build (its Python, its interpreter's identity and its variables)."""
-        words = (
-            f"PYTHONPATH={shlex.quote(self.package_dir)} {shlex.quote(self.framework_python(env, build))} -m {module}"
-        )
+        variables = dict(self.build(env, build).get("variables") or {})
+        # dlbench's package first, then the build's own PYTHONPATH (a site module's packages): both take effect
+        extra = [_text(variables.pop("PYTHONPATH"))] if "PYTHONPATH" in variables else []
+        path = ":".join([self.package_dir, *extra])
+        words = f"PYTHONPATH={shlex.quote(path)} {shlex.quote(self.framework_python(env, build))} -m {module}"
         key = build_key(env, build) if "python" in self.build(env, build) else env
         if key in self.interpreters:
             words = f"{INTERPRETER_ENV}={shlex.quote(self.interpreters[key].identity)} {words}"
-        variables = self.build(env, build).get("variables") or {}
         assignments = [f"{name}={shlex.quote(_text(value))}" for name, value in sorted(variables.items())]
         return " ".join([*assignments, words])
 

@@ -30,7 +30,7 @@ from ..harness import quality, sysinfo
 from ..harness import runner as runner_module
 from ..harness import strategies as strategy_registry
 from ..harness.frameworks import REGISTRY, UNAVAILABLE, with_framework_words
-from ..harness.spec import FRAMEWORKS
+from ..harness.spec import FRAMEWORKS, RANK_VARIABLE_PREFIX, RANK_VARIABLES
 from ..venvs import EnvSpecError, read_spec
 from ..vocabulary import identity
 from ..vocabulary.axes import (
@@ -590,6 +590,14 @@ def _check_builds(config: dict[str, Any], base_dir: Path) -> list[str]:
                 problems += _check_interpreter(f"{where}.python", entry["python"], base_dir)
             if entry.get("container", "").endswith(".sif") and not Path(base_dir, entry["container"]).is_file():
                 problems.append(f"{where}.container: {entry['container']} does not exist")
+            for variable in entry.get("variables", {}):
+                if variable in RANK_VARIABLES or variable.startswith(RANK_VARIABLE_PREFIX):
+                    problems.append(
+                        f"{where}.variables.{variable}: dlbench sets {variable} for each rank itself (the threads "
+                        "of the cores it gives the rank, the rendezvous), after the build's variables: it would "
+                        "be overridden without a word; a run's cores are the command's (--cores, SLURM's "
+                        "cpus-per-task), its threads follow them"
+                    )
     return problems
 
 
