@@ -8,11 +8,13 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from conftest import VENV_DIR, case_config, harness_env, planned_jobs, snakemake, write_config
+from dlbench import judge as judge_report
 from dlbench.collect import builds, expectations, history
 from dlbench.vocabulary import identity
 
@@ -59,6 +61,10 @@ def test_two_builds_side_by_side_their_comparison_history_and_acceptance(tmp_pat
     ratio = float(cells[5].split()[0])
     assert ratio == pytest.approx(build_median / first_median, abs=0.0015), row
     assert cells[2] in ("slower", "faster", "no significant change"), row
+    # The first screen names each build against the first, per framework and model, with the same verdict.
+    headline = next(line for line in readme.splitlines() if re.match(r"\| pytorch +\| resnet_tiny +\|", line))
+    assert re.search(r"\| Builds vs default +\|", readme) and cells[2] in headline, headline
+    assert float(re.search(rf"{SLOW}: ([0-9.]+)×", headline).group(1)) == pytest.approx(ratio, abs=0.006)
     assert "**Expectations: 1 pass, 1 fail, 1 cannot be judged**" in readme
     judged = expectations.read(tmp_path / "results" / "report" / expectations.FILE)
     assert [j["verdict"] for j in judged] == ["pass", "fail", "cannot be judged"]
@@ -213,11 +219,37 @@ def test_what_differs_between_two_builds():
     assert "packages not recorded" in builds.differences(env, "pytorch", "default", "missing")
 
 
-def test_the_expectations_command_exits_with_the_verdict(tmp_path, capsys):
-    judged = judge([{"match": {}, "at_least": 98}], {CONFIG: STEADY})
-    expectations.write(tmp_path / expectations.FILE, judged)
-    assert expectations.main([str(tmp_path)]) == 0
-    expectations.write(tmp_path / expectations.FILE, judge([{"match": {}, "at_least": 200}], {CONFIG: STEADY}))
-    assert expectations.main([str(tmp_path)]) == 1
-    assert f"FAIL: expectations[0] (every configuration): throughput ≥ 200: {CONFIG}" in capsys.readouterr().err
-    assert expectations.main([str(tmp_path / "nowhere")]) == 2
+def published_version(reports: Path, name: str, values: dict[str, list[float]], entries: list[dict]) -> Path:
+    """A published version as the report writes one: its records, summary, study and the judgements it made."""
+    version = reports / name
+    version.mkdir(parents=True)
+    records = records_of(values)
+    records.to_csv(version / "records.csv", index=False)
+    summary_of(records).to_csv(version / "summary.csv", index=False)
+    env = {
+        "generated_at": f"2026-12-0{len(list(reports.iterdir()))}T00:00:00+00:00",
+        "config": {"expectations": entries, "report": {"confidence": 0.9}},
+    }
+    (version / "environment.json").write_text(json.dumps(env))
+    expectations.write(version / expectations.FILE, judge(entries, values))
+    return version
+
+
+def test_a_published_report_is_judged_again_from_its_records(tmp_path, capsys):
+    """python -m dlbench.judge: the verdict of the version's own records (not of its expectations.json), against
+    the versions before it; its exit status is the verdict's; --gate writes its file only on a pass."""
+    reports, gate = tmp_path / "reports", tmp_path / "expectations.passed"
+    v1 = published_version(reports, "v1", {CONFIG: [v * 2 for v in STEADY]}, [])
+    v2 = published_version(reports, "v2", {CONFIG: STEADY}, [{"match": {}, "at_least": 98}])
+    assert judge_report.main([str(v2), "--gate", str(gate)]) == 0 and gate.exists()
+    assert "expectations of v2: 1 pass" in capsys.readouterr().err
+    (v2 / expectations.FILE).write_text(json.dumps({"judgements": [], "counts": {}}))  # edited: judged anyway
+    env = json.loads((v2 / "environment.json").read_text())
+    env["config"]["expectations"].append({"match": {}, "of_previous": 0.9})  # v1 was twice as fast
+    (v2 / "environment.json").write_text(json.dumps(env))
+    assert judge_report.main([str(v2), "--gate", str(gate)]) == 1 and not gate.exists()
+    err = capsys.readouterr().err
+    assert "judged again, they differ from those" in err
+    assert f"FAIL: expectations[1] (every configuration): ≥ 0.9 × the previous version: {CONFIG}: 0.500 × v1" in err
+    assert judge_report.main([str(v1)]) == 0  # v1 has no version before it, and no expectations
+    assert judge_report.main([str(tmp_path / "nowhere")]) == 2

@@ -11,6 +11,7 @@ import pandas as pd
 
 from ..collect import stats
 from ..harness.frameworks import EAGER
+from ..vocabulary.axes import DEFAULT_BUILD
 from .format import (
     DASH,
     compiler_label,
@@ -147,12 +148,46 @@ def _config_text(row: pd.Series) -> str:
         parts.append(compiled)
     if fmt_text(row.get("strategy")) not in ("", "auto"):
         parts.append(fmt_text(row.get("strategy")))
+    if fmt_text(row.get("build")) not in ("", DEFAULT_BUILD):
+        parts.append(f"build {fmt_text(row.get('build'))}")
     return ", ".join(p for p in parts if p)
 
 
-def headline_rows(summary: pd.DataFrame) -> list[dict[str, str]]:
+def build_words(pairs: pd.DataFrame) -> str:
+    """One build's comparisons with the first build on one framework and model (dlbench.collect.builds), in words:
+    its ratio with the interval and verdict where it is one configuration, else the median ratio and the verdicts
+    counted."""
+    ratios = pairs["ratio"].dropna().astype(float)
+    if ratios.empty:
+        return "no ratio (no ok runs in one of the two)"
+    if len(pairs) == 1:
+        row = pairs.iloc[0]
+        interval = "" if missing(row.get("ratio_low")) else f" [{row['ratio_low']:.2f}–{row['ratio_high']:.2f}]"
+        return f"{row['ratio']:.2f}×{interval}, {fmt_text(row['verdict'])}"
+    verdicts = pairs["verdict"].map(fmt_text).value_counts()
+    counted = ", ".join(f"{n} {verdict}" for verdict, n in verdicts.items())
+    return f"{ratios.median():.2f}× (median of {len(pairs)} configurations: {counted})"
+
+
+def build_cells(comparisons: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """Per (framework, model): every other build against the first, 'site: 0.91× [0.89–0.93], slower; ...'."""
+    if comparisons.empty:
+        return {}
+    models = comparisons["configuration"].map(lambda c: str(c).split("/", 1)[0])
+    out: dict[tuple[str, str], str] = {}
+    for (framework, model), pairs in comparisons.groupby([comparisons["framework"], models], sort=True):
+        out[(str(framework), str(model))] = "; ".join(
+            f"{build}: {build_words(rows)}" for build, rows in pairs.groupby("build", sort=False)
+        )
+    return out
+
+
+def headline_rows(summary: pd.DataFrame, builds: pd.DataFrame | None = None) -> list[dict[str, str]]:
     """Per framework and model: the best median throughput and where, the scaling efficiency of that series at
-    its largest topology, configurations that failed or are unsupported, and the flags beyond the study-wide ones."""
+    its largest topology, configurations that failed or are unsupported, and the flags beyond the study-wide ones;
+    with more than one build (`builds`: dlbench.collect.builds.compare_builds), each build against the first."""
+    by_build = build_cells(builds) if builds is not None else {}
+    baseline = str(builds["baseline"].iloc[0]) if by_build and builds is not None else ""
     measured = _measured(summary)
     wide = study_wide_flags(summary)
     rows = []
@@ -183,5 +218,7 @@ def headline_rows(summary: pd.DataFrame) -> list[dict[str, str]]:
             if outcomes[outcome]:
                 notes.append(f"{outcomes[outcome]} of {len(all_rows)} configurations {outcome}")
         row["Flags"] = ", ".join(notes) or "none"
+        if by_build:
+            row[f"Builds vs {baseline}"] = by_build.get((fmt_text(framework), fmt_text(model)), DASH)
         rows.append(row)
     return rows

@@ -15,6 +15,7 @@ import jinja2
 import pandas as pd
 
 from .. import __version__
+from ..collect import builds as build_comparison
 from ..collect import expectations as expected
 from ..collect import history as versions
 from ..collect.aggregate import SUMMARY_COLUMNS, real_vs_synthetic
@@ -279,7 +280,9 @@ def render_report(
         "notes": notes,
         "hardware": hardware_line(env, records),
         "measured": measured_line(summary, records),
-        "headline": headline_rows(summary),
+        "headline": headline_rows(
+            summary, build_comparison.compare_builds(records, build_comparison.baseline_build(records, config), level)
+        ),
         "verdicts": verdict_lines(judgements, changes),
         "conditions": study_conditions(summary, level),
         "overview": overview(summary, records),
