@@ -405,4 +405,4 @@ def test_the_shipped_max_batch_study_has_one_search_per_framework(monkeypatch, t
         yaml.safe_load(path.read_text()), [path], REPO / "workflow/schemas/config.schema.yaml", REPO / "envs", tmp_path
     )
     assert sorted(search.split("/")[1] for search in study.searches()) == ["mxnet", "pytorch", "tensorflow"]
-    assert study.config["platform"] == {"device": "cpu", "memory_limit_gb": 1.0}
+    assert study.config["platform"] == {"device": "cpu", "memory_limit_gb": 1.0, "emulated_bf16": "run"}

@@ -217,7 +217,8 @@ def test_a_real_run_records_telemetry_and_is_flagged_under_contention(torch_pyth
     assert not log.with_name(log.name + ".telemetry").exists()
     record = logformats.parse(log)
     assert record["telemetry"] == "ok" and record["telemetry_interval_ms"] == 50
-    assert record["cpu_run_cores"] > 0.3 and record["cpu_warmup_run_cores"] is not None
+    # the run's own cores (one given, the busy loop's not counted), however loaded the machine: never how quiet it is
+    assert 0 < record["cpu_run_cores"] <= 1.05 and record["cpu_warmup_run_cores"] is not None
     assert record["contended"] is True
     summary = aggregate.summarise(aggregate.records_frame([str(log)]))
     assert "contention" in summary["flags"].iloc[0]
