@@ -496,3 +496,34 @@ def test_a_full_disk_is_a_dlbench_message_naming_the_path_and_loses_nothing(tmp_
         )
     assert run.returncode == 1 and f"no space left to write {runs}/rep1.jsonl.partial" in run.stderr, run.stderr
     assert "Traceback" not in run.stderr
+
+
+@pytest.mark.slow
+def test_a_run_finished_just_before_ctrl_c_is_kept_on_the_restart(tmp_path, torch_python):
+    """Ctrl-C (SIGINT to Snakemake's process group) the moment a run's log is complete: Snakemake has not recorded
+    the run's end and still marks it incomplete; the restart keeps the log (the same bytes) and runs no job for it,
+    where `rerun-incomplete` ran it again ("Forced execution")."""
+    from dlbench.plan.problems import finished_but_marked
+
+    config = tiny_config()
+    config["defaults"]["repeats"] = 1
+    config["matrix"]["topology"] = ["1x1"]
+    path = write_config(tmp_path / "study.yaml", config)
+    command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path)]
+    command += ["--cores", "2", "--configfile", str(path)]
+    first = subprocess.Popen(command, cwd=tmp_path, env=local_env(), start_new_session=True, stdout=subprocess.DEVNULL)
+    runs = tmp_path / "results" / "runs"
+    deadline = time.monotonic() + 300
+    while not (logs := list(runs.rglob("rep1.jsonl")) if runs.is_dir() else []) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    os.killpg(first.pid, signal.SIGINT)  # as Ctrl-C at a terminal: Snakemake and its jobs
+    first.wait(timeout=120)
+    (log,) = logs
+    finished = log.read_bytes()
+    marked = [found for found, _ in finished_but_marked(tmp_path / ".snakemake")]
+    restart = subprocess.run(command, cwd=tmp_path, env=local_env(), capture_output=True, text=True, timeout=600)
+    assert restart.returncode == 0, restart.stderr[-3000:]
+    assert log.read_bytes() == finished and "rule benchmark_run" not in restart.stdout + restart.stderr
+    if marked:  # Snakemake was stopped before it recorded the run's end (the case this guards; usually so)
+        assert marked == [log]
+        assert f"{log.relative_to(tmp_path)}: finished before Snakemake was stopped" in restart.stderr

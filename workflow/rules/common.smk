@@ -72,6 +72,7 @@ if PLANS and not MAINTENANCE_ONLY:
     session.set_aside_damaged_run_logs(
         identity.RUNS_DIR, [AGGREGATE_RECORDS, PUBLISHED_MANIFEST], workflow.output_settings.dryrun
     )
+    session.keep_finished_runs(".snakemake", workflow.output_settings.dryrun)
     if not workflow.output_settings.dryrun:
         session.mend_latest_info(REPORTS_DIR)
 # A timed run's SLURM time limit: its own timeout plus this, so the harness's limit strikes first.

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import csv
 import re
+from base64 import urlsafe_b64decode
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -71,3 +72,21 @@ def note_lines(notes: Iterable[str | Path]) -> list[str]:
     return [
         line for path in notes if Path(path).exists() for line in Path(path).read_text("utf-8").splitlines() if line
     ]
+
+
+def finished_but_marked(metadata_dir: str | Path) -> list[tuple[Path, Path]]:
+    """Run logs Snakemake still marks incomplete although they are whole: a run that ended and renamed its log
+    just before Snakemake was stopped (Ctrl-C), whose end Snakemake never recorded; `rerun-incomplete` would run
+    it again. (log, Snakemake's marker) pairs, read from Snakemake's file-based metadata (.snakemake/incomplete:
+    each marker's path spells its output's path in URL-safe base64, split into '@'-prefixed parts when long)."""
+    markers = Path(metadata_dir, "incomplete")
+    found = []
+    for marker in sorted(p for p in markers.rglob("*") if p.is_file()) if markers.is_dir() else []:
+        spelled = "".join(part.removeprefix("@") for part in marker.relative_to(markers).parts)
+        try:
+            log = Path(metadata_dir).parent / urlsafe_b64decode(spelled.encode()).decode()  # from the workdir
+        except (ValueError, UnicodeDecodeError):
+            continue  # not a marker of an output path (Snakemake's own files)
+        if RUN_LOG_NAME.fullmatch(log.name) and log.is_file() and incomplete(log) is None:
+            found.append((log, marker))
+    return found

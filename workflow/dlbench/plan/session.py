@@ -278,6 +278,17 @@ def set_aside_damaged_run_logs(runs_dir: str | Path, dependants: Iterable[str | 
             print(f"dlbench: {line}", file=sys.stderr)
 
 
+def keep_finished_runs(metadata_dir: str | Path, dryrun: bool) -> None:
+    """A run whose log is whole is kept, even where Snakemake, stopped (Ctrl-C) before it recorded the run's end,
+    still marks it incomplete: the mark is removed, so `rerun-incomplete` does not run it again; a dry run only
+    says which."""
+    for log, marker in problems.finished_but_marked(metadata_dir):
+        if not dryrun:
+            marker.unlink()
+        then = "the next run keeps it (this dry run still lists it)" if dryrun else "kept, not run again"
+        print(f"dlbench: {log}: finished before Snakemake was stopped (its log is whole): {then}", file=sys.stderr)
+
+
 def warn_spanning_without_slurm(study: Study, local_exec: bool) -> None:
     """Runs of more than one node need a SLURM allocation: on this machine alone each is recorded unsupported,
     which is said before any job (under SLURM the allocation spans the nodes)."""
