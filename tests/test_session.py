@@ -270,6 +270,11 @@ def test_a_run_log_is_whole_only_when_its_header_steps_and_summary_agree(tmp_pat
     for name, (text, why) in cases.items():
         (tmp_path / name).write_text(text)
         assert incomplete(tmp_path / name) == why, name
+    # a run's own shape: its window line after the steps, then the telemetry (never read by the check)
+    steps_end = max(i for i, line in enumerate(lines) if '"phase":"measure"' in line) + 1
+    window, telemetry = '{"type":"window","measure_start":1.0}\n', '{"type":"telemetry","kind":"sample"}\n' * 3000
+    (tmp_path / "run.jsonl").write_text("".join([*lines[:steps_end], window, telemetry, *lines[steps_end:]]))
+    assert incomplete(tmp_path / "run.jsonl") is None
     failed = write_run_log(tmp_path / "oom.jsonl", status="oom", throughput=None, error="out of memory")
     assert incomplete(failed) is None  # a failure's summary follows no measured steps
 

@@ -78,8 +78,9 @@ def last_line(path: str | Path) -> str | None:
                 tail = f.read(step) + tail
     except OSError:
         return None
-    lines = tail.decode("utf-8", errors="replace").splitlines()
-    return lines[-1] if lines else None
+    stripped = tail.rstrip(b"\r\n")  # only the last line is decoded: the tail may hold a long run of telemetry
+    line = stripped[stripped.rfind(b"\n") + 1 :].rstrip(b"\r")
+    return line.decode("utf-8", errors="replace") if stripped else None
 
 
 def last_line_type(path: str | Path) -> str | None:
@@ -93,26 +94,39 @@ def last_line_type(path: str | Path) -> str | None:
 
 
 MEASURED_STEP = b'"phase":"measure"'  # a measured step's line, as append_line spells it
+WINDOW = b'{"type":"window"'  # the line rank 0 writes right after its measured steps, before any telemetry
+
+
+def _head(path: str | Path) -> bytes:
+    """The log up to its window line (its header, environment and steps; the whole log where it has none): what
+    a completeness check reads, never the telemetry lines after it (the bulk of a long run's log)."""
+    head = b""
+    with open(path, "rb") as f:
+        while chunk := f.read(TAIL_BLOCK):
+            head += chunk
+            if (at := head.find(WINDOW)) >= 0:
+                return head[:at]
+    return head
 
 
 def incomplete(path: str | Path) -> str | None:
     """Why a finished run log is not whole, or None: it opens with its header, ends with its summary, and an ok
     summary of the harness's own ranks follows as many measured steps as its header's config asks for (a
-    runner's run and a time-to-quality run log no step lines). Reads the whole log: a summary alone, valid
-    JSON, is not a run."""
+    runner's run and a time-to-quality run log no step lines): a summary alone, valid JSON, is not a run. Every
+    Snakemake start asks this of every run log: it reads the log's head up to its window line and its last line."""
     try:
-        data = Path(path).read_bytes()
+        head = _head(path)
     except OSError as error:
         return f"cannot be read ({error.strerror})"
-    lines = data.splitlines() or [b""]
-    first, last = _object(lines[0]), _object(lines[-1])
+    last = _object((last_line(path) or "").encode())
     if last.get("type") != "summary":
         return "its last line is not a readable summary"
+    first = _object(head.split(b"\n", 1)[0])
     if first.get("type") != "header":
         return "its first line is not its header"
     config = first["config"] if isinstance(first.get("config"), dict) else {}
     if last.get("status") == "ok" and not config.get("runner") and not config.get("quality"):
-        steps, expected = data.count(MEASURED_STEP), config.get("measured_steps")
+        steps, expected = head.count(MEASURED_STEP), config.get("measured_steps")
         if steps != expected:
             return f"its ok summary follows {steps} measured step lines where its header asks for {expected}"
     return None
