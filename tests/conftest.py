@@ -146,14 +146,6 @@ def run_json(python: Path, code: str, *args: str) -> dict:
     return json.loads(run_python(python, code, *args).strip().splitlines()[-1])
 
 
-def cpu_flags() -> set[str]:
-    """This machine's CPU flags (/proc/cpuinfo)."""
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("flags"):
-            return set(line.split(":", 1)[1].split())
-    return set()
-
-
 def running(pid: int) -> bool:
     """Whether a process still runs (a zombie waiting for its parent to reap it has ended)."""
     try:

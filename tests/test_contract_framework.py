@@ -34,7 +34,6 @@ from conftest import (
     AVX512_CORE,
     REPO,
     assert_ranks_counted,
-    cpu_flags,
     env_python,
     harness_env,
     ok_or_skip,
@@ -44,6 +43,7 @@ from conftest import (
 )
 from dlbench.harness import bert
 from dlbench.harness.frameworks import NAMES, REGISTRY
+from dlbench.harness.sysinfo import cpu_flags
 from dlbench.vocabulary.identity import THROUGHPUT_UNITS
 
 STEPS = ["--warmup-steps", "1", "--measured-steps", "3", "--device", "cpu"]

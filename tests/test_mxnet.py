@@ -10,7 +10,6 @@ import pytest
 
 from conftest import (
     AVX512_CORE,
-    cpu_flags,
     env_python,
     free_port,
     harness_env,
@@ -19,6 +18,7 @@ from conftest import (
     run_two_nodes_by_hand,
     running,
 )
+from dlbench.harness.sysinfo import cpu_flags
 
 # The fast tier runs one framework where one is enough (PyTorch's files): this file is the full tier's.
 pytestmark = pytest.mark.slow

@@ -22,8 +22,8 @@ import pandas as pd
 
 from .collect import expectations as expected
 from .collect.compare import load_records
+from .collect.references import study_references
 from .report.publish import earlier_results
-from .report.render import published_figures
 from .report.sections import confidence_level
 from .vocabulary.identity import PUBLISHED_MANIFEST
 
@@ -54,7 +54,7 @@ def judge_again(report: Path) -> list[dict[str, Any]]:
     names = [name for name, _ in earlier]
     before = earlier[: names.index(version.name)] if version.name in names else earlier
     try:
-        published = published_figures(config)
+        published = study_references(config)
     except OSError as error:
         raise CannotJudge(f"{version}: the study's references cannot be read ({error})") from None
     return expected.judge(config.get("expectations") or [], records, summary, before, published, confidence_level(env))

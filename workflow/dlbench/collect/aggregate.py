@@ -344,6 +344,11 @@ def _reported_flags(row: dict[str, Any]) -> list[stats.Flag]:
     ]
 
 
+def _keys(summary: pd.DataFrame, columns: list[str]) -> list[str]:
+    """Each row's values of `columns` as one string: rows alike in them have the same key."""
+    return ["|".join(map(str, row)) for row in summary[columns].itertuples(index=False)]
+
+
 # An AMP configuration's fp32 twin: every column of its identity but the precision (and its id) the same.
 AMP_TWIN_KEY = [column for column in CONFIG_COLUMNS if column not in ("config_id", "precision")]
 
@@ -351,7 +356,7 @@ AMP_TWIN_KEY = [column for column in CONFIG_COLUMNS if column not in ("config_id
 def _amp_slower_flags(summary: pd.DataFrame, devices: Sequence[str | None]) -> list[list[stats.Flag]]:
     """Per row: AMP slower than its fp32 twin is not a finding as it stands (AMP exists to be faster); the reason
     where the device's words say it (a CPU without native bf16: emulated). `devices`: each row's device name."""
-    key = ["|".join(map(str, row)) for row in summary[AMP_TWIN_KEY].itertuples(index=False)]
+    key = _keys(summary, AMP_TWIN_KEY)
     fp32 = {k: m for k, p, m in zip(key, summary["precision"], summary["median"], strict=True) if p == "fp32"}
     flags: list[list[stats.Flag]] = []
     for k, precision, median, unit, device in zip(
@@ -459,9 +464,7 @@ def summarise(
         group = {name: values[at] for name, values in columns.items()}
         rows.append(_summarise(_by_name(first), group, level, records.iloc[at] if _by_time(group) else None, peaks))
     summary = pd.DataFrame(rows).reindex(columns=SUMMARY_COLUMNS)
-    key = pd.Series(
-        ["|".join(map(str, row)) for row in summary[BASELINE_KEY].itertuples(index=False)], index=summary.index
-    )
+    key = pd.Series(_keys(summary, BASELINE_KEY), index=summary.index)
     single = (summary["topology"] == "1x1") & summary["strategy"].fillna("auto").eq("auto")  # imports: null
     baseline = dict(zip(key[single], summary.loc[single, "median"], strict=True))
     summary["speedup"] = summary["median"] / key.map(baseline).astype(float)

@@ -54,6 +54,7 @@ def compare_builds(records: pd.DataFrame, baseline: str, level: float = stats.DE
             {
                 "configuration": twin,
                 "framework": row["framework"],
+                "model": row.get("model"),
                 "build": build,
                 "baseline": baseline,
                 "n_baseline": len(a),

@@ -113,6 +113,15 @@ def _keys_of(model: Any) -> tuple[str, ...]:
     return tuple(k for k in MATCH_KEYS if k not in MODEL_MATRIX or k in kind_axes)
 
 
+def study_references(config: dict[str, Any], base_dir: str | Path = ".") -> pd.DataFrame:
+    """The published figures a study is set against (its expectations' of_published among them): the files its
+    `references` names (from `base_dir`, the working directory), else the ones dlbench ships."""
+    files = config.get("references") or []
+    if not files:
+        return load_references()
+    return pd.concat([load_references(Path(base_dir, f)) for f in files], ignore_index=True)
+
+
 def match_references(summary: pd.DataFrame, references: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every (configuration, published figure) pair that agrees on each key the figure gives, with
     ratio = our median / published (ratio_low/high: our median's interval over the published value, or over the

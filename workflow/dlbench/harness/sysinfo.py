@@ -51,14 +51,17 @@ EMULATED_BF16 = "no native bf16 on this CPU (no AVX-512 BF16, AMX or Arm BF16 in
 GPU_DEVICE_FILES = ("/dev/nvidia0", "/dev/kfd")  # an NVIDIA driver's first GPU; ROCm's compute interface
 
 
+def emulates_bf16(device: str) -> bool:
+    """Whether an AMP run on `device` (cpu, cuda, auto) runs bf16 emulated here: a CPU run (auto is one where this
+    machine has no GPU device file) on a CPU without native bf16."""
+    if device == "cuda" or (device == "auto" and any(Path(f).exists() for f in GPU_DEVICE_FILES)):
+        return False
+    return native_bf16() is False
+
+
 def emulated_bf16_skipped(precision: str, device: str, policy: str) -> str | None:
-    """Why an AMP run is not run (platform.emulated_bf16: skip): a CPU run, this CPU without native bf16; None to
-    run it. Device auto counts as a CPU where this machine has no GPU device file."""
-    if precision != "amp" or policy != "skip" or device == "cuda":
-        return None
-    if device == "auto" and any(Path(f).exists() for f in GPU_DEVICE_FILES):
-        return None
-    if native_bf16() is not False:
+    """Why an AMP run is not run (platform.emulated_bf16: skip, emulated here), or None to run it."""
+    if precision != "amp" or policy != "skip" or not emulates_bf16(device):
         return None
     return (
         f"{EMULATED_BF16}, 7-17x slower than fp32 (PyTorch and TensorFlow on an AVX2 CPU): not run, as "
@@ -80,9 +83,10 @@ def _first_cpu() -> dict[str, str]:
     return fields
 
 
-def cpu_flags() -> set[str]:
-    """The CPU's instruction-set flags as /proc/cpuinfo lists them (x86 `flags`, Arm `Features`)."""
-    fields = _first_cpu()
+def cpu_flags(fields: dict[str, str] | None = None) -> set[str]:
+    """The CPU's instruction-set flags as /proc/cpuinfo lists them (x86 `flags`, Arm `Features`), of its first
+    CPU's `fields` where they are read already."""
+    fields = _first_cpu() if fields is None else fields
     return set((fields.get("flags") or fields.get("Features") or "").split())
 
 
@@ -107,7 +111,7 @@ def cpu_model() -> str:
     against AVX-512), so figures measured on either would otherwise read as the same machine's."""
     fields = _first_cpu()
     name = fields.get("model name") or platform.processor() or platform.machine()
-    flags = cpu_flags()
+    flags = cpu_flags(fields)
     details: list[str] = []
     if "cpu family" in fields and "model" in fields:
         details.append(f"family {fields['cpu family']} model {fields['model']}")

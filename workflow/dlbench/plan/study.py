@@ -25,7 +25,7 @@ import yaml
 
 from .. import imports, logformats
 from ..collect.expectations import KINDS as EXPECTATION_KINDS
-from ..collect.references import load_references, match_references
+from ..collect.references import load_references, match_references, study_references
 from ..harness import quality, sysinfo
 from ..harness import runner as runner_module
 from ..harness import strategies as strategy_registry
@@ -454,6 +454,9 @@ def _check_expectations(
     pass against itself); one whose selector matches none of the study's
     configurations (nor, with imports, perhaps an imported one) is noted: the report says it cannot be judged."""
     problems = []
+    # the study's published figures, read once where an of_published expectation needs them
+    needs_figures = any("of_published" in entry for entry in config["expectations"])
+    published = study_references(config, base_dir) if needs_figures else pd.DataFrame()
     for i, entry in enumerate(config["expectations"]):
         kinds = [kind for kind in EXPECTATION_KINDS if kind in entry]
         if len(kinds) != 1:
@@ -480,7 +483,7 @@ def _check_expectations(
                 f"expectations[{i}].match: {entry['match']} matches no configuration of the study; the report will "
                 "say it cannot be judged"
             )
-        elif "of_published" in entry and not _published_matches(config, matched, base_dir):
+        elif matched and "of_published" in entry and not _published_matches(matched, published):
             files = ", ".join(config["references"]) or "the ones dlbench ships"
             warnings.append(
                 f"expectations[{i}].of_published: no published figure ({files}) matches any of its {len(matched)} "
@@ -490,12 +493,11 @@ def _check_expectations(
     return problems
 
 
-def _published_matches(config: dict[str, Any], configurations: list[Configuration], base_dir: Path) -> bool:
-    """Whether any published figure the study compares with (its references, else dlbench's) can match one of
-    these configurations (dlbench.collect.references.match_references, on the configurations' axes)."""
-    figures = [load_references(Path(base_dir, path)) for path in config["references"]] or [load_references()]
+def _published_matches(configurations: list[Configuration], published: pd.DataFrame) -> bool:
+    """Whether any of these published figures can match one of these configurations
+    (dlbench.collect.references.match_references, on the configurations' axes)."""
     frame = pd.DataFrame([{**c.as_dict(), "config_id": c.config_id, "median": 1.0} for c in configurations])
-    return any(not match_references(frame, published).empty for published in figures)
+    return not match_references(frame, published).empty
 
 
 def _check_comparisons(config: dict[str, Any], base_dir: Path) -> list[str]:
@@ -930,7 +932,7 @@ def _emulated_bf16_warnings(config: dict[str, Any], configurations: dict[str, Co
     said before any job; nothing where the runs use a GPU or this CPU multiplies bf16 itself."""
     device, policy = config["platform"]["device"], config["platform"]["emulated_bf16"]
     amp = [c for c in configurations.values() if c.precision == "amp"]
-    if not amp or sysinfo.emulated_bf16_skipped("amp", device, "skip") is None:
+    if not amp or not sysinfo.emulates_bf16(device):
         return []
     runs, frameworks = sum(c.repeats for c in amp), ", ".join(sorted({c.framework for c in amp}))
     where = f"matrix.precision: amp: this machine's CPU ({sysinfo.cpu_model()}) has {sysinfo.EMULATED_BF16}"

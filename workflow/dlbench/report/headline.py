@@ -173,9 +173,8 @@ def build_cells(comparisons: pd.DataFrame) -> dict[tuple[str, str], str]:
     """Per (framework, model): every other build against the first, 'site: 0.91× [0.89–0.93], slower; ...'."""
     if comparisons.empty:
         return {}
-    models = comparisons["configuration"].map(lambda c: str(c).split("/", 1)[0])
     out: dict[tuple[str, str], str] = {}
-    for (framework, model), pairs in comparisons.groupby([comparisons["framework"], models], sort=True):
+    for (framework, model), pairs in comparisons.groupby(["framework", "model"], sort=True):
         out[(str(framework), str(model))] = "; ".join(
             f"{build}: {build_words(rows)}" for build, rows in pairs.groupby("build", sort=False)
         )

@@ -7,6 +7,7 @@ import mimetypes
 import re
 import shutil
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -15,11 +16,10 @@ import jinja2
 import pandas as pd
 
 from .. import __version__
-from ..collect import builds as build_comparison
 from ..collect import expectations as expected
 from ..collect import history as versions
 from ..collect.aggregate import SUMMARY_COLUMNS, real_vs_synthetic
-from ..collect.references import load_references
+from ..collect.references import study_references
 from .format import DASH, fmt_text, md_escape
 from .headline import hardware_line, headline_rows, measured_line, study_conditions, study_wide_flags
 from .load import RECORD_COLUMNS, load_environment, read_table
@@ -65,15 +65,6 @@ def tool_version_text(env: dict[str, Any]) -> str:
     runs = [str(v) for v in env.get("dlbench_versions") or [] if v]
     others = [v for v in runs if v != __version__]
     return __version__ + (f" (runs made by {', '.join(runs)})" if others else "")
-
-
-def published_figures(config: dict[str, Any]) -> pd.DataFrame:
-    """The published figures expectations of_published are judged against: the study's references files, else
-    the ones dlbench ships."""
-    files = config.get("references") or []
-    if not files:
-        return load_references()
-    return pd.concat([load_references(f) for f in files], ignore_index=True)
 
 
 def verdict_lines(judgements: list[dict[str, Any]], changes: pd.DataFrame) -> list[str]:
@@ -253,7 +244,7 @@ def render_report(
     quality_plots = write_quality_plots(records, summary, out_dir)
     config = env.get("config") or {}
     judgements = expected.judge(
-        config.get("expectations") or [], records, summary, earlier, published_figures(config), level
+        config.get("expectations") or [], records, summary, earlier, study_references(config), level
     )
     if config.get("expectations"):
         expected.write(out_dir / expected.FILE, judgements)
@@ -269,6 +260,10 @@ def render_report(
     notes += [str(n) for n in (extra_notes if isinstance(extra_notes, list) else [extra_notes])]
     if not parquet:
         notes.append(NO_PARQUET_NOTE)
+    inputs = ReportInputs(
+        records, summary, env, baseline, baseline_label, history=changes, earlier_versions=len(earlier)
+    )
+    inputs = replace(inputs, judgements=tuple(judgements), builds=inputs.builds_compared())
     ctx: dict[str, Any] = {
         "title": f"{study} — training throughput report",
         "study": study,
@@ -280,9 +275,7 @@ def render_report(
         "notes": notes,
         "hardware": hardware_line(env, records),
         "measured": measured_line(summary, records),
-        "headline": headline_rows(
-            summary, build_comparison.compare_builds(records, build_comparison.baseline_build(records, config), level)
-        ),
+        "headline": headline_rows(summary, inputs.builds_compared()),
         "verdicts": verdict_lines(judgements, changes),
         "conditions": study_conditions(summary, level),
         "overview": overview(summary, records),
@@ -293,18 +286,7 @@ def render_report(
         "input_plot": input_plot,
         "quality_plots": quality_plots,
         "history_plot": history_plot,
-        "sections": build_sections(
-            ReportInputs(
-                records,
-                summary,
-                env,
-                baseline,
-                baseline_label,
-                history=changes,
-                earlier_versions=len(earlier),
-                judgements=tuple(judgements),
-            )
-        ),
+        "sections": build_sections(inputs),
         "env": environment_view(env),
         "data_files": data_files,
     }

@@ -19,7 +19,7 @@ from ..collect import expectations as expected
 from ..collect import stats
 from ..collect.aggregate import across_nodes, real_vs_synthetic
 from ..collect.compare import compare
-from ..collect.references import load_references, match_references
+from ..collect.references import match_references, study_references
 from ..logformats import mlperf
 from .format import DASH, fmt_factor, fmt_minutes, fmt_num, fmt_text, missing
 
@@ -39,6 +39,15 @@ class ReportInputs:
     history: pd.DataFrame | None = None
     earlier_versions: int = 0
     judgements: tuple[dict[str, Any], ...] = ()  # the study's expectations judged (dlbench.collect.expectations)
+    # every build's configurations against the first build's (dlbench.collect.builds; computed once per report:
+    # the headline and the builds section read it); None: computed from the records where a section needs it
+    builds: pd.DataFrame | None = None
+
+    def builds_compared(self) -> pd.DataFrame:
+        if self.builds is not None:
+            return self.builds
+        baseline = build_comparison.baseline_build(self.records, self.env.get("config") or {})
+        return build_comparison.compare_builds(self.records, baseline, confidence_level(self.env))
 
 
 @dataclass(frozen=True)
@@ -399,13 +408,10 @@ def expectations(inputs: ReportInputs) -> Section | None:
 def builds(inputs: ReportInputs) -> Section | None:
     """Each configuration in another build against the same configuration in the study's first build: ratio of
     medians with its interval and the verdict (dlbench.collect.builds), and what differs between the two."""
-    records = inputs.records
-    config = inputs.env.get("config") or {}
-    baseline = build_comparison.baseline_build(records, config)
-    level = confidence_level(inputs.env)
-    result = build_comparison.compare_builds(records, baseline, level)
+    result = inputs.builds_compared()
     if result.empty:
         return None
+    baseline, level = str(result["baseline"].iloc[0]), confidence_level(inputs.env)
     rows = [
         {
             "Config": fmt_text(r["configuration"]),
@@ -460,12 +466,12 @@ def history(inputs: ReportInputs) -> Section | None:
 def references(inputs: ReportInputs) -> Section | None:
     """Our median / published figures (the study's `references:` files) for the configurations they match.
     Published figures are at 224x224: configurations at another image size are not compared."""
-    files = (inputs.env.get("config") or {}).get("references") or []
-    if not files:
+    config = inputs.env.get("config") or {}
+    if not config.get("references"):
         return None
     summary = inputs.summary
     summary = summary[summary["image_size"].isna() | (summary["image_size"] == 224)]
-    published = pd.concat([load_references(f) for f in files], ignore_index=True)
+    published = study_references(config)
     matched = match_references(summary, published)
     rows = [
         {
@@ -485,7 +491,7 @@ def references(inputs: ReportInputs) -> Section | None:
                 "Config": DASH,
                 "Published": "no published figure matches a configuration of this study "
                 "(framework, model, topology, precision, batch size, at 224x224)",
-                "Source": ", ".join(files),
+                "Source": ", ".join(config["references"]),
             }
         ]
     return Section(
