@@ -23,10 +23,10 @@ def names(listing: str) -> set[str]:
     return {line.split("==")[0] for line in listing.splitlines() if line}
 
 
-def test_pyarrow_is_optional():
+def test_pyarrow_and_uv_are_optional():
     full = names(core_requirements().stdout)
-    assert {"snakemake", "pandas", "pyarrow", "matplotlib"} <= full
-    assert names(core_requirements("--lean").stdout) == full - {"pyarrow"}
+    assert {"snakemake", "pandas", "pyarrow", "matplotlib", "uv"} <= full
+    assert names(core_requirements("--lean").stdout) == full - {"pyarrow", "uv"}
 
 
 def test_bootstrap_leaves_out_what_a_lean_wheelhouse_lacks(tmp_path):
@@ -37,8 +37,9 @@ def test_bootstrap_leaves_out_what_a_lean_wheelhouse_lacks(tmp_path):
     assert "pyarrow" not in names(lacking.stdout) and "snakemake" in names(lacking.stdout)
     assert f"optional pyarrow==26.0.1 is not in the wheelhouse {house}: left out" in lacking.stderr
     (house / "pyarrow-26.0.1-cp311-cp311-manylinux_2_28_x86_64.whl").touch()
+    (house / "uv-0.13.9-py3-none-manylinux_2_17_x86_64.whl").touch()
     holding = core_requirements("--wheelhouse", str(house))
-    assert "pyarrow" in names(holding.stdout) and not holding.stderr
+    assert {"pyarrow", "uv"} <= names(holding.stdout) and not holding.stderr
 
 
 def test_wheelhouse_sh_lean_passes_no_optional_package(tmp_path):
@@ -56,4 +57,4 @@ def test_wheelhouse_sh_lean_passes_no_optional_package(tmp_path):
     lean = subprocess.run(["bash", *run, "--lean"], env=env, capture_output=True, text=True, check=True)
     full = subprocess.run(["bash", *run], env=env, capture_output=True, text=True, check=True)
     assert "pyarrow" in names(full.stdout) and "snakemake" in names(full.stdout)
-    assert names(lean.stdout) == names(full.stdout) - {"pyarrow"}
+    assert names(lean.stdout) == names(full.stdout) - {"pyarrow", "uv"}

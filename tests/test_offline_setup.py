@@ -102,39 +102,66 @@ def test_offline_bootstrap_from_a_wheelhouse(wheelhouse, tmp_path):
     assert again.returncode == 0 and "installing" not in again.stderr, again.stderr
 
 
-def test_system_site_packages_take_the_interpreters_versions(tmp_path):
-    """A base interpreter with jinja2 and pygments at other versions than the pins: the wheelhouse filled with
-    --have of its packages lacks them, and .venv takes them from the base."""
-    base = tmp_path / "base"
-    # The base sees its interpreter's site-packages too, so that its pip list is all that .venv will see.
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", base], check=True)
-    subprocess.run(
-        [base / "bin/python", "-m", "pip", "install", "--quiet", "jinja2==3.1.5", "pygments==2.19.2"],
-        check=True,
-        timeout=600,
-    )
-    have = tmp_path / "have.txt"
-    have.write_text(
-        subprocess.run(
-            [base / "bin/python", "-m", "pip", "list", "--format=freeze"], capture_output=True, text=True, check=True
-        ).stdout
-    )
-    house = tmp_path / "wheelhouse"
-    filled = fill(house, "--have", str(have))
-    names = {wheel.name.split("-")[0].lower() for wheel in house.glob("*.whl")}
-    assert {"jinja2", "pygments", "markupsafe"}.isdisjoint(names), filled.stdout
-    assert {"snakemake", "pandas"} <= names, filled.stdout
+def python_312() -> str | None:
+    """A Python 3.12 here: pyenv's, the system's, or one on PATH (pyenv's shims name versions they do not run)."""
+    candidates = [*map(str, sorted(Path.home().glob(".pyenv/versions/3.12*/bin/python3.12")))]
+    candidates += ["/usr/bin/python3.12", "/usr/local/bin/python3.12", shutil.which("python3.12") or ""]
+    for candidate in filter(None, candidates):
+        probe = subprocess.run([candidate, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True)
+        if probe.returncode == 0 and probe.stdout.strip() == b"(3, 12)":
+            return candidate
+    return None
 
-    repo = copy_repo(tmp_path / "repo")
-    result = bootstrap(repo, str(base / "bin/python"), "--system-site-packages", "--wheelhouse", str(house))
-    assert result.returncode == 0, result.stderr[-5000:]
-    assert "taken from the interpreter's site-packages: " in result.stderr
-    assert "jinja2 3.1.5 (pinned ==3.1.6)" in result.stderr
-    versions = offline(
-        ".venv/bin/python -c 'import jinja2, pygments; print(jinja2.__version__, pygments.__version__)'", repo
+
+def test_the_gpu_nodes_wheelhouse_fits_and_installs_over_its_python(tmp_path):
+    """The wheelhouse for the lent GPU node (gpu_acceptance.sh --fill: Python 3.12, the node's list with the
+    versions not known here) within the carried budget, without the node's large packages; installed offline over a
+    Python 3.12 standing in for the node's (its own pandas, scipy, matplotlib ..., jinja2 older than the pin), which
+    .venv takes; then that Python with a pygments older than dlbench's range, which is named."""
+    uv = REPO / ".venv" / "bin" / "uv"
+    python312 = python_312()
+    if python312 is None:
+        pytest.skip("needs a Python 3.12 interpreter here")
+    house = tmp_path / "house"
+    filled = subprocess.run(
+        ["bash", str(REPO / "benchmarks" / "gpu_acceptance.sh"), "--fill", str(house)],
+        env=dict(os.environ, PYTHON=sys.executable),
+        capture_output=True,
+        text=True,
+        timeout=1200,
     )
-    assert versions.stdout.split() == ["3.1.5", "2.19.2"], versions.stderr
-    assert_core_works(repo)
+    assert filled.returncode == 0, filled.stdout[-3000:] + filled.stderr[-3000:]
+    carried = re.search(r"= ([\d.]+) MiB, within the 56 MiB budget", filled.stdout)
+    assert carried and float(carried[1]) <= 56, filled.stdout[-2000:]
+    names = {wheel.name.split("-")[0].lower() for wheel in house.glob("*.whl")}
+    assert {"snakemake", "pulp", "jinja2"} <= names, names  # jinja2: a small fallback, version not known
+    assert {"pandas", "scipy", "matplotlib", "pyarrow", "uv", "numpy", "torch"}.isdisjoint(names), names
+
+    node = tmp_path / "node"
+    subprocess.run([uv, "venv", "--quiet", "--python", python312, node], check=True)
+    packages = ["numpy", "pandas", "scipy", "matplotlib", "seaborn", "pygments", "jinja2==3.1.5", "pyyaml", "psutil"]
+    install = [uv, "pip", "install", "--quiet", "--python", node / "bin" / "python"]
+    subprocess.run([*install, *packages, "nvidia-ml-py", "tabulate"], check=True, timeout=900)
+    repo = copy_repo(tmp_path / "repo")
+    result = bootstrap(repo, str(node / "bin" / "python"), "--system-site-packages", "--wheelhouse", str(house))
+    assert result.returncode == 0, result.stderr[-5000:]
+    assert "jinja2 3.1.5 (pinned ==3.1.6)" in result.stderr, result.stderr[-3000:]
+    taken = (repo / ".venv" / "taken-from-the-interpreter.txt").read_text().split()
+    assert {"pandas", "scipy", "matplotlib", "jinja2"} <= {line.split("==")[0] for line in taken}, taken
+    check = offline(
+        ".venv/bin/snakemake --version && PYTHONPATH=workflow .venv/bin/python -c 'from pathlib import Path; "
+        "import yaml, jinja2; from dlbench.plan import study; s = study.load_study(yaml.safe_load(open("
+        '"workflow/studies/gpu-check.yaml")), Path("workflow/schemas/config.schema.yaml"), Path("envs")); '
+        "print(len(s.configurations), jinja2.__version__)'",
+        repo,
+    )
+    assert check.returncode == 0 and check.stdout.split() == [pins()["snakemake"], "5", "3.1.5"], check.stderr
+
+    subprocess.run([*install, "pygments==2.17.2"], check=True, timeout=600)
+    shutil.rmtree(repo / ".venv")
+    refused = bootstrap(repo, str(node / "bin" / "python"), "--system-site-packages", "--wheelhouse", str(house))
+    assert refused.returncode == 1
+    assert "the interpreter has pygments 2.17.2 (dlbench's range >=2.18" in refused.stderr, refused.stderr[-3000:]
 
 
 def test_system_site_packages_over_the_core_environment(tmp_path):

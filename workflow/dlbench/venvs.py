@@ -110,9 +110,21 @@ def resolve_find_links(setting: str | list[str] | None) -> list[str]:
     return [setting] if isinstance(setting, str) else list(setting)
 
 
+NO_UV = (
+    "uv is not installed (a core environment set up from a lean wheelhouse leaves it out: envs/core.yaml marks it "
+    "optional), so the workflow cannot build its own framework environments: give the study's interpreter for each "
+    "framework (software.python) or install uv into the core environment (bootstrap.sh with a wheelhouse that holds "
+    "it, or online)"
+)
+
+
 def uv_command() -> str:
     """uv: the one on PATH, else the core environment's."""
     return shutil.which("uv") or str(Path(sys.executable).parent / "uv")
+
+
+def have_uv() -> bool:
+    return Path(uv_command()).is_file()
 
 
 def base_python(spec_path: Path, venv_dir: Path) -> str | None:
@@ -137,6 +149,8 @@ def base_python(spec_path: Path, venv_dir: Path) -> str | None:
 def build(spec_path: Path, prefix: Path, find_links: list[str]) -> dict:
     """Build the environment into `prefix` (atomically: a half-built env is never used)."""
     python, requirements = read_spec(spec_path)
+    if not have_uv():
+        raise SystemExit(f"dlbench.venvs: cannot build {prefix.name}: {NO_UV}")
     uv = uv_command()
     tmp = prefix.with_name(prefix.name + ".building")
     shutil.rmtree(tmp, ignore_errors=True)

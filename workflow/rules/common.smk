@@ -99,6 +99,8 @@ SOFTWARE = Software(
 env_spec = SOFTWARE.env_spec
 run_module = SOFTWARE.run_module  # shell words that run a dlbench module in an environment
 STUDY_ENV_MARKERS = SOFTWARE.study_env_markers(STUDY.frameworks())  # their package lists go into the report
+if PLANS and not USE_CONDA:
+    session.refuse_building_without_uv(STUDY_ENV_MARKERS)
 PLAN = plan.Plan(STUDY)  # the runs and batch-size searches
 gpu_gres = PLAN.gpu_gres
 SEARCH_RESULTS = PLAN.search_results()

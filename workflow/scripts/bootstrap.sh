@@ -150,7 +150,14 @@ if [[ ! -e "$stamp" ]]; then
         missing=$(sed -n 's/.*Could not find a version that satisfies the requirement \(.*\) (from versions.*/\1/p' \
             .venv/pip-install.log | head -n 1)
         here=$(.venv/bin/python -c 'import sys; print(f"Python {sys.version_info[0]}.{sys.version_info[1]}")')
-        if [[ -n "$missing" ]]; then
+        outside=""
+        if [[ -n "$missing" && -f .venv/not-taken-from-the-interpreter.txt ]]; then
+            outside=$(grep -i "^${missing%%[=<>!~ ]*} " .venv/not-taken-from-the-interpreter.txt || true)
+        fi
+        if [[ -n "$outside" ]]; then
+            echo "bootstrap: the interpreter has $outside, and the wheelhouse $wheelhouse has no $missing to" \
+                "install instead" >&2
+        elif [[ -n "$missing" ]]; then
             echo "bootstrap: the wheelhouse $wheelhouse has no wheel for $missing that fits $here here" >&2
         else
             echo "bootstrap: pip cannot install from the wheelhouse $wheelhouse (its message above)" >&2

@@ -51,6 +51,12 @@ MUSLLINUX = re.compile(r"musllinux_1_(\d+)_(\w+)")
 # that the workflow can do without (wheelhouse.sh --lean leaves it out).
 CORE_PIN = re.compile(r"^ *- ([A-Za-z0-9_.-]+==[^ #]+) *(#.*)?$")
 OPTIONAL = "# optional"
+BARE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+# A package the target has at a version not known here (--have lists it by name) is carried as a fallback when its
+# wheel is at most this size: pip on the target keeps the target's copy whenever it meets the requirements and
+# installs the fallback only when it does not. A larger one is left to the target, and bootstrap.sh says so when
+# the target's copy does not serve.
+FALLBACK_MIB = 1.0
 NO_MATCH = re.compile(r"No matching distribution found for ([^\n]+?)(?: \(from [^\n]*\))?$", re.MULTILINE)
 
 
@@ -80,24 +86,28 @@ def url_version(url: str) -> str | None:
     return stem.rsplit("-", 1)[1] if stem != file and "-" in stem else None
 
 
-def read_have(path: Path) -> dict[str, tuple[str, str]]:
-    """The packages of a freeze file: normalized name -> (name, version). Lines without a version are skipped."""
+def read_have(path: Path) -> tuple[dict[str, tuple[str, str]], dict[str, str]]:
+    """The packages of a freeze file: normalized name -> (name, version), and normalized name -> name of those
+    listed by name alone (installed there at a version not known here)."""
     if not path.is_file():
         fail(f"--have {path}: no such file")
-    have = {}
+    have, unknown = {}, {}
     for number, raw in enumerate(path.read_text().splitlines(), 1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
             continue
         if pin := FREEZE_PIN.match(line):
             name, version = pin.groups()
         elif (url := FREEZE_URL.match(line)) and (version := url_version(url[2])):
             name = url[1]
+        elif BARE_NAME.fullmatch(line):
+            unknown[normalize(line)] = line
+            continue
         else:
             print(f"wheelhouse: --have {path}:{number}: no version in {line!r}: not counted", file=sys.stderr)
             continue
         have[normalize(name)] = (name, version)
-    return have
+    return have, unknown
 
 
 def core_requirements(core_yaml: Path, lean: bool = False, wheelhouse: Path | None = None) -> list[str]:
@@ -112,8 +122,10 @@ def core_requirements(core_yaml: Path, lean: bool = False, wheelhouse: Path | No
             name = normalize(pin.split("==")[0])
             if lean:
                 continue
-            if wheelhouse is not None and not any(
-                normalize(wheel.name.split("-")[0]) == name for wheel in wheelhouse.glob("*.whl")
+            if (
+                wheelhouse is not None
+                and not any(normalize(wheel.name.split("-")[0]) == name for wheel in wheelhouse.glob("*.whl"))
+                and name not in installed_outside()
             ):
                 why = comment.removeprefix(OPTIONAL).lstrip(": ")
                 print(
@@ -134,41 +146,84 @@ def core_requirements_command(args: list[str]) -> None:
     print("\n".join(core_requirements(parsed.core_yaml, parsed.lean, parsed.wheelhouse)))
 
 
-def relax(lines: list[str], names: set[str]) -> list[str]:
-    """The requirement lines with the version specifier dropped for the (normalized) names given."""
-    out = []
-    for line in lines:
-        m = REQUIREMENT.match(line)
-        if m and not line.lstrip().startswith(("#", "-")) and normalize(m[1]) in names:
-            out.append(f"{m[1]}{m[2] or ''}{m[4] or ''}".rstrip())
-        else:
-            out.append(line)
-    return out
+RANGES = Path(__file__).resolve().parents[2] / "envs" / "core.ranges.txt"
+TAKEN = "taken-from-the-interpreter.txt"  # in .venv: name==version of each requirement taken from the base
+NOT_TAKEN = "not-taken-from-the-interpreter.txt"  # in .venv: "name version (dlbench's range R)", one a line
 
 
-def relax_installed(files: list[Path]) -> None:
-    """bootstrap.sh --system-site-packages: unpin, in place, each requirement that a site-packages outside this
-    environment provides, which is then taken at the version installed there."""
+def installed_outside() -> dict[str, str]:
+    """normalized name -> version of the packages that a site-packages outside this environment provides."""
     own = os.path.join(sys.prefix, "")
     paths = [path for path in sys.path if path and not os.path.join(path, "").startswith(own)]
     installed: dict[str, str] = {}
     for dist in importlib.metadata.distributions(path=paths):
         if dist.metadata["Name"]:
             installed.setdefault(normalize(dist.metadata["Name"]), dist.version)
-    taken = []
+    return installed
+
+
+def read_ranges(path: Path = RANGES) -> dict[str, str]:
+    """envs/core.ranges.txt: normalized name -> version specifier."""
+    ranges = {}
+    for line in path.read_text().splitlines():
+        if (m := REQUIREMENT.match(line)) and not line.lstrip().startswith("#"):
+            ranges[normalize(m[1])] = m[3].strip()
+    return ranges
+
+
+def as_on_the_target(
+    lines: list[str], installed: dict[str, str | None], ranges: dict[str, str]
+) -> tuple[list[str], list[tuple[str, str, str]], list[str]]:
+    """The requirement lines as bootstrap.sh --system-site-packages hands them to pip on the target: a requirement
+    that the interpreter's site-packages provide (installed: normalized name -> version there, None where it is
+    not known here) at a version inside dlbench's range (ranges; a package not listed: its pinned version) gets
+    that range instead of its pin, so pip keeps it; a version not known here is counted inside. Also the ones
+    taken, (name, version, pin), and those outside their range, said."""
+    from pip._vendor.packaging.specifiers import SpecifierSet
+
+    out, taken, refused = [], [], []
+    for line in lines:
+        m = REQUIREMENT.match(line)
+        key = normalize(m[1]) if m and not line.lstrip().startswith(("#", "-")) else None
+        if key not in installed:
+            out.append(line)
+            continue
+        pin, version = m[3].strip(), installed[key]
+        allowed = ranges.get(key, pin)
+        if version is not None and not SpecifierSet(allowed).contains(version, prereleases=True):
+            refused.append(f"{key} {version} (dlbench's range {allowed})")
+            out.append(line)
+            continue
+        out.append(f"{m[1]}{m[2] or ''}{allowed}{m[4] or ''}".rstrip())
+        taken.append((key, version or "?", pin))
+    return out, taken, refused
+
+
+def relax_installed(files: list[Path]) -> None:
+    """bootstrap.sh --system-site-packages, in place before pip install: each requirement that a site-packages
+    outside this environment provides inside dlbench's range (as_on_the_target) is taken from there; those taken
+    are said and written to .venv/taken-from-the-interpreter.txt, those outside their range said too."""
+    installed: dict[str, str | None] = dict(installed_outside())
+    ranges = read_ranges()
+    taken, refused = [], []
     for file in files:
-        lines = file.read_text().splitlines()
-        relaxed = relax(lines, set(installed))
-        file.write_text("\n".join(relaxed) + "\n")
-        for pinned, line in zip(lines, relaxed, strict=True):
-            if line != pinned:
-                name = normalize(REQUIREMENT.match(line)[1])
-                pin = REQUIREMENT.match(pinned)[3].strip()
-                taken.append(
-                    f"{name} {installed[name]}" + (f" (pinned {pin})" if pin != f"=={installed[name]}" else "")
-                )
+        lines, taken_here, refused_here = as_on_the_target(file.read_text().splitlines(), installed, ranges)
+        file.write_text("\n".join(lines) + "\n")
+        taken += taken_here
+        refused += refused_here
+    (Path(sys.prefix) / TAKEN).write_text("".join(f"{key}=={version}\n" for key, version, _ in taken))
+    (Path(sys.prefix) / NOT_TAKEN).write_text("".join(f"{line}\n" for line in refused))
     if taken:
-        print(f"bootstrap: taken from the interpreter's site-packages: {', '.join(taken)}", file=sys.stderr)
+        said = [
+            f"{key} {version}" + (f" (pinned {pin})" if pin != f"=={version}" else "") for key, version, pin in taken
+        ]
+        print(f"bootstrap: taken from the interpreter's site-packages: {', '.join(said)}", file=sys.stderr)
+    if refused:
+        print(
+            "bootstrap: not taken from the interpreter's site-packages, outside dlbench's range (the wheelhouse's "
+            f"pinned copy is installed in .venv instead): {', '.join(refused)}",
+            file=sys.stderr,
+        )
 
 
 def base_scripts(files: list[Path]) -> None:
@@ -342,6 +397,7 @@ def have_metadata(work: Path, have: dict, target: list[str], markers: dict, env:
             "--dry-run",
             "--quiet",
             "--ignore-installed",
+            "--ignore-requires-python",
             "--no-deps",
             "--report",
             str(work / "have.json"),
@@ -359,7 +415,9 @@ def have_metadata(work: Path, have: dict, target: list[str], markers: dict, env:
     return {}
 
 
-def resolve(lines: list[str], have: dict, house: Path, target: list[str], markers: dict, env: dict) -> list[dict]:
+def resolve(
+    lines: list[str], have: dict, unknown: dict, house: Path, target: list[str], markers: dict, env: dict
+) -> list[dict]:
     """pip's resolution on the target: the report's packages to install, building pure sdist-only ones on the way."""
     with tempfile.TemporaryDirectory(prefix="wheelhouse-") as tmp:
         work = Path(tmp)
@@ -375,7 +433,10 @@ def resolve(lines: list[str], have: dict, house: Path, target: list[str], marker
             fields += [("Provides-Extra", extra) for extra in metadata.get(key, {}).get("provides_extra", [])]
             (info / "METADATA").write_text("Metadata-Version: 2.1\n" + "".join(f"{k}: {v}\n" for k, v in fields))
 
-        (work / "requirements.txt").write_text("\n".join(relax(lines, set(have))) + "\n")
+        installed: dict[str, str | None] = {key: version for key, (_, version) in have.items()}
+        installed |= dict.fromkeys(unknown)
+        on_target, _, _ = as_on_the_target(lines, installed, read_ranges())
+        (work / "requirements.txt").write_text("\n".join(on_target) + "\n")
         report = work / "report.json"
         args = ["install", "--dry-run", "--quiet", "--report", str(report), "--find-links", str(house), *target]
         args += ["-r", str(work / "requirements.txt")]
@@ -387,6 +448,24 @@ def resolve(lines: list[str], have: dict, house: Path, target: list[str], marker
             build_pure(missing[1].strip(), house, markers["python_version"], env)
             built.append(missing_name(run))
         return json.loads(report.read_text())["install"]
+
+
+def leave_large_unknowns(
+    house: Path, before: set[Path], pins: dict[str, str], unknown: dict[str, str]
+) -> list[tuple[str, float]]:
+    """Drop from pins (and from house, unless it held them before this fill) the wheels of packages that the
+    target has at an unknown version and that are over FALLBACK_MIB: (name, MiB) of each, largest first."""
+    left = []
+    for wheel in sorted(house.glob("*.whl")):
+        name, version = wheel.name.split("-")[:2]
+        key = normalize(name)
+        mib = wheel.stat().st_size / 2**20
+        if key in unknown and same_version(pins.get(key), version) and mib > FALLBACK_MIB:
+            left.append((unknown[key], mib))
+            del pins[key]
+            if wheel not in before:
+                wheel.unlink()
+    return sorted(left, key=lambda item: -item[1])
 
 
 def main() -> None:
@@ -403,9 +482,10 @@ def main() -> None:
         fail(f"--python-version {args.python_version}: expected X.Y (such as 3.12)")
     if importlib.util.find_spec("pip") is None:
         fail(f"{sys.executable} has no pip")
-    have = read_have(args.have) if args.have else {}
+    have, unknown = read_have(args.have) if args.have else ({}, {})
     house = args.dir.resolve()
     house.mkdir(parents=True, exist_ok=True)
+    before = set(house.glob("*.whl"))
     # A pip configuration may name a constraints file written for the machine's own Python (this one's does);
     # pip applies it to every command, and a pin without a wheel for the target's Python or platform would fail
     # the resolution. The wheelhouse's versions come from the requirement lists and the resolver alone, so every
@@ -421,7 +501,7 @@ def main() -> None:
         print(f"wheelhouse: platform tags {' '.join(tags)}", file=sys.stderr)
 
     lines = [line for path in args.requirements for line in path.read_text().splitlines()]
-    resolved = resolve(lines, have, house, target, markers, env)
+    resolved = resolve(lines, have, unknown, house, target, markers, env)
     pins = {normalize(item["metadata"]["name"]): item["metadata"]["version"] for item in resolved}
     for key, version in pins.items():
         if key in have:
@@ -436,6 +516,7 @@ def main() -> None:
         run = subprocess.run(command, env=env, capture_output=True, text=True)
         if run.returncode:
             fail(f"pip download into {house} failed:\n{run.stderr}")
+    left = leave_large_unknowns(house, before, pins, unknown)
 
     def wanted(wheel: Path) -> bool:
         name, version = wheel.name.split("-")[:2]
@@ -451,6 +532,17 @@ def main() -> None:
         }
         present = sorted(name for key, (name, _) in have.items() if key in requested and key not in pins)
         print(f"wheelhouse: required and present on the target (--have), not downloaded: {' '.join(present) or '-'}")
+    if fallbacks := sorted(unknown[key] for key in pins if key in unknown):
+        print(
+            "wheelhouse: on the target at a version not known here, carried in case the target's does not fit "
+            f"(pip there keeps the target's when it does): {' '.join(fallbacks)}"
+        )
+    if left:
+        print(
+            f"wheelhouse: on the target at a version not known here and over {FALLBACK_MIB:g} MiB, not carried: "
+            f"{', '.join(f'{name} ({mib:.1f} MiB)' for name, mib in left)}; bootstrap.sh takes the target's when "
+            "it meets dlbench's range (envs/core.ranges.txt) and names any that does not"
+        )
     if others := [wheel.name for wheel in wheels if wheel not in ours]:
         print(f"wheelhouse: {house} also holds {len(others)} wheels that this fill does not need: {' '.join(others)}")
     size = sum(wheel.stat().st_size for wheel in ours) / 2**20

@@ -207,6 +207,14 @@ def check_software(
     return found, no_gpu_seen
 
 
+def refuse_building_without_uv(env_markers: list[str]) -> None:
+    """The framework environments the study's runs use that are not built yet need uv: without it (a lean core
+    environment on a node whose interpreters the study names) stop before any job, naming them."""
+    unbuilt = [Path(marker).parent.name for marker in env_markers if not Path(marker).exists()]
+    if unbuilt and not venvs.have_uv():
+        sys.exit(f"dlbench: cannot build {', '.join(unbuilt)}: {venvs.NO_UV}")
+
+
 def check_images(study: Study, study_files: list[StudyFile], package_dir: str, apptainer_args: str) -> None:
     """Each image file the study's frameworks run in (software.container, a local .sif) asked, through apptainer
     with the runs' arguments, whether its python runs dlbench's backend of the framework: a broken image is
