@@ -46,6 +46,7 @@ rule all:
 
 onstart:
     refuse_cuda_without_a_gpu()
+    refuse_what_needs_slurm()
     refuse_to_republish_a_fixed_version()
 
 

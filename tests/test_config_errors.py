@@ -216,7 +216,7 @@ include:
     "expectation_two_kinds": (
         MATRIX + "expectations:\n  - {match: {model: resnet50}, at_least: 10, of_previous: 0.9}\n",
         [
-            "line 8: expectations[0]: give one of at_least, of_previous, of_build, of_published "
+            "line 8: expectations[0]: give one of at_least, of_previous, of_build, of_published, of_fleet "
             "(it gives at_least and of_previous)"
         ],
     ),

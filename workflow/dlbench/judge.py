@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from .collect import expectations as expected
+from .collect import fleet
 from .collect.compare import load_records
 from .collect.references import study_references
 from .report.publish import earlier_results
@@ -57,7 +58,9 @@ def judge_again(report: Path) -> list[dict[str, Any]]:
         published = study_references(config)
     except OSError as error:
         raise CannotJudge(f"{version}: the study's references cannot be read ({error})") from None
-    return expected.judge(config.get("expectations") or [], records, summary, before, published, confidence_level(env))
+    down = fleet.nodes_of((env.get("sweep") or {}).get("nodes") or [])
+    level = confidence_level(env)
+    return expected.judge(config.get("expectations") or [], records, summary, before, published, level, down)
 
 
 def verdicts(judgements: list[dict[str, Any]]) -> list[tuple[Any, ...]]:

@@ -32,7 +32,8 @@ rule benchmark_run:
         # --no-requeue: SLURM would put a job whose node failed back in the queue as the same try, behind
         # Snakemake's back (and a two-node job waits there until the node returns); the try fails instead and
         # Snakemake's retries decide, each try noted (harness: Attempts).
-        slurm_extra="--exclusive --no-requeue",
+        # A sweep's run is pinned to its node (or group of nodes): --nodelist.
+        slurm_extra=slurm_extra,
         # Not parameters: retrying must not change what the run is (and trigger reruns).
         attempt=lambda wildcards, attempt: attempt,
         max_attempts=max_attempts,

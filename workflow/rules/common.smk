@@ -20,7 +20,7 @@ from dlbench.vocabulary.axes import DEFAULT_BUILD  # noqa: E402
 from dlbench.vocabulary.identity import MLPERF_LOG_PATTERN, RUN_LOG_PATTERN, SEARCH_PATTERN, config_id_of  # noqa: E402
 from dlbench.vocabulary.identity import BERT_DIR_PATTERN, BERT_TEXT_PATTERN, IMAGENET_DIR, LLAMA_DIR  # noqa: E402
 from dlbench.vocabulary.identity import AGGREGATE_DIR, AGGREGATE_RECORDS, CPU_PEAK_PATTERN  # noqa: E402
-from dlbench.vocabulary.identity import AGGREGATE_SUMMARY, AGGREGATE_ENVIRONMENT  # noqa: E402
+from dlbench.vocabulary.identity import AGGREGATE_SUMMARY, AGGREGATE_ENVIRONMENT, SWEEP_NODES  # noqa: E402
 from dlbench.vocabulary.identity import EXPECTATIONS_PASSED, PUBLISHED_MANIFEST, REPORTS_DIR  # noqa: E402
 from dlbench.vocabulary.identity import WILDCARDS as RUN_WILDCARDS  # noqa: E402
 from dlbench.plan.data_plan import BERT_SAMPLE_VOCAB, BERT_SAMPLE_WIKI, DataPlan  # noqa: E402
@@ -43,7 +43,10 @@ STUDY, STUDY_FILES = session.read_study(
 )
 if PLANS:
     session.announce_size(STUDY)
-    session.warn_spanning_without_slurm(STUDY, workflow.local_exec)
+if PLANS and workflow.output_settings.dryrun:  # no onstart in a dry run, whose executor is not known here
+    session.warn_spanning_without_slurm(STUDY, local_exec=True)
+# A sweep (sweep:): its nodes' states, read by the Snakemake that plans (jobs do not plan: their study has every node)
+SWEEP_STATES = session.read_sweep_states(STUDY, workflow.output_settings.dryrun) if PLANS else None
 SETTINGS = STUDY.config
 # With --sdm conda, Snakemake activates envs/<framework>.yaml; otherwise the workflow builds it (uv).
 USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
@@ -177,6 +180,11 @@ def search_arguments(wildcards):
     return PLAN.search_arguments(config_id_of(wildcards), wildcards.topology)
 
 
+def slurm_extra(wildcards) -> str:
+    """A timed run's extra sbatch options: exclusive nodes, no requeue, and a sweep's node (dlbench.plan.plan)."""
+    return PLAN.slurm_extra(identity.config_id_of(wildcards))
+
+
 def run_arguments(wildcards):
     return PLAN.run_arguments(config_id_of(wildcards), wildcards.repeat)
 
@@ -201,6 +209,12 @@ def max_attempts(wildcards):
 # ---- onstart, onsuccess, onerror (Snakefile)
 def refuse_cuda_without_a_gpu():
     session.refuse_cuda_without_a_gpu(NO_GPU_SEEN, workflow.local_exec)
+
+
+# Which executor runs the jobs is known only once Snakemake starts them (onstart), not while it parses.
+def refuse_what_needs_slurm():
+    session.refuse_sweep_without_slurm(STUDY, workflow.local_exec)
+    session.warn_spanning_without_slurm(STUDY, workflow.local_exec)
 
 
 def refuse_to_republish_a_fixed_version():

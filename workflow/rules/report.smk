@@ -11,6 +11,7 @@ rule aggregate:
         imports=IMPORT_RECORDS,
         envs=STUDY_ENV_MARKERS,
         cpu_peaks=CPU_PEAKS,
+        sweep=[SWEEP_NODES] if STUDY.sweep_nodes else [],
     output:
         records=AGGREGATE_RECORDS,
         summary=AGGREGATE_SUMMARY,
@@ -28,6 +29,20 @@ rule aggregate:
         study=SimpleNamespace(settings=SETTINGS),
     script:
         "../scripts/aggregate.py"
+
+
+# A sweep's nodes and their SLURM states when the study was planned (dlbench.plan.sweep): written again only
+# when they change (a parameter), so the aggregate runs again when a node goes down or comes back.
+rule sweep_nodes:
+    output:
+        SWEEP_NODES,
+    log:
+        "logs/sweep_nodes.log",
+    localrule: True
+    params:
+        states=lambda wildcards: SWEEP_STATES or "{}",
+    run:
+        Path(output[0]).write_text(f"{params.states}\n")
 
 
 rule report:

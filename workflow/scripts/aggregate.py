@@ -21,6 +21,7 @@ try:
         import_paths=list(snakemake.input.imports),
         search_paths=list(snakemake.input.searches),
         cpu_peak_paths=list(snakemake.input.cpu_peaks),
+        sweep_paths=list(snakemake.input.sweep),
     )
     read = Path(snakemake.output.inputs)  # what this aggregate read; the name says for which study (dlbench.plan.plan)
     with nospace.writing(read):

@@ -10,6 +10,7 @@ the runs).
                      dlbench.collect.compare A B`)
     builds           the software builds of one set compared, configuration by configuration, and what differs
     history          a study's configurations across its published versions, each against the newest earlier one
+    fleet            a sweep's nodes, each against the rest of the fleet: ratio, interval, verdict, hardware
     expectations     the figures a study expects, judged pass, fail or cannot be judged (a published report
                      judged again: `python -m dlbench.judge <report>`, the acceptance test's exit status)
 

@@ -623,6 +623,7 @@ def write_all(
     import_paths: Sequence[str] = (),
     search_paths: Sequence[str] = (),
     cpu_peak_paths: Sequence[str] = (),
+    sweep_paths: Sequence[str] = (),
 ) -> None:
     records = records_frame(log_paths, import_paths)
     measured = [json.loads(Path(path).read_text()) for path in cpu_peak_paths]  # dlbench.harness.peak's records
@@ -639,6 +640,8 @@ def write_all(
         env["cpu_peaks"] = measured
     if searches:  # the report's data: every probe, its outcome and memory (report/sections.py)
         env["batch_searches"] = searches
+    for path in sweep_paths:  # a sweep's nodes and their states when it was planned (dlbench.plan.sweep)
+        env["sweep"] = json.loads(Path(path).read_text())
     with nospace.writing(environment_json):
         Path(environment_json).write_text(json.dumps(env, indent=2, default=str) + "\n")
 

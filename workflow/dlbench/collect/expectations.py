@@ -9,12 +9,16 @@
         of_build: {pypi: 0.97}                     # >= 0.97 x the same configuration in build pypi
       - match: {model: resnet50}
         of_published: 0.95                         # >= 95% of the published figure that matches it
+      - match: {model: resnet50}
+        of_fleet: 0.95                             # a sweep: each node >= 0.95 x the rest of the fleet
 
 Each is judged on an interval at the report's level, so noise is never a verdict: a floor F (at_least, or the factor
 times the published figure) passes when the median's interval lies at or above F and fails when it lies below; a
-factor f of another set (of_previous, of_build) passes when the ratio of medians' bootstrap interval lies at or
+factor f of another set (of_previous, of_build; of_fleet: the node's ratio to the rest of the fleet, as the
+report's fleet table computes it, dlbench.collect.fleet) passes when the ratio of medians' bootstrap interval lies at or
 above f and fails when it lies below. An interval that straddles the bound, too few repeats for an interval, or
-nothing to compare with (no earlier version, no such build, no published figure) cannot be judged, which is not a
+nothing to compare with (no earlier version, no such build, no published figure, a sweep's node that took no
+job) cannot be judged, which is not a
 pass. A configuration with no successful run fails every expectation on it.
 
 A published report is judged again, from its own records, by `python -m dlbench.judge <report>`
@@ -34,12 +38,12 @@ import pandas as pd
 
 from ..vocabulary.axes import DEFAULT_BUILD
 from ..vocabulary.identity import IdentityError, parse_config_id, with_build
-from . import stats
+from . import fleet, stats
 from .compare import ok_throughputs
 from .references import match_references
 
 PASS, FAIL, UNJUDGED = "pass", "fail", "cannot be judged"
-KINDS = ("at_least", "of_previous", "of_build", "of_published")
+KINDS = ("at_least", "of_previous", "of_build", "of_published", "of_fleet")
 FILE = "expectations.json"  # beside a report's index.html
 
 
@@ -67,6 +71,7 @@ class Expectation:
             "of_previous": f"≥ {self.bound:g} × the previous version",
             "of_build": f"≥ {self.bound:g} × build {self.other}",
             "of_published": f"≥ {self.bound:g} × the published figure",
+            "of_fleet": f"≥ {self.bound:g} × the fleet",
         }[self.kind]
         return f"expectations[{self.index}] ({where}): {bound}"
 
@@ -95,13 +100,18 @@ def judge(
     earlier: Sequence[tuple[str, pd.DataFrame]] = (),
     published: pd.DataFrame | None = None,
     level: float = stats.DEFAULT_LEVEL,
+    unavailable: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """One judgement per (expectation, configuration it matches), in the study's order; an expectation that
-    matches no configuration is one judgement that cannot be made."""
+    matches no configuration is one judgement that cannot be made. of_fleet: also one per sweep node that took no
+    job (`unavailable`: node -> why), which cannot be judged."""
     runs = ok_throughputs(records)
     earlier_runs = [(name, ok_throughputs(r)) for name, r in earlier]
     rows = {str(r["config_id"]): {str(k): v for k, v in r.items()} for r in summary.to_dict(orient="records")}
     figures = _published(summary, published)
+    ratios: dict[str, stats.RatioCI] = {}
+    if any("of_fleet" in entry for entry in entries):
+        ratios = fleet.ratios_by_config(records, level)
     out: list[dict[str, Any]] = []
     for index, entry in enumerate(entries):
         expectation = Expectation.of(index, entry)
@@ -109,8 +119,31 @@ def judge(
         if not hits:
             out.append(_verdict(expectation, "", UNJUDGED, "matches no configuration of this report"))
         for config in hits:
+            if expectation.kind == "of_fleet":
+                out.append(_judge_fleet(expectation, config, rows[config], runs, ratios))
+                continue
             out.append(_judge_one(expectation, config, rows[config], runs, earlier_runs, figures, level))
+        if expectation.kind == "of_fleet":
+            for node, why in (unavailable or {}).items():
+                out.append(_verdict(expectation, f"node {node}", UNJUDGED, f"took no job: {why}"))
     return out
+
+
+def _judge_fleet(
+    expectation: Expectation,
+    config: str,
+    row: Mapping[str, Any],
+    runs: Mapping[str, np.ndarray],
+    ratios: Mapping[str, stats.RatioCI],
+) -> dict[str, Any]:
+    if config not in ratios:
+        return _verdict(expectation, config, UNJUDGED, "not a sweep's run (no node): no fleet to compare with")
+    if len(runs.get(config, ())) == 0:
+        return _verdict(expectation, config, FAIL, f"no successful run ({row.get('statuses') or 'none'})")
+    ratio = ratios[config]
+    interval = f"[{ratio.low:.3f}, {ratio.high:.3f}]" if ratio.ok else "(no interval)"
+    measured = f"{ratio.ratio:.3f} × the fleet {interval}"
+    return _decide(expectation, config, expectation.bound, measured, (ratio.ratio, ratio.low, ratio.high), ratio.note)
 
 
 def _published(summary: pd.DataFrame, published: pd.DataFrame | None) -> dict[str, tuple[float, str]]:

@@ -171,7 +171,7 @@ class RatioCI:
         return self.low is not None
 
 
-def _bootstrap_medians(x: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
+def bootstrap_medians(x: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
     """Medians of `resamples` resamples of x (sorting short rows beats np.median's generality 3 to 1)."""
     n = len(x)
     rows = np.sort(x[rng.integers(0, n, size=(resamples, n))], axis=1)
@@ -203,7 +203,7 @@ def ratio_ci(
             f"not enough repeats: {len(num)} and {len(den)}, an interval needs >= {MIN_RATIO_REPEATS} each",
         )
     rng = np.random.default_rng(seed)
-    ratios = _bootstrap_medians(num, resamples, rng) / _bootstrap_medians(den, resamples, rng)
+    ratios = bootstrap_medians(num, resamples, rng) / bootstrap_medians(den, resamples, rng)
     alpha = 1.0 - level
     low, high = np.quantile(ratios, [alpha / 2, 1 - alpha / 2])
     return RatioCI(

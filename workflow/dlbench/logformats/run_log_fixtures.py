@@ -60,9 +60,11 @@ def write_run_log(
     grad_clip: bool = False,
     strategy: str = "auto",
     strategy_in_effect: str = "",
+    node: str | None = None,
 ) -> Path:
     """A complete log whose measured steps give exactly `throughput` (None: no summary line); the environment line
-    says `strategy_in_effect` as the backend's read-back summary (none: a run that failed before setup)."""
+    says `strategy_in_effect` as the backend's read-back summary (none: a run that failed before setup); `node`: a
+    sweep's node, in the run's config id."""
     nodes, per_node = identity.parse_topology(topology)
     world = nodes * per_node
     bert = is_bert(model)
@@ -80,6 +82,7 @@ def write_run_log(
             optimizer=optimizer,
             grad_clip=grad_clip,
             strategy=strategy,
+            node=node,
         )
     )
     config = {

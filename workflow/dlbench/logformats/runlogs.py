@@ -251,6 +251,14 @@ def quality_fields(
     return fields
 
 
+def sweep_node(config_id: str) -> str | None:
+    """A sweep's node, the part of the run's config id that names it (None: not a sweep's, or not dlbench's id)."""
+    try:
+        return identity.parse_config_id(config_id).get("node")
+    except identity.IdentityError:
+        return None
+
+
 def run_fields(path: Path, header: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
     """What a run's header (and summary) say about the run, whatever measured it: identity, axes, provenance.
     For a runner's run they win over what its own log says."""
@@ -275,6 +283,7 @@ def run_fields(path: Path, header: dict[str, Any], summary: dict[str, Any]) -> d
         **model_inputs(cfg),
         "strategy": cfg.get("strategy", identity.DEFAULT_STRATEGY),  # logs from before the axis: auto
         "build": cfg.get("build", DEFAULT_BUILD),  # logs from before the axis: the study's one build
+        "node": sweep_node(header["config_id"]),
         "warmup_steps": cfg.get("warmup_steps"),
         "measured_steps": cfg.get("measured_steps"),
         "repeat": cfg["repeat"],

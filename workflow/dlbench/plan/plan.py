@@ -22,6 +22,7 @@ from ..harness.spec import command_line
 from ..vocabulary import identity
 from ..vocabulary.axes import DEFAULT_BUILD, of_kind
 from ..vocabulary.identity import AGGREGATE_DIR, model_kind
+from . import sweep
 from .study import Configuration, Study, dataset_of
 
 
@@ -108,6 +109,12 @@ class Plan:
                     logs += replace(c, batch_size=size).run_logs()
         listed = set(self.study.run_logs())  # a size the study lists too is one of its own runs already
         return [log for log in dict.fromkeys(logs) if log not in listed]
+
+    def slurm_extra(self, config_id: str) -> str:
+        """A timed run's extra sbatch options: its nodes to itself, no requeue behind Snakemake's back, and in a
+        sweep the node (or group of nodes) it is pinned to."""
+        node = self.configuration(config_id).node
+        return "--exclusive --no-requeue" + (f" --nodelist={','.join(sweep.members(node))}" if node else "")
 
     def search_arguments(self, config_id: str, topology: str) -> str:
         """The search's command line: how to probe (the configuration without batch size and steps, on one node),

@@ -29,7 +29,7 @@ from .. import venvs
 from ..harness.lifeline import OWNER_ENV
 from ..harness.spec import TELEMETRY_PYTHON_ENV
 from ..report import publish
-from . import interpreters, problems, stale_lock
+from . import interpreters, problems, stale_lock, sweep
 from .configfile import StudyFile, StudyFileError, load_study_files, locate
 from .interpreters import Interpreter
 from .software import build_key
@@ -311,6 +311,54 @@ def warn_spanning_without_slurm(study: Study, local_exec: bool) -> None:
         "topologies out",
         file=sys.stderr,
     )
+
+
+def read_sweep_states(study: Study, dryrun: bool) -> str | None:
+    """A sweep's nodes' SLURM states (sinfo), read by the Snakemake that plans: those that take no job now are set
+    aside on the study (their runs are no jobs) and said. Returns the nodes and their states as JSON for rule
+    sweep_nodes (None outside a sweep). Without SLURM's commands a dry run plans every node; a run is refused at
+    onstart (refuse_sweep_without_slurm)."""
+    if not study.sweep_nodes:
+        return None
+    partition = study.config["sweep"].get("partition")
+    source = f"partition {partition} (sinfo)" if partition else "sweep.nodes"
+    try:
+        states = sweep.node_states(study.sweep_nodes)
+    except ConfigError as error:
+        if dryrun:
+            print(f"dlbench: warning: {error}; a dry run plans every node", file=sys.stderr)
+        study.unreadable = str(error)
+        states = {}
+    study.unavailable = {
+        node: state["state"] + (f": {state['reason']}" if state["reason"] else "")
+        for node, state in states.items()
+        if state["available"] == "no"
+    }
+    down = ", ".join(f"{node} ({why})" for node, why in list(study.unavailable.items())[:5])
+    more = f" and {len(study.unavailable) - 5} more" if len(study.unavailable) > 5 else ""
+    print(
+        f"dlbench: sweep: {len(study.sweep_nodes)} nodes from {source}"
+        + (f"; taking no job now, recorded as such: {down}{more}" if study.unavailable else ""),
+        file=sys.stderr,
+    )
+    unread = {"state": "not read", "reason": "", "available": "yes"}  # a dry run without sinfo
+    nodes = [{"node": n, **states.get(n, unread)} for n in study.sweep_nodes]
+    return json.dumps({"source": source, "nodes": nodes}, indent=1)
+
+
+def refuse_sweep_without_slurm(study: Study, local_exec: bool) -> None:
+    """A sweep pins each run to its node through SLURM: run on this machine alone, or where sinfo cannot say what
+    the nodes are, it is refused before any job."""
+    if not study.sweep_nodes:
+        return
+    if local_exec:
+        sys.exit(
+            f"dlbench: sweep: the study runs each configuration on {len(study.sweep_nodes)} named nodes, each run "
+            "pinned to its node through SLURM (--nodelist), and this Snakemake runs its jobs on this machine: run "
+            "it with --profile slurm (docs/nodes.md), or remove sweep: to measure this machine alone"
+        )
+    if study.unreadable:
+        sys.exit(f"dlbench: {study.unreadable}")
 
 
 def mend_latest_info(reports_dir: str | Path) -> None:

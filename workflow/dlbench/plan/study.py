@@ -44,9 +44,11 @@ from ..vocabulary.axes import (
 )
 from ..vocabulary.axes import DEFAULTS as AXIS_DEFAULTS
 from ..vocabulary.identity import PUBLISHED_MANIFEST, REPORTS_DIR, is_bert, is_llama
+from . import sweep
 from .config_errors import ConfigError, schema_problems
 
 AXES = MATRIX  # what the matrix lists and selectors (exclude, include, overrides' match) may name
+SELECTABLE = (*MATRIX, "node")  # ... and a sweep's node, which selectors may name too (the sweep lists them)
 # The axes of one model kind (None for the others), in the order the matrix expands them: dlbench.vocabulary.axes.
 MODEL_AXES = MODEL_MATRIX
 
@@ -94,6 +96,7 @@ class Configuration:
     metric: str = identity.THROUGHPUT  # or time_to_quality (harness/quality.py)
     quality: str = ""  # time_to_quality: its settings as sorted JSON (part of the id but for the budget)
     build: str = DEFAULT_BUILD  # the software build (software.builds; default: the study's one per framework)
+    node: str | None = None  # a sweep's node or group of nodes ('+'), the runs pinned there; None: SLURM's choice
     max_batch_size: int | None = None  # batch_size max: the search's cap
     batch_size_multiple: int = 1  # batch_size max: the search tries multiples of this
     # The matrix's model axes (MODEL_AXES, declared in dlbench.vocabulary.axes) by name, None for those of other
@@ -168,10 +171,19 @@ class Study:
     config: dict[str, Any]  # validated, defaults filled in
     configurations: dict[str, Configuration]  # by config_id, in matrix order
     warnings: list[str] = field(default_factory=list)  # settings that apply to nothing, one line each
+    sweep_nodes: list[str] = field(default_factory=list)  # a sweep's nodes in order (sweep:); none outside one
+    # a sweep's nodes that take no job now (SLURM's state when the study is planned: plan/sweep.py), and why
+    unavailable: dict[str, str] = field(default_factory=dict)
+    unreadable: str = ""  # why the sweep's nodes' states could not be read (no sinfo): refused at onstart
+
+    def runs_now(self, c: Configuration) -> bool:
+        """A configuration's runs are jobs unless it is pinned to a node that takes none now."""
+        return c.node is None or not any(node in self.unavailable for node in sweep.members(c.node))
 
     def run_logs(self) -> list[str]:
-        """The runs known before any search: those of the configurations with a batch size."""
-        return [log for c in self.configurations.values() if not c.is_max for log in c.run_logs()]
+        """The runs known before any search: those of the configurations with a batch size (and a node that takes
+        jobs, in a sweep)."""
+        return [log for c in self.configurations.values() if not c.is_max and self.runs_now(c) for log in c.run_logs()]
 
     def searches(self) -> dict[str, Configuration]:
         """The batch-size searches of the configurations with batch_size max, by search id: one per configuration
@@ -189,6 +201,7 @@ class Study:
             for c in self.configurations.values()
             if c.quality
             for r in range(1, c.repeats + 1)
+            if self.runs_now(c)
         ]
 
     def frameworks(self) -> list[str]:
@@ -242,6 +255,10 @@ def _fill_defaults(config: dict[str, Any], schema: dict[str, Any]) -> dict[str, 
         for name, runner in config.get("runners", {}).items()
     }
     out["datasets"] = _object_defaults(config.get("datasets", {}), schema["properties"]["datasets"])
+    # No sweep: {}; a sweep's settings with their defaults (its tolerance).
+    sweep_schema = schema["properties"]["sweep"]["properties"]
+    given = config.get("sweep") or {}
+    out["sweep"] = {k: p["default"] for k, p in sweep_schema.items() if "default" in p} | given if given else {}
     return out
 
 
@@ -802,14 +819,19 @@ def _check_matrix(config: dict[str, Any], envs_dir: Path, base_dir: Path = Path(
 
 
 def _matches(selector: dict[str, Any], axes: dict[str, Any]) -> bool:
-    return all(axes[key] == value for key, value in selector.items() if key in AXES)
+    return all(axes.get(key) == value for key, value in selector.items() if key in SELECTABLE)
 
 
 def expand(
-    config: dict[str, Any], envs_dir: Path, base_dir: Path = Path("."), warnings: list[str] | None = None
+    config: dict[str, Any],
+    envs_dir: Path,
+    base_dir: Path = Path("."),
+    warnings: list[str] | None = None,
+    nodes: list[str] | None = None,
 ) -> dict[str, Configuration]:
-    """All configurations of a validated config, by config_id (matrix order, then includes). Selectors that
-    match nothing are noted in `warnings` (printed when None)."""
+    """All configurations of a validated config, by config_id (matrix order, then includes); in a sweep (`nodes`,
+    in order) each on every consecutive group of as many nodes as its topology has. Selectors that match nothing
+    are noted in `warnings` (printed when None)."""
     notes: list[str] = [] if warnings is None else warnings
     _check_matrix(config, envs_dir, base_dir)
     matrix = config["matrix"]
@@ -842,6 +864,7 @@ def expand(
                 )
             )
     cells = [dict(cell, metric=metric) for cell in cells for metric in matrix["metric"]]
+    cells = _on_nodes(cells, nodes or [], notes)
     for i, selector in enumerate(config["exclude"]):
         kept = [c for c in cells if not _matches(selector, c)]
         if len(kept) == len(cells):
@@ -849,10 +872,10 @@ def expand(
         cells = kept
     extra_settings: list[tuple[dict, dict]] = []
     for entry in config["include"]:
-        axes = _include_axes(entry)
-        if axes not in cells:
-            cells.append(axes)
-        extra_settings.append((axes, {k: v for k, v in entry.items() if k in SETTINGS}))
+        for axes in _on_nodes([_include_axes(entry)], nodes or [], notes):
+            if axes not in cells:
+                cells.append(axes)
+            extra_settings.append((axes, {k: v for k, v in entry.items() if k in SETTINGS}))
 
     for i, override in enumerate(config["overrides"]):
         if not any(_matches(override["match"], axes) for axes in cells):
@@ -887,6 +910,24 @@ def expand(
         for note in notes:
             print(f"dlbench: warning: {note}", file=sys.stderr)
     return configurations
+
+
+def _on_nodes(cells: list[dict[str, Any]], nodes: list[str], notes: list[str]) -> list[dict[str, Any]]:
+    """Each cell on every consecutive group of the sweep's nodes that its topology spans (node None outside a
+    sweep); nodes left out of a topology's groups are noted."""
+    if not nodes:
+        return [dict(cell, node=None) for cell in cells]
+    out = []
+    for cell in cells:
+        spanned, _ = identity.parse_topology(cell["topology"])
+        node_groups, left = sweep.groups(nodes, spanned)
+        if left and not any(f"sweep: {cell['topology']}:" in note for note in notes):
+            notes.append(
+                f"sweep: {cell['topology']}: {len(nodes)} nodes make {len(node_groups)} group(s) of {spanned}; "
+                f"{', '.join(left)} left out of them"
+            )
+        out += [dict(cell, node=group) for group in node_groups]
+    return out
 
 
 def _merge_settings(settings: dict[str, Any], new: dict[str, Any]) -> None:
@@ -927,6 +968,25 @@ def _quality(axes: dict[str, Any], settings: dict[str, Any], runners: dict[str, 
     return json.dumps(values, sort_keys=True), ""
 
 
+def _check_sweep(config: dict[str, Any], configurations: dict[str, Configuration], nodes: list[str]) -> list[str]:
+    """A sweep names nodes (or a partition), every configuration has a batch size, and of_fleet needs a sweep."""
+    problems = []
+    if config["sweep"] and not nodes:
+        problems.append("sweep: names no node: give sweep.nodes (host names, hostlists) or sweep.partition")
+    if nodes and (searched := [c.config_id for c in configurations.values() if c.is_max]):
+        problems.append(
+            f"matrix.batch_size: max in a sweep ({searched[0]}{' and more' if len(searched) > 1 else ''}): a sweep "
+            "compares nodes at one batch size; give the size (a search on one node finds it: batch_size max)"
+        )
+    if not nodes:
+        problems += [
+            f"expectations[{i}].of_fleet: the study has no sweep (sweep:), so there is no fleet to compare with"
+            for i, entry in enumerate(config["expectations"])
+            if "of_fleet" in entry
+        ]
+    return problems
+
+
 def _emulated_bf16_warnings(config: dict[str, Any], configurations: dict[str, Configuration]) -> list[str]:
     """AMP on this machine's CPU without native bf16: which runs it would emulate (or skip) and what that costs,
     said before any job; nothing where the runs use a GPU or this CPU multiplies bf16 itself."""
@@ -961,9 +1021,11 @@ def load_study(config: dict[str, Any], schema_path: Path, envs_dir: Path, base_d
         + _check_includes(validated, warnings)
     )
     try:
-        configurations = expand(validated, envs_dir, base_dir, warnings)
+        nodes = sweep.sweep_nodes(validated["sweep"])
+        configurations = expand(validated, envs_dir, base_dir, warnings, nodes)
     except ConfigError as error:
         raise ConfigError("\n".join([*problems, str(error)])) from None
+    problems += _check_sweep(validated, configurations, nodes)
     problems += _check_datasets(validated, configurations, base_dir) + _check_batch_search(validated, configurations)
     problems += imports.check_entries(validated["imports"], base_dir) + _check_comparisons(validated, base_dir)
     if problems:
@@ -978,4 +1040,4 @@ def load_study(config: dict[str, Any], schema_path: Path, envs_dir: Path, base_d
             "platform.cpu_peak: measure: a CPU's peak, and the study's runs are on GPUs (device: cuda), whose peaks "
             "come from workflow/references/device_peaks.yaml; ignored"
         )
-    return Study(validated["study"], validated, configurations, _unused_axes(config, validated) + warnings)
+    return Study(validated["study"], validated, configurations, _unused_axes(config, validated) + warnings, nodes)

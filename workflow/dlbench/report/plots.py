@@ -201,15 +201,16 @@ def faceted_plot(
     fig.clear()
 
 
-def write_plots(summary: pd.DataFrame, out_dir: Path) -> bool:
-    """throughput.png, speedup.png, and energy.png where some configuration has energy (telemetry): True then."""
+def write_plots(summary: pd.DataFrame, out_dir: Path, nothing: str = "no successful runs") -> bool:
+    """throughput.png, speedup.png, and energy.png where some configuration has energy (telemetry): True then.
+    `nothing`: what an empty plot says."""
     frameworks = sorted({fmt_text(f) for f in summary["framework"]} - {""})
     palette = dict(zip(frameworks, sns.color_palette("tab10", max(len(frameworks), 1)), strict=False))
 
     thr = plot_data(summary, "median")
     with sns.axes_style("whitegrid"):
         if thr.empty:
-            placeholder_png(out_dir / "throughput.png", "Throughput", "no successful runs")
+            placeholder_png(out_dir / "throughput.png", "Throughput", nothing)
         else:
             faceted_plot(
                 out_dir / "throughput.png",
@@ -225,7 +226,7 @@ def write_plots(summary: pd.DataFrame, out_dir: Path) -> bool:
         if not spd.empty and "ci_low" in spd:  # a ratio's interval only where the median has one (tables.py)
             spd.loc[spd["ci_low"].isna(), ["speedup_low", "speedup_high"]] = float("nan")
         if spd.empty:
-            message = "no successful runs" if thr.empty else "no speedup data (no 1×1 baseline)"
+            message = nothing if thr.empty else "no speedup data (no 1×1 baseline)"
             placeholder_png(out_dir / "speedup.png", "Speedup", message)
         else:
             faceted_plot(
@@ -439,4 +440,47 @@ def write_history(points: pd.DataFrame, out_dir: Path) -> bool:
         )
         ax.legend(fontsize=6, loc="best")
         fig.savefig(out_dir / "history.png", dpi=110)
+    return True
+
+
+FLEET_CONFIGURATIONS = 6  # panels of fleet.png; the fleet section has every configuration
+
+
+def write_fleet(table: pd.DataFrame, out_dir: Path, tolerance: float) -> bool:
+    """fleet.png: per configuration of a sweep, every node's ratio to the rest of the fleet, sorted, with its
+    interval, the tolerance dashed (an outlier stands apart at the left); True when drawn."""
+    measured = table[table["ratio"].notna()] if not table.empty and "ratio" in table else pd.DataFrame()
+    if measured.empty:
+        return False
+    configurations = list(dict.fromkeys(measured["configuration"]))[:FLEET_CONFIGURATIONS]
+    with sns.axes_style("whitegrid"):
+        fig = Figure(figsize=(8, 2.6 * len(configurations)), layout="constrained")
+        for i, configuration in enumerate(configurations):
+            ax = fig.add_subplot(len(configurations), 1, i + 1)
+            rows = measured[measured["configuration"] == configuration].sort_values("ratio")
+            x = range(len(rows))
+            slow = rows["verdict"] == "slow"
+            colors = ["#c0392b" if s else "#2c7fb8" for s in slow]
+            ax.scatter(x, rows["ratio"], c=colors, s=14, zorder=3)
+            has = rows["ratio_low"].notna()
+            ax.errorbar(
+                [j for j, h in zip(x, has, strict=True) if h],
+                rows.loc[has, "ratio"],
+                yerr=[
+                    rows.loc[has, "ratio"] - rows.loc[has, "ratio_low"],
+                    rows.loc[has, "ratio_high"] - rows.loc[has, "ratio"],
+                ],
+                fmt="none",
+                ecolor="#999999",
+                capsize=2,
+            )
+            ax.axhline(1.0, color="black", linewidth=0.8)
+            ax.axhline(tolerance, color="#c0392b", linewidth=0.8, linestyle="--")
+            if len(rows) <= 40:
+                ax.set_xticks(list(x), list(rows["node"]), rotation=90, fontsize=6)
+            else:
+                ax.set_xlabel(f"{len(rows)} nodes, slowest first")
+            ax.set_ylabel("÷ the fleet")
+            ax.set_title(configuration, fontsize=8)
+        fig.savefig(out_dir / "fleet.png", dpi=110)
     return True

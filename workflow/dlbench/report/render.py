@@ -17,14 +17,15 @@ import pandas as pd
 
 from .. import __version__
 from ..collect import expectations as expected
+from ..collect import fleet
 from ..collect import history as versions
 from ..collect.aggregate import SUMMARY_COLUMNS, real_vs_synthetic
 from ..collect.references import study_references
-from .format import DASH, fmt_text, md_escape
+from .format import DASH, fmt_num, fmt_text, md_escape
 from .headline import hardware_line, headline_rows, measured_line, study_conditions, study_wide_flags
 from .load import RECORD_COLUMNS, load_environment, read_table
 from .notes import caveats, mfu_caveat
-from .plots import write_history, write_plots, write_quality_plots, write_real_vs_synthetic
+from .plots import write_fleet, write_history, write_plots, write_quality_plots, write_real_vs_synthetic
 from .sections import ReportInputs, build_sections, confidence_level, pair_label, supported_ratios
 from .tables import (
     build_groups,
@@ -65,6 +66,28 @@ def tool_version_text(env: dict[str, Any]) -> str:
     runs = [str(v) for v in env.get("dlbench_versions") or [] if v]
     others = [v for v in runs if v != __version__]
     return __version__ + (f" (runs made by {', '.join(runs)})" if others else "")
+
+
+def fleet_lines(table: pd.DataFrame) -> list[str]:
+    """A sweep's answer first: per configuration the fleet's median and spread, its slowest and fastest nodes, and
+    the nodes that do not pass, by verdict."""
+    lines = []
+    for s in fleet.fleet_summary(table):
+        unit = f" {s['unit']}" if s["unit"] else ""
+        parts = [f"Fleet {s['configuration']}: {s['nodes']} nodes"]
+        if s["fleet_median"] is not None:
+            parts.append(f"median {fmt_num(s['fleet_median'])}{unit}")
+        if s["spread"] is not None:
+            parts.append(f"slowest node's median ÷ fastest's {s['spread']:.2f}")
+        if s["slowest"] and s["fastest"]:
+            (slow, slow_ratio), (fast, fast_ratio) = s["slowest"], s["fastest"]
+            parts.append(f"slowest {slow} ({slow_ratio:.3f} × the rest), fastest {fast} ({fast_ratio:.3f} ×)")
+        for verdict, nodes in s["not_passing"].items():
+            more = f" and {len(nodes) - VERDICT_LINES} more" if nodes[VERDICT_LINES:] else ""
+            shown = ", ".join(nodes[:VERDICT_LINES]) + more
+            parts.append(f"{verdict}: {shown}")
+        lines.append("; ".join(parts) + ("" if s["not_passing"] else " ✓"))
+    return lines
 
 
 def verdict_lines(judgements: list[dict[str, Any]], changes: pd.DataFrame) -> list[str]:
@@ -141,6 +164,7 @@ def markdown(ctx: dict[str, Any]) -> str:
         *(["![Samples per joule vs. devices](energy.png)", ""] if ctx.get("energy_plot") else []),
         *(["![Real ÷ synthetic data](real_vs_synthetic.png)", ""] if ctx.get("input_plot") else []),
         *(["![Across published versions](history.png)", ""] if ctx.get("history_plot") else []),
+        *(["![Every node against the fleet](fleet.png)", ""] if ctx.get("fleet_plot") else []),
         *(
             [
                 "![Convergence curves](convergence.png)",
@@ -237,21 +261,30 @@ def render_report(
         summary.to_parquet(out_dir / "summary.parquet", index=False)
     data_files = [f for f in DATA_FILES if parquet or f not in PARQUET_FILES]
 
-    energy_plot = write_plots(summary, out_dir)
+    # A sweep's configurations, one per node, are the fleet's section and plot, not a table and a line each.
+    unswept = summary[summary["node"].isna()] if "node" in summary else summary
+    swept = len(unswept) < len(summary)
+    energy_plot = write_plots(
+        unswept, out_dir, "a sweep: every node is in fleet.png" if swept else "no successful runs"
+    )
     level = confidence_level(env)
     pairs = supported_ratios(real_vs_synthetic(records, level), ("n_real", "n_synthetic"), level)
     input_plot = write_real_vs_synthetic(pairs, out_dir, pair_label)
     quality_plots = write_quality_plots(records, summary, out_dir)
     config = env.get("config") or {}
+    down = fleet.nodes_of((env.get("sweep") or {}).get("nodes") or [])  # a sweep's nodes that took no job
+    tolerance = (config.get("sweep") or {}).get("tolerance", fleet.DEFAULT_TOLERANCE)
+    fleet_table = fleet.fleet_table(records, down, tolerance, level)
+    fleet_plot = write_fleet(fleet_table, out_dir, tolerance)
     judgements = expected.judge(
-        config.get("expectations") or [], records, summary, earlier, study_references(config), level
+        config.get("expectations") or [], records, summary, earlier, study_references(config), level, down
     )
     if config.get("expectations"):
         expected.write(out_dir / expected.FILE, judgements)
     points, changes = versions.history(records, earlier, level) if earlier else (pd.DataFrame(), pd.DataFrame())
     history_plot = write_history(points, out_dir)
 
-    groups = build_groups(summary, frozenset(study_wide_flags(summary)))
+    groups = build_groups(unswept, frozenset(study_wide_flags(unswept)))
     for group in groups:
         group["markdown"] = group_markdown(group)
     study = fmt_text(env.get("study")) or "dlbench"
@@ -263,7 +296,7 @@ def render_report(
     inputs = ReportInputs(
         records, summary, env, baseline, baseline_label, history=changes, earlier_versions=len(earlier)
     )
-    inputs = replace(inputs, judgements=tuple(judgements), builds=inputs.builds_compared())
+    inputs = replace(inputs, judgements=tuple(judgements), builds=inputs.builds_compared(), fleet=fleet_table)
     ctx: dict[str, Any] = {
         "title": f"{study} — training throughput report",
         "study": study,
@@ -276,7 +309,8 @@ def render_report(
         "hardware": hardware_line(env, records),
         "measured": measured_line(summary, records),
         "headline": headline_rows(summary, inputs.builds_compared()),
-        "verdicts": verdict_lines(judgements, changes),
+        "verdicts": fleet_lines(fleet_table) + verdict_lines(judgements, changes),
+        "fleet_plot": fleet_plot,
         "conditions": study_conditions(summary, level),
         "overview": overview(summary, records),
         "groups": groups,

@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..collect import builds as build_comparison
 from ..collect import expectations as expected
-from ..collect import stats
+from ..collect import fleet, stats
 from ..collect.aggregate import across_nodes, real_vs_synthetic
 from ..collect.compare import compare
 from ..collect.references import match_references, study_references
@@ -42,6 +42,7 @@ class ReportInputs:
     # every build's configurations against the first build's (dlbench.collect.builds; computed once per report:
     # the headline and the builds section read it); None: computed from the records where a section needs it
     builds: pd.DataFrame | None = None
+    fleet: pd.DataFrame | None = None  # a sweep's nodes against the fleet (dlbench.collect.fleet), once per report
 
     def builds_compared(self) -> pd.DataFrame:
         if self.builds is not None:
@@ -379,6 +380,49 @@ def comparison(inputs: ReportInputs) -> Section | None:
     )
 
 
+def fleet_section(inputs: ReportInputs) -> Section | None:
+    """A sweep's fleet table: per configuration, every node (slowest first) with its median and interval, its
+    ratio to the rest of the fleet with its interval, the verdict and why, and the hardware its runs reported."""
+    table = inputs.fleet
+    if table is None or table.empty:
+        return None
+    level = confidence_level(inputs.env)
+    tolerance = ((inputs.env.get("config") or {}).get("sweep") or {}).get("tolerance", fleet.DEFAULT_TOLERANCE)
+    rows = [
+        {
+            "Config": fmt_text(r["configuration"]),
+            "Node": fmt_text(r["node"]),
+            "Verdict": str(r["verdict"]) if r["verdict"] == fleet.WITHIN else str(r["verdict"]).upper(),
+            "Median [interval]": _interval(r.get("median"), r.get("ci_low"), r.get("ci_high")),
+            "n": f"{int(r['n_ok'])}/{int(r['n_total'])}",
+            "÷ fleet [interval]": _interval(r.get("ratio"), r.get("ratio_low"), r.get("ratio_high"), digits=3),
+            "Hardware (telemetry)": fleet.hardware_words(r) or DASH,
+            "Why": fmt_text(r["why"]),
+        }
+        for r in table.to_dict(orient="records")
+    ]
+    nodes = ((inputs.env.get("sweep") or {}).get("source")) or "the study"
+    return Section(
+        "fleet",
+        "Fleet: every node against the rest",
+        f"Nodes from {nodes}. Ratio = the node's median ÷ the median of the other nodes' runs, with its {level:.0%} "
+        f"bootstrap interval; slow when the interval lies below {tolerance:g}, unstable when it is wider than "
+        f"{2 * (1 - tolerance):.2g} (its own repeats too spread to judge), undecided when it contains {tolerance:g}; "
+        "down: SLURM's state when the sweep was planned (no job). Only within passes. Hardware: what the node's "
+        "runs' telemetry saw (docs/nodes.md).",
+        rows,
+    )
+
+
+def _interval(value: Any, low: Any, high: Any, digits: int = 0) -> str:
+    if value is None or (isinstance(value, float) and pd.isna(value)):
+        return DASH
+    text = f"{value:,.{digits}f}" if digits else fmt_num(value)
+    if low is None or high is None or pd.isna(low) or pd.isna(high):
+        return text
+    return f"{text} [{low:,.{digits}f}, {high:,.{digits}f}]" if digits else f"{text} [{fmt_num(low)}, {fmt_num(high)}]"
+
+
 def expectations(inputs: ReportInputs) -> Section | None:
     """The study's expectations, one row per expectation and configuration it matches: pass, fail or cannot be
     judged, with the figure and the interval it was judged on (dlbench.collect.expectations)."""
@@ -603,6 +647,7 @@ def batch_searches(inputs: ReportInputs) -> Section | None:
 
 
 SECTIONS: tuple[Callable[[ReportInputs], Section | None], ...] = (
+    fleet_section,
     expectations,
     flags,
     real_synthetic,

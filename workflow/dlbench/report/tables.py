@@ -175,7 +175,7 @@ def build_groups(summary: pd.DataFrame, wide: frozenset[str] = frozenset()) -> l
         title_parts += [
             f"{name} {fmt_text(value)}"
             for name, value in named.items()
-            if fmt_text(value) not in ("", str(AXIS_DEFAULTS[name]))
+            if fmt_text(value) not in ("", str(AXIS_DEFAULTS.get(name, "")))
         ]
         unit = unit_text([r.get("unit") for r in rows], model)
         groups.append(

@@ -4,7 +4,7 @@ to, its spelling in a variant (and back), its record column and its words in a r
 Standard library only: the study (core environment), the rules, the harness (framework environments, through
 dlbench.vocabulary.identity), the log formats, the aggregate and the report read it, so none of them restates an axis.
 
-    every kind   framework, model, topology, batch_size, precision, compiler, data, strategy, build, metric
+    every kind   framework, model, topology, batch_size, precision, compiler, data, strategy, build, node, metric
     a model's    image_size (ResNet), seq_length (BERT, Llama), max_predictions (BERT, derived from seq_length),
                  optimizer and grad_clip (BERT), activation_checkpointing (Llama)
 
@@ -119,6 +119,22 @@ BUILD_PREFIX = "build_"
 BUILD_NAME = "^[a-z0-9][a-z0-9_.]*$"  # a variant part after its prefix: no '-' (it separates the parts)
 
 
+# A sweep's node (sweep:), in a variant `on_<host>`, a group of nodes `on_<host>+<host>`: a host name's '-' is
+# spelled '_' there ('-' separates the parts), so a node whose name has a '_' cannot be swept (refused).
+NODE_PREFIX = "on_"
+NODE_GROUP = "+"
+
+
+def _spell_node(node: str) -> str:
+    return NODE_PREFIX + node.replace("-", "_")
+
+
+def _read_node(part: str) -> Any:
+    return (
+        part[len(NODE_PREFIX) :].replace("_", "-") if part.startswith(NODE_PREFIX) and part != NODE_PREFIX else NOT_THIS
+    )
+
+
 def _read_build(part: str) -> Any:
     return part[len(BUILD_PREFIX) :] if part.startswith(BUILD_PREFIX) and part != BUILD_PREFIX else NOT_THIS
 
@@ -223,6 +239,20 @@ AXES: tuple[Axis, ...] = (
         values={"type": "string", "pattern": BUILD_NAME},
         description="the software build a run used (software.builds): default is the study's one environment per "
         "framework (envs/<framework>.yaml, software.python or software.container)",
+    ),
+    Axis(
+        "node",
+        None,
+        matrix=False,  # from the study's sweep: (its nodes, a hostlist, a partition), not the matrix
+        spell=_spell_node,
+        read=_read_node,
+        omit_default=True,
+        record=lambda v, _: v,
+        label=lambda v, _: f"on {v}",
+        legend="on {}",
+        values={"type": "string"},
+        description="a sweep's node the run was pinned to (sweep:; a group of nodes joined by '+'); empty outside a "
+        "sweep, where SLURM chooses",
     ),
     Axis("metric", "throughput"),
 )

@@ -52,6 +52,7 @@ LLAMA_DIR = DATA_DIR + "/llama"  # Llama's packed token shards (any sequence len
 BERT_TEXT_PATTERN = DATA_DIR + "/bert/text/{name}.txt"  # a Wikipedia dump's text, BERT's input
 # The aggregate: every record (one per run log and import), the summary per configuration, the environment.
 AGGREGATE_DIR = "results/aggregate"
+SWEEP_NODES = "results/sweep/nodes.json"  # a sweep's nodes and their SLURM states at planning (plan/sweep.py)
 # A CPU peak measured for MFU (platform.cpu_peak: measure), one per framework library (dlbench.harness.peak)
 CPU_PEAK_PATTERN = "results/machine/cpu_peak/{framework}.json"
 AGGREGATE_RECORDS = AGGREGATE_DIR + "/records.csv"
@@ -70,7 +71,7 @@ WILDCARDS = {
     "model": "[a-z0-9_]+",
     "framework": "[a-z0-9_]+",
     "topology": "[0-9]+x[0-9]+",
-    "variant": "[A-Za-z0-9_.-]+",
+    "variant": "[A-Za-z0-9_.+-]+",  # + joins a sweep group's nodes
     "repeat": "[0-9]+",
 }
 
@@ -202,6 +203,19 @@ def with_build(config: str, build: str) -> str:
     if build != registry.DEFAULT_BUILD:
         at = next((i for i, p in enumerate(variant_parts) if re.fullmatch(r"ttq[0-9.]+_[0-9a-f]{6}", p)), None)
         variant_parts.insert(len(variant_parts) if at is None else at, registry.BY_NAME["build"].spell(build))  # type: ignore[misc]
+    return "/".join([*parts[:3], "-".join(variant_parts)])
+
+
+def with_node(config: str, node: str | None) -> str:
+    """The same configuration on another node of a sweep (None: the node part left out, the fleet's key)."""
+    parts = config.split("/")
+    if len(parts) != 4:
+        raise IdentityError(f"config id {config!r} is not <model>/<framework>/<topology>/<variant>")
+    axis = registry.BY_NAME["node"]
+    variant_parts = [p for p in parts[3].split("-") if axis.read(p) is registry.NOT_THIS]  # type: ignore[misc]
+    if node is not None:
+        at = next((i for i, p in enumerate(variant_parts) if re.fullmatch(r"ttq[0-9.]+_[0-9a-f]{6}", p)), None)
+        variant_parts.insert(len(variant_parts) if at is None else at, axis.spell(node))  # type: ignore[misc]
     return "/".join([*parts[:3], "-".join(variant_parts)])
 
 
