@@ -38,10 +38,13 @@ from dlbench.collect import stats  # noqa: E402
 BUILDS = ("default", "same", "slow")
 
 
-def run_once(python: str, log: Path, build: str, variables: dict[str, str]) -> float | None:
-    """One run as the workflow starts it; its throughput (None: it failed)."""
+def run_once(
+    python: str, log: Path, build: str, variables: dict[str, str], wrapper: tuple[str, ...] = ()
+) -> float | None:
+    """One run as the workflow starts it (under `wrapper`, a command that execs the rest); its throughput (None:
+    it failed)."""
     env = dict(os.environ, PYTHONPATH=str(REPO / "workflow"), **(variables if build == "slow" else {}))
-    command = [python, "-m", "dlbench.harness", "--framework", "pytorch", "--model", "resnet_tiny"]
+    command = [*wrapper, python, "-m", "dlbench.harness", "--framework", "pytorch", "--model", "resnet_tiny"]
     command += ["--topology", "1x1", "--batch-size", "8", "--image-size", "64", "--device", "cpu"]
     command += ["--warmup-steps", "5", "--measured-steps", "30", "--log", str(log), "--build", build]
     subprocess.run(command, env=env, capture_output=True, check=False, timeout=600)

@@ -1,9 +1,12 @@
 """Workflow overhead: `snakemake -n` on DLPerf-size studies (~2,000 and ~10,000 runs), and the start-up scan of
 the run logs already there.
 
-    .venv/bin/python benchmarks/workflow_overhead.py
-Targets: <= 10 s for ~2,000 runs, <= 30 s for ~10,000. The baseline is the same dry run of a one-run
-study (Snakemake's fixed start-up cost), measured in the same invocation.
+    .venv/bin/python benchmarks/workflow_overhead.py [--profile]
+Targets: <= 10 s for ~2,000 runs, <= 30 s for ~10,000, and <= 30 s for a sweep of 1,000 nodes x 3 configurations
+x 3 repeats (9,000 runs: each run a configuration of its own, the node part of its identity). The baseline is the
+same dry run of a one-run study (Snakemake's fixed start-up cost), measured in the same invocation. --profile:
+the sweep's dry run under cProfile, its time split between dlbench's code (the study, the plan, the rules' input
+functions and params) and Snakemake's own (the DAG, the jobs), with dlbench's largest functions.
 
 Every Snakemake start asks each run log whether it is whole (its header, its measured steps and its summary agree;
 one damaged after its run is redone: dlbench.plan.problems, dlbench.harness.runlog.incomplete), reading its head
@@ -56,13 +59,32 @@ def study(batch_sizes: int, repeats: int) -> dict:
     }
 
 
-def dry_run(config: dict, work: Path) -> tuple[float, int]:
+def sweep_study(nodes: int, repeats: int) -> dict:
+    """Accepting a partition: three short configurations on every node (docs/nodes.md)."""
+    return {
+        "study": "overhead-sweep",
+        "defaults": {"repeats": repeats},
+        "sweep": {"nodes": [f"gpu[0001-{nodes:04d}]"]},
+        "matrix": {
+            "framework": ["pytorch"],
+            "model": ["resnet50"],
+            "topology": ["1x1"],
+            "precision": ["fp32", "amp"],
+            "batch_size": [256],
+        },
+        "include": [{"framework": "pytorch", "model": "bert_base", "topology": "1x1", "batch_size": 128}],
+    }
+
+
+def dry_run(config: dict, work: Path, profile: Path | None = None) -> tuple[float, int]:
     path = work / "study.yaml"
     path.write_text(yaml.safe_dump(config))
     started = time.perf_counter()
+    profiler = ["-m", "cProfile", "-o", str(profile)] if profile else []
     result = subprocess.run(
         [
             sys.executable,
+            *profiler,
             "-m",
             "snakemake",
             "-s",
@@ -141,7 +163,22 @@ def slurm_probe() -> str:
     )
 
 
+def profile_split(profile: Path) -> tuple[float, float, list[tuple[str, float]]]:
+    """(total seconds, seconds inside dlbench's own code, dlbench's largest functions by their own time)."""
+    import pstats
+
+    table = pstats.Stats(str(profile)).stats  # type: ignore[attr-defined]
+    total = sum(own for _, _, own, _, _ in table.values())
+    ours = {
+        f"{Path(file).name}:{name}": own
+        for (file, _, name), (_, _, own, _, _) in table.items()
+        if "/dlbench/" in file or file.endswith(".smk") or file.endswith("Snakefile")
+    }
+    return total, sum(ours.values()), sorted(ours.items(), key=lambda item: -item[1])[:8]
+
+
 def main() -> None:
+    profiling = "--profile" in sys.argv[1:]
     record = resultfile.Recorder(__file__)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -170,6 +207,32 @@ def main() -> None:
                     f"<= {target:.0f} s",
                 ]
             )
+        elapsed, jobs = dry_run(sweep_study(1000, 3), Path(tmp))
+        per_job = 1000 * (elapsed - base) / jobs
+        print(
+            f"{jobs:6d} jobs (a sweep of 1,000 nodes): snakemake -n {elapsed:5.1f} s "
+            f"(target <= 30 s; {per_job:.2f} ms/job)"
+        )
+        rows.append(
+            [
+                "a sweep: 1,000 nodes × 3 configurations × 3 repeats",
+                jobs,
+                round(elapsed, 1),
+                round(per_job, 2),
+                "<= 30 s",
+            ]
+        )
+        split_notes = []
+        if profiling:
+            profile = Path(tmp) / "sweep.prof"
+            dry_run(sweep_study(1000, 3), Path(tmp), profile)
+            total, ours, top = profile_split(profile)
+            said = ", ".join(f"{name} {own:.2f} s" for name, own in top)
+            split_notes.append(
+                f"the sweep's dry run under cProfile: {total:.1f} s of functions' own time, {ours:.1f} s "
+                f"({ours / total:.0%}) in dlbench's code (the study, the plan, the rules); its largest: {said}"
+            )
+            print(split_notes[-1])
         with tempfile.TemporaryDirectory() as logs_tmp:
             work = Path(logs_tmp)
             config = study(6, 7)
@@ -204,6 +267,7 @@ def main() -> None:
         ],
         notes=[
             probe,
+            *split_notes,
             "the dry run with the logs present plans the environments' builds and so every run again (no env "
             "markers in the temporary directory): it times the DAG with the scan, not a rerun decision",
         ],

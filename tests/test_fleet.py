@@ -4,10 +4,12 @@ of_fleet judged per node, the report's fleet section and plot, and the hostlists
 from __future__ import annotations
 
 import json
+import re
 
 import pandas as pd
 import pytest
 
+from conftest import planned_jobs, snakemake, tiny_config, write_config
 from dlbench.collect import aggregate, expectations, fleet
 from dlbench.logformats.run_log_fixtures import write_run_log
 from dlbench.plan import sweep
@@ -116,3 +118,29 @@ def test_the_nodes_file_is_written_only_when_it_changes(tmp_path):
     assert sweep.write_nodes_file(path, ["n1"], states, "sweep.nodes")
     assert not sweep.write_nodes_file(path, ["n1"], states, "sweep.nodes")
     assert json.loads(path.read_text())["nodes"][0]["state"] == "idle"
+
+
+def test_a_sweep_plans_a_run_per_node_and_is_refused_without_slurm(tmp_path):
+    """The dry run plans each configuration on each node (a 2-node topology on consecutive pairs, the node left
+    over said); run on this machine alone, the sweep is refused before any job, saying why and what to do."""
+    config = tiny_config()
+    config["matrix"].update(topology=["1x1", "2x1"])
+    config["sweep"] = {"nodes": ["dlb-n[1-3]"]}
+    study = write_config(tmp_path / "study.yaml", config)
+    runs = [out for rule, out in planned_jobs(tmp_path, study) if rule == "benchmark_run"]
+    nodes = sorted({re.search(r"-on_([^/]+)/rep", run)[1] for run in runs})
+    assert nodes == ["dlb_n1", "dlb_n1+dlb_n2", "dlb_n2", "dlb_n3"], runs
+    refused = snakemake(tmp_path, "--cores", "1", "--configfile", str(study))
+    assert refused.returncode == 1
+    assert "dlbench: sweep: the study runs each configuration on 3 named nodes" in refused.stderr, refused.stderr
+    assert "--profile slurm" in refused.stderr and not (tmp_path / "results" / "runs").exists()
+
+
+def test_a_configuration_only_one_node_ran_has_no_fleet_and_cannot_be_judged(tmp_path):
+    records = sweep_records(tmp_path, {"n1": FIGURES["n1"]})
+    table = fleet.fleet_table(records, {"n2": "drained"})
+    assert dict(zip(table["node"], table["verdict"], strict=True)) == {"n1": fleet.ALONE, "n2": fleet.DOWN}
+    judged = expectations.judge(
+        [{"match": {}, "of_fleet": 0.95}], records, aggregate.summarise(records), unavailable={"n2": "drained"}
+    )
+    assert [j["verdict"] for j in judged] == [expectations.UNJUDGED, expectations.UNJUDGED], judged

@@ -8,9 +8,11 @@ workflow run has a hard timeout, so a fault can never hang the suite.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -280,3 +282,64 @@ def test_losing_a_node_mid_run_is_a_failure_record(two_nodes, torch_python, tmp_
         if Path(f"/proc/{pid}/cmdline").exists()
     ]
     assert not [c for c in commands if "dlbench.harness" in c], commands
+
+
+@pytest.mark.slow
+def test_a_sweep_names_the_slow_node_and_records_a_drained_one(two_nodes, torch_python, tmp_path_factory):
+    """Accepting nodes for real: the same short configuration on both nodes, each on a core of its own, dlb-n2's
+    processes held to half a core (a CPU quota of its slurmd's cgroup, inherited by every job it starts). The report
+    names dlb-n2 slow and dlb-n1 within, the of_fleet expectation fails for dlb-n2 alone (exit 1, one line naming
+    it), and `python -m dlbench.judge` on the published report says the same. Then dlb-n1 is drained and the study
+    gains a configuration: dlb-n1 takes no job, is recorded drained with SLURM's reason, and the sweep still ends."""
+    work = tmp_path_factory.mktemp("sweep")
+    config = tiny_config()
+    config["defaults"].update(repeats=3, warmup_steps=2, measured_steps=20)  # a window of many quota periods
+    config["matrix"].update(model=["resnet_tiny"], topology=["1x1"], batch_size=[4])
+    config["sweep"] = {"nodes": ["dlb-n[1-2]"], "tolerance": 0.9}
+    config["expectations"] = [{"match": {"model": "resnet_tiny"}, "of_fleet": 0.9}]
+    cluster("cores", "dlb-n1", "0")
+    cluster("cores", "dlb-n2", "1")
+    cluster("slow-node", "dlb-n2", "50")
+    try:
+        # One run at a time (the profile's timed_run=1): two runs at once on this 2-core machine share it with
+        # Snakemake and SLURM's daemons, and a node's figure would be theirs as much as its own.
+        first = slurm_snakemake(work, write_config(work / "study.yaml", config), hard_timeout_s=HARD_TIMEOUT_S)
+    finally:
+        cluster("unslow-node", "dlb-n2")
+    assert first.returncode == 1, first.stdout[-3000:] + first.stderr[-5000:]
+    failing = {line for line in first.stderr.splitlines() if line.startswith("dlbench: FAIL: ")}  # also in the log
+    assert len(failing) == 1, first.stderr[-3000:]
+    (line,) = failing
+    assert "-on_dlb_n2: " in line and "× the fleet" in line and "its runs saw CPU: " in line, line
+    records = pd.read_csv(work / "results/aggregate/records.csv")
+    assert set(records["node"]) == {"dlb-n1", "dlb-n2"} and set(records["status"]) == {"ok"}
+    hosts = {node: set(part["hosts"]) for node, part in records.groupby("node")}
+    assert hosts == {"dlb-n1": {"dlb-n1"}, "dlb-n2": {"dlb-n2"}}, "each run ran on the node it was pinned to"
+    index = (work / "results/reports/latest/index.html").read_text()
+    assert "slow: dlb-n2" in index and "slowest dlb-n2" in index, index[:3000]
+    judged = subprocess.run(
+        [sys.executable, "-m", "dlbench.judge", str(work / "results/reports/latest")],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(REPO / "workflow")),
+    )
+    assert judged.returncode == 1 and "-on_dlb_n2: " in judged.stdout + judged.stderr
+
+    subprocess.run(["scontrol", "update", "nodename=dlb-n1", "state=drain", "reason=dlbench-test"], check=True)
+    try:
+        config["include"] = [
+            {"framework": "pytorch", "model": "resnet_tiny", "topology": "1x1", "batch_size": 8, "repeats": 1}
+        ]
+        second = slurm_snakemake(work, write_config(work / "study.yaml", config), hard_timeout_s=HARD_TIMEOUT_S)
+    finally:
+        subprocess.run(["scontrol", "update", "nodename=dlb-n1", "state=resume"], check=True)
+        cluster("cores", "dlb-n1", "0-1")
+    assert second.returncode == 1, second.stdout[-3000:] + second.stderr[-5000:]
+    assert "taking no job now, recorded as such: dlb-n1 (drained" in second.stderr, second.stderr[-3000:]
+    runs = sorted(str(p.relative_to(work / "results/runs")) for p in (work / "results/runs").rglob("rep?.jsonl"))
+    new = "resnet_tiny/pytorch/1x1/bs8-fp32-nocompile-synthetic-img32-on_dlb_n2/rep1.jsonl"
+    assert [r for r in runs if "bs8" in r] == [new], runs
+    nodes = {n["node"]: n for n in json.loads((work / "results/sweep/nodes.json").read_text())["nodes"]}
+    assert nodes["dlb-n1"]["available"] == "no" and nodes["dlb-n1"]["reason"] == "dlbench-test"
+    index = (work / "results/reports/latest/index.html").read_text()
+    assert "down: dlb-n1" in index and "dlbench-test" in index

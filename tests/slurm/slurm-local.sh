@@ -10,6 +10,11 @@
 #   slurm-local.sh lose-node NAME     several nodes: SIGKILL every process on node NAME (its slurmd and the
 #                                     job steps it started) - a node that dies mid-run
 #   slurm-local.sh restore-node NAME  start node NAME's slurmd again (it returns to service when it registers)
+#   slurm-local.sh cores NAME LIST    several nodes: node NAME's processes (its slurmd, so every job it starts from
+#                                     then on) may use only the cores of LIST (taskset's list, e.g. 0 or 0-1)
+#   slurm-local.sh slow-node NAME PERCENT   several nodes: node NAME's processes share PERCENT of one core's time
+#                                     (a CPU quota of their own cgroup), so every job it starts runs slower for real
+#   slurm-local.sh unslow-node NAME   the quota lifted
 #
 # Environment:
 #   SLURM_ACCOUNTING=dbd   (default) slurmdbd + MariaDB -> real `sacct`
@@ -395,11 +400,54 @@ cmd_restore_node() {
     log "node $1 is back: $(sinfo -h -n "$1" -o %T)"
 }
 
+cmd_cores() { # every process of the node, and what each starts from now on, on the given cores
+    node_arg "$1"
+    local pid
+    for pid in $(ip netns pids "$1"); do taskset -a -p -c "${2:?slurm-local.sh cores NAME LIST}" "$pid" >/dev/null; done
+    log "node $1 runs on cores $2"
+}
+
+slow_cgroup() { # node name -> its cgroup directory (v2: cpu.max; v1: the cpu controller's cfs quota)
+    if [[ -e /sys/fs/cgroup/cgroup.controllers ]]; then echo "/sys/fs/cgroup/dlb-slow-$1"; else echo "/sys/fs/cgroup/cpu/dlb-slow-$1"; fi
+}
+
+cmd_slow_node() {
+    node_arg "$1"
+    local percent=${2:?slurm-local.sh slow-node NAME PERCENT} cg pid
+    [[ "$percent" =~ ^[1-9][0-9]*$ ]] || { echo "slurm-local.sh: PERCENT must be a whole number, got '$percent'" >&2; exit 2; }
+    cg=$(slow_cgroup "$1")
+    mkdir -p "$cg"
+    # A 10 ms period: a run's measured window of a few tens of milliseconds spans several, so it is slowed
+    # throughout (a 100 ms period lets a window that short run inside one period's allowance at full speed).
+    if [[ -e /sys/fs/cgroup/cgroup.controllers ]]; then
+        echo "$((percent * 100)) 10000" > "$cg/cpu.max"
+    else
+        echo 10000 > "$cg/cpu.cfs_period_us"
+        echo "$((percent * 100))" > "$cg/cpu.cfs_quota_us"
+    fi
+    for pid in $(ip netns pids "$1"); do echo "$pid" > "$cg/cgroup.procs" 2>/dev/null || true; done
+    log "node $1 slowed: its processes share ${percent}% of one core"
+}
+
+cmd_unslow_node() {
+    node_arg "$1"
+    local cg pid root
+    cg=$(slow_cgroup "$1")
+    [[ -d "$cg" ]] || return 0
+    root=$(dirname "$cg")
+    for pid in $(cat "$cg/cgroup.procs"); do echo "$pid" > "$root/cgroup.procs" 2>/dev/null || true; done
+    rmdir "$cg" 2>/dev/null || true
+    log "node $1: quota lifted"
+}
+
 case "${1:-}" in
     start) cmd_start ;;
     stop) cmd_stop ;;
     status) cmd_status ;;
     lose-node) cmd_lose_node "${2:-}" ;;
     restore-node) cmd_restore_node "${2:-}" ;;
-    *) echo "usage: $0 start|stop|status|lose-node NAME|restore-node NAME" >&2; exit 2 ;;
+    cores) cmd_cores "${2:-}" "${3:-}" ;;
+    slow-node) cmd_slow_node "${2:-}" "${3:-}" ;;
+    unslow-node) cmd_unslow_node "${2:-}" ;;
+    *) echo "usage: $0 start|stop|status|lose-node NAME|restore-node NAME|cores NAME LIST|slow-node NAME PERCENT|unslow-node NAME" >&2; exit 2 ;;
 esac

@@ -5,4 +5,4 @@ record made from one, and every report name it, so a figure can be traced to the
 Standard library only: the harness imports it in the framework environments.
 """
 
-__version__ = "0.16.0"
+__version__ = "0.17.0"

@@ -81,6 +81,8 @@ rule expectations:
         EXPECTATIONS_PASSED,
     log:
         "logs/expectations.log",
+    # A verdict is not a fault to try again (the SLURM profile's retries): judged once, said once.
+    retries: 0
     localrule: True
     conda:
         "../../envs/core.yaml"

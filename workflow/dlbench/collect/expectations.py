@@ -109,7 +109,7 @@ def judge(
     earlier_runs = [(name, ok_throughputs(r)) for name, r in earlier]
     rows = {str(r["config_id"]): {str(k): v for k, v in r.items()} for r in summary.to_dict(orient="records")}
     figures = _published(summary, published)
-    ratios: dict[str, stats.RatioCI] = {}
+    ratios: dict[str, tuple[stats.RatioCI, str]] = {}
     if any("of_fleet" in entry for entry in entries):
         ratios = fleet.ratios_by_config(records, level)
     out: list[dict[str, Any]] = []
@@ -134,15 +134,17 @@ def _judge_fleet(
     config: str,
     row: Mapping[str, Any],
     runs: Mapping[str, np.ndarray],
-    ratios: Mapping[str, stats.RatioCI],
+    ratios: Mapping[str, tuple[stats.RatioCI, str]],
 ) -> dict[str, Any]:
     if config not in ratios:
         return _verdict(expectation, config, UNJUDGED, "not a sweep's run (no node): no fleet to compare with")
     if len(runs.get(config, ())) == 0:
         return _verdict(expectation, config, FAIL, f"no successful run ({row.get('statuses') or 'none'})")
-    ratio = ratios[config]
+    ratio, seen = ratios[config]
+    if ratio.ratio is None:
+        return _verdict(expectation, config, UNJUDGED, ratio.note)
     interval = f"[{ratio.low:.3f}, {ratio.high:.3f}]" if ratio.ok else "(no interval)"
-    measured = f"{ratio.ratio:.3f} × the fleet {interval}"
+    measured = f"{ratio.ratio:.3f} × the fleet {interval}" + (f" (its runs saw {seen})" if seen else "")
     return _decide(expectation, config, expectation.bound, measured, (ratio.ratio, ratio.low, ratio.high), ratio.note)
 
 

@@ -5,12 +5,13 @@ its interval (stats.median_ci), its ratio to the fleet's median with a bootstrap
 same statistics as the build comparison and the expectations), and a verdict at the study's tolerance (`sweep:
 tolerance`, 0.95 by default):
 
-    within     the ratio's interval does not lie below the tolerance, and is narrow enough to say so
+    within     the ratio's interval lies at or above the tolerance
     slow       the ratio's interval lies below the tolerance
-    unstable   the node's own repeats are too spread to judge: the ratio's interval is wider than the band
-               between the tolerance and its mirror above 1 (2 x (1 - tolerance))
-    undecided  the interval contains the tolerance: more repeats
+    unstable   the interval contains the tolerance and is wider than the band between the tolerance and its
+               mirror above 1 (2 x (1 - tolerance)): the repeats are too spread to judge
+    undecided  the interval contains the tolerance and is narrower: more repeats
     too few    fewer ok repeats than an interval needs (stats.MIN_RATIO_REPEATS)
+    no fleet   no other node has an ok run of the configuration
     failed     no ok run
     down       the node took no job: SLURM said down, drained, failed or in maintenance when it was planned
 
@@ -33,15 +34,17 @@ from ..vocabulary.identity import IdentityError, with_node
 from . import stats
 from .compare import ok_throughputs
 
-WITHIN, SLOW, UNSTABLE, UNDECIDED, TOO_FEW, FAILED, DOWN = (
+WITHIN, SLOW, UNSTABLE, UNDECIDED, TOO_FEW, ALONE, FAILED, DOWN = (
     "within",
     "slow",
     "unstable",
     "undecided",
     "too few repeats",
+    "no fleet",
     "failed",
     "down",
 )
+ALONE_NOTE = "no other node has an ok run of this configuration"
 DEFAULT_TOLERANCE = 0.95  # the config schema's sweep.tolerance default
 LEAVE_ONE_OUT_NODES = 50
 # The telemetry's columns that say what a node's hardware did (records.csv), and the words each goes under.
@@ -79,6 +82,8 @@ def hardware(runs: pd.DataFrame) -> dict[str, Any]:
             out[column] = float(values.median())
         else:
             out[column] = str(values.iloc[0]) if len(values) else None
+    if out.get("device_name") == out.get("cpu_model"):  # a CPU run's device is its CPU: said once
+        out["device_name"] = None
     return out
 
 
@@ -97,31 +102,35 @@ def verdict_of(ratio: stats.RatioCI, n_ok: int, tolerance: float) -> tuple[str, 
     """The verdict of a node's ratio to the fleet, and why."""
     if n_ok == 0:
         return FAILED, "no ok run"
+    if ratio.ratio is None:
+        return ALONE, ratio.note
     if not ratio.ok:
         return TOO_FEW, ratio.note
     assert ratio.low is not None and ratio.high is not None
     interval = f"ratio {ratio.ratio:.3f} [{ratio.low:.3f}, {ratio.high:.3f}]"
     if ratio.high < tolerance:
         return SLOW, f"{interval} lies below {tolerance:g}"
+    if ratio.low >= tolerance:
+        return WITHIN, f"{interval} at or above {tolerance:g}"
     if ratio.high - ratio.low > 2 * (1 - tolerance):
-        return UNSTABLE, f"{interval}: its own repeats too spread to judge at {tolerance:g}"
-    if ratio.low < tolerance:
-        return UNDECIDED, f"{interval} contains {tolerance:g}: more repeats"
-    return WITHIN, f"{interval} at or above {tolerance:g}"
+        return UNSTABLE, f"{interval} contains {tolerance:g} and is too wide to judge: the repeats are too spread"
+    return UNDECIDED, f"{interval} contains {tolerance:g}: more repeats"
 
 
-def ratios_by_config(records: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> dict[str, stats.RatioCI]:
-    """Each sweep run's configuration (its config id, node included) -> its node's ratio to the rest of the fleet."""
+def ratios_by_config(records: pd.DataFrame, level: float = stats.DEFAULT_LEVEL) -> dict[str, tuple[stats.RatioCI, str]]:
+    """Each sweep run's configuration (its config id, node included) -> its node's ratio to the rest of the fleet,
+    and what the node's hardware reported (hardware_words)."""
     if records.empty or "node" not in records or records["node"].dropna().empty:
         return {}
     swept = records[records["node"].notna()]
     runs = ok_throughputs(swept)
-    out: dict[str, stats.RatioCI] = {}
+    out: dict[str, tuple[stats.RatioCI, str]] = {}
     keys = [fleet_key(str(c)) for c in swept["config_id"]]
     for _, of_config in swept.groupby(keys, sort=False):
-        ids = {str(node): str(part["config_id"].iloc[0]) for node, part in of_config.groupby("node", sort=False)}
-        ratios = _ratios({node: runs.get(config, np.array([])) for node, config in ids.items()}, level)
-        out |= {ids[node]: ratio for node, ratio in ratios.items()}
+        parts = {str(node): part for node, part in of_config.groupby("node", sort=False)}
+        ids = {node: str(part["config_id"].iloc[0]) for node, part in parts.items()}
+        ratios = node_ratios({node: runs.get(config, np.array([])) for node, config in ids.items()}, level)
+        out |= {ids[node]: (ratio, hardware_words(hardware(parts[node]))) for node, ratio in ratios.items()}
     return out
 
 
@@ -138,18 +147,21 @@ def fleet_table(
         return pd.DataFrame()
     swept = records[records["node"].notna()].copy()
     swept["configuration"] = [fleet_key(str(c)) for c in swept["config_id"]]
+    unavailable = unavailable or {}
     runs = ok_throughputs(swept)
     rows: list[dict[str, Any]] = []
     for configuration, of_config in swept.groupby("configuration", sort=False):
         per_node = {str(node): part for node, part in of_config.groupby("node", sort=False)}
         values = {node: runs.get(str(part["config_id"].iloc[0]), np.array([])) for node, part in per_node.items()}
-        ratios = _ratios(values, level)
+        ratios = node_ratios(values, level)
         pooled = np.concatenate([v for v in values.values()]) if values else np.array([])
         fleet_median = float(np.median(pooled)) if len(pooled) else None
         for node, part in per_node.items():
             mine = values[node]
             ci = stats.median_ci(mine, level)
             verdict, why = verdict_of(ratios[node], len(mine), tolerance)
+            if node in unavailable:  # runs from before it went down: read, none new
+                why += f"; now {unavailable[node]} in SLURM (these runs are from before; no new one)"
             rows.append(
                 {
                     "configuration": configuration,
@@ -172,7 +184,7 @@ def fleet_table(
                     **hardware(part),
                 }
             )
-        for node, why in (unavailable or {}).items():
+        for node, why in unavailable.items():
             if node not in per_node:
                 rows.append(
                     {
@@ -190,14 +202,14 @@ def fleet_table(
     return table.sort_values(["configuration", "_order"], kind="stable").drop(columns="_order").reset_index(drop=True)
 
 
-def _ratios(values: Mapping[str, np.ndarray], level: float) -> dict[str, stats.RatioCI]:
+def node_ratios(values: Mapping[str, np.ndarray], level: float) -> dict[str, stats.RatioCI]:
     """Each node's ratio to the rest of the fleet: its median ÷ the median of the other nodes' medians (a slow node
     moves that reference less than it would a pooled median), with a percentile-bootstrap interval in which every
     node's runs are resampled. Above LEAVE_ONE_OUT_NODES nodes the reference is every node's medians."""
     nodes = [node for node in values if len(values[node])]
-    out = {node: stats.ratio_ci(values[node], []) for node in values if node not in nodes}  # no ok run
+    out = {node: stats.RatioCI(None, None, None, level, 0, 0, "no ok run") for node in values if node not in nodes}
     if len(nodes) < 2:
-        return out | {node: stats.ratio_ci(values[node], []) for node in nodes}
+        return out | {node: stats.RatioCI(None, None, None, level, len(values[node]), 0, ALONE_NOTE) for node in nodes}
     rng = np.random.default_rng(stats.BOOTSTRAP_SEED)
     boot = np.stack([stats.bootstrap_medians(values[node], stats.DEFAULT_RESAMPLES, rng) for node in nodes])
     medians = np.array([np.median(values[node]) for node in nodes])

@@ -176,14 +176,20 @@ class Study:
     unavailable: dict[str, str] = field(default_factory=dict)
     unreadable: str = ""  # why the sweep's nodes' states could not be read (no sinfo): refused at onstart
 
-    def runs_now(self, c: Configuration) -> bool:
-        """A configuration's runs are jobs unless it is pinned to a node that takes none now."""
+    def takes_jobs(self, c: Configuration) -> bool:
+        """A configuration's runs are jobs unless it is pinned to a node that takes none now (sweep:)."""
         return c.node is None or not any(node in self.unavailable for node in sweep.members(c.node))
 
     def run_logs(self) -> list[str]:
-        """The runs known before any search: those of the configurations with a batch size (and a node that takes
-        jobs, in a sweep)."""
-        return [log for c in self.configurations.values() if not c.is_max and self.runs_now(c) for log in c.run_logs()]
+        """The runs known before any search: those of the configurations with a batch size. In a sweep, a node
+        that takes no job now keeps the runs it finished before (they are read, not run) and gets no new one."""
+        return [
+            log
+            for c in self.configurations.values()
+            if not c.is_max
+            for log in c.run_logs()
+            if self.takes_jobs(c) or Path(log).exists()
+        ]
 
     def searches(self) -> dict[str, Configuration]:
         """The batch-size searches of the configurations with batch_size max, by search id: one per configuration
@@ -201,7 +207,7 @@ class Study:
             for c in self.configurations.values()
             if c.quality
             for r in range(1, c.repeats + 1)
-            if self.runs_now(c)
+            if self.takes_jobs(c) or Path(identity.mlperf_log(c.config_id, r)).exists()
         ]
 
     def frameworks(self) -> list[str]:

@@ -23,7 +23,7 @@ from .config_errors import ConfigError
 
 # SLURM's long state names (sinfo %T) of a node that takes no new job; a trailing '*' (not responding) too.
 UNAVAILABLE = ("down", "drain", "fail", "maint", "inval", "unknown", "future", "power", "reboot")
-SINFO_TIMEOUT_S = 60
+SINFO_TIMEOUT_S = 20  # a controller answers in well under a second
 HOSTLIST_PART = re.compile(r"([^\[\],]*)(?:\[([^\]]*)\])?")
 
 

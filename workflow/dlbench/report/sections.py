@@ -406,8 +406,9 @@ def fleet_section(inputs: ReportInputs) -> Section | None:
         "fleet",
         "Fleet: every node against the rest",
         f"Nodes from {nodes}. Ratio = the node's median ÷ the median of the other nodes' runs, with its {level:.0%} "
-        f"bootstrap interval; slow when the interval lies below {tolerance:g}, unstable when it is wider than "
-        f"{2 * (1 - tolerance):.2g} (its own repeats too spread to judge), undecided when it contains {tolerance:g}; "
+        f"bootstrap interval; within when the interval lies at or above {tolerance:g}, slow when below it; an "
+        f"interval containing it is unstable when wider than {2 * (1 - tolerance):.2g} (the repeats too spread to "
+        "judge), else undecided; "
         "down: SLURM's state when the sweep was planned (no job). Only within passes. Hardware: what the node's "
         "runs' telemetry saw (docs/nodes.md).",
         rows,
