@@ -128,12 +128,24 @@ def variant_build(model, variant):
     return identity.parse_variant(model, variant)["build"]
 
 
+# A run's environment, interpreter and command words depend on its framework and build alone: each is computed
+# once per (framework, build), not once per job (a sweep of a thousand nodes asks them for every one of its runs).
 def run_env_input(wildcards):
-    return SOFTWARE.run_env_input(wildcards.framework, build_of(wildcards))
+    return _run_env_input(wildcards.framework, build_of(wildcards))
+
+
+@functools.cache
+def _run_env_input(framework, build):
+    return SOFTWARE.run_env_input(framework, build)
 
 
 def run_conda_env(wildcards):
-    return SOFTWARE.run_conda_env(wildcards.framework, build_of(wildcards))
+    return _run_conda_env(wildcards.framework, build_of(wildcards))
+
+
+@functools.cache
+def _run_conda_env(framework, build):
+    return SOFTWARE.run_conda_env(framework, build)
 
 
 def run_container(wildcards):
@@ -145,7 +157,12 @@ def run_container(wildcards):
 def run_words(module):
     """The input function of a run's (or a search's, a CPU peak's) command: a dlbench module in the configuration's
     build."""
-    return lambda wildcards: run_module(wildcards.framework, module, build_of(wildcards))
+    return lambda wildcards: _run_module(wildcards.framework, module, build_of(wildcards))
+
+
+@functools.cache
+def _run_module(framework, module, build):
+    return run_module(framework, module, build)
 
 
 # The runs' image only where the study names one: Snakemake asks a callable for every job (and again each time it
