@@ -287,8 +287,8 @@ def test_losing_a_node_mid_run_is_a_failure_record(two_nodes, torch_python, tmp_
 @pytest.mark.slow
 def test_a_sweep_names_the_slow_node_and_records_a_drained_one(two_nodes, torch_python, tmp_path_factory):
     """Accepting nodes for real: the same short configuration on both nodes, each on a core of its own, dlb-n2's
-    processes held to a fifth of a core (a CPU quota of its slurmd's cgroup, inherited by every job it starts). The report
-    names dlb-n2 slow and dlb-n1 within, the of_fleet expectation fails for dlb-n2 alone (exit 1, one line naming
+    processes held to a fifth of a core (a CPU quota of its slurmd's cgroup, inherited by every job it starts). The
+    report names dlb-n2 slow and dlb-n1 within, the of_fleet expectation fails for dlb-n2 alone (exit 1, one line naming
     it), and `python -m dlbench.judge` on the published report says the same. Then dlb-n1 is drained and the study
     gains a configuration: dlb-n1 takes no job, is recorded drained with SLURM's reason, and the sweep still ends."""
     work = tmp_path_factory.mktemp("sweep")
