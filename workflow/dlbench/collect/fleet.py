@@ -262,18 +262,6 @@ def fleet_summary(table: pd.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
-def failing_lines(table: pd.DataFrame) -> list[str]:
-    """One line per node that does not pass: which, in which configuration, by how much, what its hardware saw."""
-    lines = []
-    for row in table[table["verdict"] != WITHIN].to_dict(orient="records") if not table.empty else []:
-        seen = hardware_words(row)
-        lines.append(
-            f"{str(row['verdict']).upper()}: node {row['node']}: {row['configuration']}: {row['why']}"
-            + (f" (its runs saw {seen})" if seen else "")
-        )
-    return lines
-
-
 def nodes_of(sweep: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     """The nodes of a sweep's nodes file (identity.SWEEP_NODES) that took no job, with why."""
     return {

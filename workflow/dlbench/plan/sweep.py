@@ -11,11 +11,9 @@ job pinned to it forever); it is recorded with its state and reason in `results/
 from __future__ import annotations
 
 import itertools
-import json
 import re
 import shutil
 import subprocess
-from pathlib import Path
 from typing import Any
 
 from ..vocabulary.axes import NODE_GROUP
@@ -135,14 +133,3 @@ def node_states(nodes: list[str]) -> dict[str, dict[str, str]]:
     for name in nodes:
         states.setdefault(name, {"state": "unknown to SLURM", "reason": "not in sinfo", "available": "no"})
     return states
-
-
-def write_nodes_file(path: Path, nodes: list[str], states: dict[str, dict[str, str]], source: str) -> bool:
-    """The sweep's nodes with their states, written only when they changed (the aggregate reads the file, so an
-    unchanged one must not make it run again). Returns whether it was written."""
-    content = json.dumps({"source": source, "nodes": [{"node": n, **states.get(n, {})} for n in nodes]}, indent=1)
-    if path.exists() and path.read_text() == content:
-        return False
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(content)
-    return True
