@@ -289,22 +289,24 @@ def test_a_sweep_names_the_slow_node_and_records_a_drained_one(two_nodes, torch_
     """Accepting nodes for real: the same short configuration on both nodes, each on a core of its own, dlb-n2's
     processes held to a fifth of a core (a CPU quota of its slurmd's cgroup, inherited by every job it starts). The
     report names dlb-n2 slow and dlb-n1 within, the of_fleet expectation fails for dlb-n2 alone (exit 1, one line naming
-    it), and `python -m dlbench.judge` on the published report says the same. Then dlb-n1 is drained and the study
-    gains a configuration: dlb-n1 takes no job, is recorded drained with SLURM's reason, and the sweep still ends."""
+    it), and `python -m dlbench.judge` on the published report says the same. Then dlb-n1 is drained: the study runs
+    again, dlb-n1 is recorded drained with SLURM's reason, its runs from before are kept and read, no job is
+    submitted, and the report is made again. A sweep naming nodes this SLURM does not know is refused, naming them."""
     work = tmp_path_factory.mktemp("sweep")
     config = tiny_config()
     config["defaults"].update(repeats=3, warmup_steps=2, measured_steps=10)  # a window of many quota periods
     config["matrix"].update(model=["resnet_tiny"], topology=["1x1"], batch_size=[4])
     config["sweep"] = {"nodes": ["dlb-n[1-2]"], "tolerance": 0.9}
     config["expectations"] = [{"match": {"model": "resnet_tiny"}, "of_fleet": 0.9}]
+    study = write_config(work / "study.yaml", config)
     cluster("cores", "dlb-n1", "0")
     cluster("cores", "dlb-n2", "1")
     # A fifth of a core: far below the tolerance even when the suite's other workers load dlb-n1's core too.
     cluster("slow-node", "dlb-n2", "20")
     try:
-        # One run at a time (the profile's timed_run=1): two runs at once on this 2-core machine share it with
-        # Snakemake and SLURM's daemons, and a node's figure would be theirs as much as its own.
-        first = slurm_snakemake(work, write_config(work / "study.yaml", config), hard_timeout_s=HARD_TIMEOUT_S)
+        # Every run queued at once: SLURM runs one job at a time on each node (--exclusive), each node on its own
+        # core, so the nodes' runs overlap and neither waits for Snakemake's next status check.
+        first = slurm_snakemake(work, study, *ALL_RUNS_QUEUED, hard_timeout_s=HARD_TIMEOUT_S)
     finally:
         cluster("unslow-node", "dlb-n2")
     assert first.returncode == 1, first.stdout[-3000:] + first.stderr[-5000:]
@@ -326,21 +328,24 @@ def test_a_sweep_names_the_slow_node_and_records_a_drained_one(two_nodes, torch_
     )
     assert judged.returncode == 1 and "-on_dlb_n2: " in judged.stdout + judged.stderr
 
+    runs = {p: p.stat().st_mtime_ns for p in (work / "results/runs").rglob("rep?.jsonl")}
     subprocess.run(["scontrol", "update", "nodename=dlb-n1", "state=drain", "reason=dlbench-test"], check=True)
     try:
-        config["include"] = [
-            {"framework": "pytorch", "model": "resnet_tiny", "topology": "1x1", "batch_size": 8, "repeats": 1}
-        ]
-        second = slurm_snakemake(work, write_config(work / "study.yaml", config), hard_timeout_s=HARD_TIMEOUT_S)
+        second = slurm_snakemake(work, study, hard_timeout_s=HARD_TIMEOUT_S)
     finally:
         subprocess.run(["scontrol", "update", "nodename=dlb-n1", "state=resume"], check=True)
         cluster("cores", "dlb-n1", "0-1")
     assert second.returncode == 1, second.stdout[-3000:] + second.stderr[-5000:]
     assert "taking no job now, recorded as such: dlb-n1 (drained" in second.stderr, second.stderr[-3000:]
-    runs = sorted(str(p.relative_to(work / "results/runs")) for p in (work / "results/runs").rglob("rep?.jsonl"))
-    new = "resnet_tiny/pytorch/1x1/bs8-fp32-nocompile-synthetic-img32-on_dlb_n2/rep1.jsonl"
-    assert [r for r in runs if "bs8" in r] == [new], runs
+    assert "rule benchmark_run" not in second.stdout + second.stderr, "a drained node's runs are read, not run"
+    assert {p: p.stat().st_mtime_ns for p in (work / "results/runs").rglob("rep?.jsonl")} == runs
     nodes = {n["node"]: n for n in json.loads((work / "results/sweep/nodes.json").read_text())["nodes"]}
     assert nodes["dlb-n1"]["available"] == "no" and nodes["dlb-n1"]["reason"] == "dlbench-test"
     index = (work / "results/reports/latest/index.html").read_text()
-    assert "down: dlb-n1" in index and "dlbench-test" in index
+    assert "now drained: dlbench-test in SLURM (these runs are from before; no new one)" in index, index[:3000]
+    assert "node dlb-n1: took no job: drained: dlbench-test" in index, "a node down now is not judged"
+
+    config["sweep"] = {"nodes": ["dlb-x[1-2]"]}
+    unknown = slurm_snakemake(work, write_config(work / "unknown.yaml", config), hard_timeout_s=HARD_TIMEOUT_S)
+    assert unknown.returncode == 1 and not list((work / "results/runs/resnet_tiny/pytorch/1x1").glob("*dlb_x*"))
+    assert "sweep.nodes: SLURM here knows none of the sweep's nodes (dlb-x1, dlb-x2)" in unknown.stderr, unknown.stderr

@@ -119,7 +119,8 @@ def partition_nodes(partition: str) -> list[str]:
 
 
 def node_states(nodes: list[str]) -> dict[str, dict[str, str]]:
-    """Each node's SLURM state and reason (sinfo), `available` 'yes' or 'no'; a node SLURM does not know: 'no'."""
+    """Each node's SLURM state and reason (sinfo), `available` 'yes' or 'no'; a node SLURM does not know: 'no'.
+    ConfigError where sinfo cannot answer, or knows none of the nodes."""
     listing = _sinfo("-h", "-N", "-n", ",".join(nodes), "-o", "%N|%T|%E")
     states: dict[str, dict[str, str]] = {}
     for line in listing.splitlines():
@@ -130,6 +131,11 @@ def node_states(nodes: list[str]) -> dict[str, dict[str, str]]:
         down = state.endswith("*") or state.lower().startswith(UNAVAILABLE)
         reason = "" if reason == "none" else reason
         states[name] = {"state": state, "reason": reason, "available": "no" if down else "yes"}
+    if not states:  # a misspelt list, or a SLURM of another cluster: no node to sweep, not a fleet of down ones
+        shown = ", ".join(nodes[:5]) + (f" and {len(nodes) - 5} more" if len(nodes) > 5 else "")
+        raise ConfigError(
+            f"sweep.nodes: SLURM here knows none of the sweep's nodes ({shown}); `sinfo -N` lists the nodes it knows"
+        )
     for name in nodes:
         states.setdefault(name, {"state": "unknown to SLURM", "reason": "not in sinfo", "available": "no"})
     return states
